@@ -1,0 +1,193 @@
+//! High-level compliance checking of log files: ruleset selection, file
+//! discovery, parallel checking.
+
+use crate::compliance::{self, CheckOptions};
+use crate::diag::{Diagnostic, Verdict};
+use crate::mllog;
+use crate::ruleset::RuleLibrary;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Which rules a log is checked against.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RulesetChoice {
+    /// An official ruleset: `<usage>_<version>/common.yaml` and its chain.
+    Official { usage: String, version: String },
+    /// One rule file (like the official `--config`), relative to the rules
+    /// root or absolute.
+    Config(String),
+    /// Pick per log: referee's own rule file when the log's
+    /// `submission_benchmark` is one of referee's benchmarks.
+    Auto,
+}
+
+/// The verdict on one log.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogReport {
+    pub path: String,
+    pub verdict: Verdict,
+    pub ruleset: Option<String>,
+    pub benchmark: Option<String>,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Findings left out because a root cause explains them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub suppressed: usize,
+    pub records: usize,
+    pub rule_files: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A file that could not be checked at all (I/O, or no rules apply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+pub struct Checker {
+    pub lib: Arc<RuleLibrary>,
+    pub opts: CheckOptions,
+    /// referee's own benchmarks: `submission_benchmark` → (ruleset name,
+    /// rule file path in `lib`).
+    pub own: HashMap<String, (String, String)>,
+}
+
+impl Checker {
+    pub fn new(lib: Arc<RuleLibrary>, opts: CheckOptions) -> Self {
+        Checker {
+            lib,
+            opts,
+            own: HashMap::new(),
+        }
+    }
+
+    /// Check one log file.
+    pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
+        let parsed = mllog::read_file(path).map_err(|e| CheckError {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        self.check_parsed(&path.display().to_string(), parsed, choice)
+            .map_err(|message| CheckError {
+                path: path.to_path_buf(),
+                message,
+            })
+    }
+
+    /// Check an already parsed log.
+    pub fn check_parsed(
+        &self,
+        display: &str,
+        parsed: mllog::ParsedLog,
+        choice: &RulesetChoice,
+    ) -> Result<LogReport, String> {
+        let (ruleset, start) = match choice {
+            RulesetChoice::Official { usage, version } => {
+                (Some(version.clone()), format!("{usage}_{version}/common.yaml"))
+            }
+            RulesetChoice::Config(c) => (None, c.clone()),
+            RulesetChoice::Auto => {
+                let bench = parsed
+                    .records
+                    .iter()
+                    .find(|r| r.key() == "submission_benchmark")
+                    .and_then(|r| r.value().as_str());
+                match bench.and_then(|b| self.own.get(b)) {
+                    Some((name, rel)) => (Some(name.clone()), rel.clone()),
+                    None => {
+                        return Err(match bench {
+                            Some(b) => format!(
+                                "`{b}` is not a referee benchmark, so no ruleset can be chosen automatically: \
+                                 pass --ruleset X.Y.Z (e.g. 5.0.0) to check it against the official MLPerf rules"
+                            ),
+                            None => "the log names no submission_benchmark, so no ruleset can be chosen \
+                                     automatically: pass --ruleset X.Y.Z"
+                                .to_string(),
+                        });
+                    }
+                }
+            }
+        };
+        let out = compliance::check(&self.lib, parsed, &start, self.opts);
+        let diagnostics = out
+            .diagnostics
+            .into_iter()
+            .map(|mut d| {
+                if d.file.is_none() && d.line.is_some() {
+                    d.file = Some(display.to_string());
+                }
+                d
+            })
+            .collect();
+        Ok(LogReport {
+            path: display.to_string(),
+            verdict: out.verdict,
+            ruleset,
+            benchmark: out.benchmark,
+            diagnostics,
+            suppressed: out.suppressed,
+            records: out.records,
+            rule_files: out.rule_files,
+        })
+    }
+
+    /// Check many files in parallel; results come back in input order.
+    pub fn check_files(&self, paths: &[PathBuf], choice: &RulesetChoice) -> Vec<Result<LogReport, CheckError>> {
+        paths.par_iter().map(|p| self.check_file(p, choice)).collect()
+    }
+}
+
+/// Expand command-line paths: files as given; directories searched
+/// recursively for `result_*.txt` (sorted).
+pub fn collect_logs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CheckError> {
+    let mut out = Vec::new();
+    for p in inputs {
+        let meta = std::fs::metadata(p).map_err(|e| CheckError {
+            path: p.clone(),
+            message: format!("cannot access: {e}"),
+        })?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            walk(p, &mut found).map_err(|e| CheckError {
+                path: p.clone(),
+                message: format!("cannot list directory: {e}"),
+            })?;
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let ft = e.file_type()?;
+        let path = e.path();
+        if ft.is_dir() {
+            walk(&path, out)?;
+        } else if is_result_name(&e.file_name().to_string_lossy()) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The official glob `result_*.txt`.
+pub fn is_result_name(name: &str) -> bool {
+    name.starts_with("result_") && name.ends_with(".txt") && name.len() >= "result_.txt".len()
+}

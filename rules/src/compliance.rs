@@ -1,0 +1,736 @@
+//! The compliance engine: runs a chain of rule files over one log with the
+//! official checker's algorithm, and reports structured diagnostics.
+//!
+//! Algorithm per rule file (mirrors the official `configured_checks`):
+//! fresh state `s`; BEGIN; drop earlier keyed messages for keys this file
+//! defines; for every record whose key the file names: PRE, each CHECK,
+//! POST (only on the first occurrence for `submission_*` keys),
+//! FIRST_CHECK on the first occurrence, ATLEAST_ONE_CHECK on every one; then
+//! the occurrence requirements (REQ) and END. Rule files enqueue their
+//! successors (`enqueue_config`); files run first-in first-out.
+//!
+//! Message semantics are kept: a later failure of the same key replaces the
+//! earlier one in place; warnings (repeated identical EXACTLY_ONE values)
+//! do not fail a log unless `werror`.
+//!
+//! Where the official checker crashes (an exception in BEGIN or in an
+//! ATLEAST_ONE_CHECK, a missing rule file, a malformed record), referee
+//! reports an error diagnostic that says so and goes on; the log fails, as
+//! it does (with a traceback) under the official tool.
+
+use crate::diag::{Diagnostic, Severity, Verdict};
+use crate::mllog::{LineProblem, ParsedLog, Record};
+use crate::py::{self, Effects};
+use crate::ruleset::{Begin, KeyRule, LoadError, Req, RuleFile, RuleLibrary, Snippet};
+use crate::value::{py_contains, py_eq, Dict, PyError, Value};
+use indexmap::{IndexMap, IndexSet};
+use std::collections::{HashSet, VecDeque};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// Repeated identical EXACTLY_ONE values become errors.
+    pub werror: bool,
+    /// Drop warnings.
+    pub quiet: bool,
+}
+
+/// The result of checking one log.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    /// Errors first (in the official order), then warnings.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Findings that are consequences of a root cause already reported
+    /// (two runs in one file) and are left out of `diagnostics`.
+    pub suppressed: usize,
+    /// Rule files run, in order.
+    pub rule_files: Vec<String>,
+    pub benchmark: Option<String>,
+    pub division: Option<String>,
+    pub records: usize,
+}
+
+impl Outcome {
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    warnings: IndexMap<String, Diagnostic>,
+    keyed: IndexMap<String, Diagnostic>,
+    unkeyed: Vec<Diagnostic>,
+    opts: CheckOptions,
+}
+
+impl Store {
+    fn keyed(&mut self, key: &str, d: Diagnostic) {
+        // Replacing keeps the position, like a dict assignment.
+        self.keyed.insert(key.to_string(), d);
+    }
+    fn warn(&mut self, key: &str, mut d: Diagnostic) {
+        if self.opts.werror {
+            d.severity = Severity::Error;
+            self.keyed(key, d);
+        } else if !self.opts.quiet {
+            self.warnings.insert(key.to_string(), d);
+        }
+    }
+}
+
+/// Check a parsed log, starting the rule chain at `start` (e.g.
+/// `training_5.0.0/common.yaml`, or an absolute path).
+pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions) -> Outcome {
+    let ParsedLog {
+        mut records,
+        problems,
+        ..
+    } = log;
+    let mut store = Store {
+        opts,
+        ..Store::default()
+    };
+
+    let benchmark = first_str(&records, "submission_benchmark");
+    let division = first_str(&records, "submission_division");
+    let record_count = records.len();
+
+    report_problems(&problems, &mut store);
+    if records.is_empty() {
+        store.unkeyed.push(
+            Diagnostic::error("no-records", "the file holds no MLLOG lines")
+                .expected("lines of the form `:::MLLOG {json}`")
+                .found("none")
+                .official("No log lines detected"),
+        );
+    }
+
+    let mut queue: VecDeque<String> = VecDeque::from([start.to_string()]);
+    let mut ran = Vec::new();
+    while let Some(rel) = queue.pop_front() {
+        ran.push(rel.clone());
+        match lib.load(&rel) {
+            Ok(file) => run_file(&file, &mut records, &mut store, &mut queue),
+            Err(LoadError::NotFound(path)) => {
+                store.unkeyed.push(
+                    Diagnostic::error(
+                        "rule-file-missing",
+                        format!(
+                            "rule file {rel} does not exist (the official checker stops here with FileNotFoundError)"
+                        ),
+                    )
+                    .rule(rel.clone(), None)
+                    .key(rule_file_key(&rel))
+                    .found(path.display().to_string())
+                    .official(format!("Could not find config file: {}", path.display())),
+                );
+            }
+            Err(LoadError::Invalid(e)) => {
+                store.unkeyed.push(
+                    Diagnostic::error("rule-file-invalid", format!("cannot use rule file: {e}"))
+                        .rule(rel.clone(), e.line),
+                );
+            }
+        }
+    }
+
+    let concatenated = concatenated_runs(&records);
+    let mut diagnostics: Vec<Diagnostic> = store.keyed.into_values().collect();
+    diagnostics.extend(store.unkeyed);
+    diagnostics.extend(store.warnings.into_values());
+    let mut suppressed = 0;
+    if let Some(d) = concatenated {
+        suppressed = diagnostics.len();
+        diagnostics = vec![d];
+    }
+    let verdict = Verdict::from_ok(!diagnostics.iter().any(Diagnostic::is_error));
+    Outcome {
+        verdict,
+        diagnostics,
+        suppressed,
+        rule_files: ran,
+        benchmark,
+        division,
+        records: record_count,
+    }
+}
+
+/// The benchmark part of a rule-file name, used as the key of a
+/// missing-file diagnostic (`training_6.1.0/closed_resnet.yaml` →
+/// `submission_benchmark`; the benchmark chose that file).
+fn rule_file_key(rel: &str) -> String {
+    if rel.ends_with("_common.yaml") {
+        "submission_division".into()
+    } else {
+        "submission_benchmark".into()
+    }
+}
+
+fn first_str(records: &[Record], key: &str) -> Option<String> {
+    records
+        .iter()
+        .find(|r| r.key.as_deref() == Some(key))
+        .and_then(|r| r.value().as_str().map(str::to_string))
+}
+
+fn report_problems(problems: &[LineProblem], store: &mut Store) {
+    let mut first_value_error = true;
+    for p in problems {
+        let excerpt: String = if p.text.chars().count() > 160 {
+            let cut: String = p.text.chars().take(160).collect();
+            format!("{cut}…")
+        } else {
+            p.text.clone()
+        };
+        let mut d = if p.official_crash {
+            Diagnostic::error(
+                "malformed-record",
+                format!("{} (the official checker crashes on this line)", p.message),
+            )
+        } else {
+            Diagnostic::error("parse-error", format!("unreadable MLLOG line: {}", p.message))
+        };
+        d = d
+            .line(p.line)
+            .expected("`:::MLLOG ` followed by one JSON object with time_ms, key, value, metadata")
+            .found(excerpt);
+        if !p.official_crash && first_value_error {
+            d = d.official("Log lines had parsing errors.");
+            first_value_error = false;
+        }
+        store.unkeyed.push(d);
+    }
+}
+
+fn exec_snippet(
+    sn: &Snippet<Vec<py::Stmt>>,
+    s: &mut Value,
+    ll: Option<&Record>,
+    fx: &Effects,
+) -> Result<(), PyError> {
+    py::exec(&sn.code, s, ll, fx)
+}
+
+fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue: &mut VecDeque<String>) {
+    let rel = file.rel.as_str();
+    let mut s = Value::Dict(Dict::new());
+    let fx = Effects::default();
+
+    match &file.begin {
+        Some(Begin::Code(sn)) => {
+            if let Err(e) = exec_snippet(sn, &mut s, None, &fx) {
+                store.unkeyed.push(
+                    Diagnostic::error(
+                        "code-raised",
+                        format!("BEGIN code raised {e} (the official checker crashes here)"),
+                    )
+                    .rule(rel, Some(sn.line))
+                    .test(sn.text.trim()),
+                );
+            }
+        }
+        Some(Begin::AggregateEvalMetrics { line }) => {
+            if let Err(e) = aggregate_eval_metrics(records) {
+                store.unkeyed.push(
+                    Diagnostic::error(
+                        "code-raised",
+                        format!("aggregating FID/CLIP evaluations failed: {e} (the official checker crashes here)"),
+                    )
+                    .rule(rel, Some(*line))
+                    .key("eval_accuracy"),
+                );
+            }
+        }
+        None => {}
+    }
+
+    // A file that defines a key supersedes earlier messages for it.
+    for k in file.keys.keys() {
+        store.keyed.shift_remove(k.as_str());
+    }
+
+    let mut reported: IndexMap<&str, Vec<usize>> = file.keys.keys().map(|k| (k.as_str(), Vec::new())).collect();
+    let mut has_been_exec: HashSet<&str> = HashSet::new();
+    let mut first_check_seen: HashSet<&str> = HashSet::new();
+    // key → (successes, lines evaluated, last record index)
+    let mut atleast: IndexMap<&str, (usize, usize, usize)> = IndexMap::new();
+    let mut atleast_raised: HashSet<&str> = HashSet::new();
+
+    for (i, rec) in records.iter().enumerate() {
+        let Some(key) = rec.key.as_deref() else {
+            continue;
+        };
+        let Some(rule) = file.keys.get(key) else {
+            continue;
+        };
+        let key: &str = rule.name.as_str();
+        reported.get_mut(key).expect("every NAME has a slot").push(i);
+
+        if !has_been_exec.contains(key) {
+            if let Some(pre) = &rule.pre {
+                if let Err(e) = exec_snippet(pre, &mut s, Some(rec), &fx) {
+                    store.keyed(key, code_raised(rel, rule, pre, "PRE", rec, &e));
+                }
+            }
+            for check in &rule.check {
+                run_check(rel, rule, check, "CHECK", rec, &s, &fx, store);
+            }
+            if let Some(post) = &rule.post {
+                if let Err(e) = exec_snippet(post, &mut s, Some(rec), &fx) {
+                    store.keyed(key, code_raised(rel, rule, post, "POST", rec, &e));
+                }
+            }
+        }
+        if let Some(fc) = &rule.first_check {
+            if first_check_seen.insert(key) {
+                run_check(rel, rule, fc, "FIRST_CHECK", rec, &s, &fx, store);
+            }
+        }
+        if let Some(ac) = &rule.atleast_one_check {
+            let entry = atleast.entry(key).or_insert((0, 0, i));
+            entry.1 += 1;
+            entry.2 = i;
+            match py::eval_truth(&ac.code, &s, Some(rec), &fx) {
+                Ok(true) => entry.0 += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    if atleast_raised.insert(key) {
+                        store.unkeyed.push(
+                            Diagnostic::error(
+                                "check-raised",
+                                format!(
+                                    "ATLEAST_ONE_CHECK raised {e} (the official checker crashes with a traceback here)"
+                                ),
+                            )
+                            .rule(rel, Some(ac.line))
+                            .key(key)
+                            .at(Some(rec.line))
+                            .test(ac.text.trim())
+                            .found(found_for(&ac.text, rec, &s)),
+                        );
+                    }
+                }
+            }
+        }
+        if key.contains("submission_") {
+            has_been_exec.insert(key);
+        }
+    }
+    // Effects of POST code (enqueue) take effect in order.
+    queue.extend(fx.enqueued.borrow_mut().drain(..));
+
+    for (name, (ok, checked, last)) in &atleast {
+        if *ok == 0 {
+            let rule = &file.keys[*name];
+            let ac = rule.atleast_one_check.as_ref().expect("has ATLEAST_ONE_CHECK");
+            let last_rec = &records[*last];
+            store.unkeyed.push(
+                Diagnostic::error(
+                    "target-not-reached",
+                    format!(
+                        "no `{name}` line satisfies `{}` ({checked} line{} checked)",
+                        ac.text.trim(),
+                        if *checked == 1 { "" } else { "s" }
+                    ),
+                )
+                .rule(rel, Some(ac.line))
+                .key(*name)
+                .at(Some(last_rec.line))
+                .test(ac.text.trim())
+                .expected(format!("at least one `{name}` line for which the test holds"))
+                .found(format!("last one: {}", found_for(&ac.text, last_rec, &s)))
+                .official(format!("Failed checks for {name} : {}", ac.text)),
+            );
+        }
+    }
+
+    // Occurrence requirements.
+    let mut groups: IndexSet<Vec<String>> = IndexSet::new();
+    for (k, rule) in &file.keys {
+        let seen = &reported[k.as_str()];
+        let n = seen.len();
+        let lines = || -> String {
+            let ls: Vec<String> = seen.iter().take(8).map(|&i| records[i].line.to_string()).collect();
+            let more = if n > 8 { format!(", … ({n} in all)") } else { String::new() };
+            format!("line{} {}{more}", if n == 1 { "" } else { "s" }, ls.join(", "))
+        };
+        match &rule.req {
+            Req::ExactlyOne if n != 1 => {
+                let values: Vec<&Value> = seen.iter().map(|&i| records[i].value()).collect();
+                let base = format!("Required EXACTLY_ONE occurrence of '{k}' but found {n}");
+                let first_line = seen.first().map(|&i| records[i].line);
+                let second_line = seen.get(1).map(|&i| records[i].line);
+                if n > 0 && values.iter().all(|v| py_eq(v, values[0])) {
+                    store.warn(
+                        k,
+                        Diagnostic::warning(
+                            "required-count",
+                            format!("`{k}` is logged {n} times with the same value; exactly one is required"),
+                        )
+                        .rule(rel, Some(rule.line))
+                        .key(k.as_str())
+                        .at(second_line)
+                        .expected(format!("exactly one `{k}` line"))
+                        .found(lines())
+                        .official(base),
+                    );
+                } else {
+                    let mut distinct: Vec<String> = Vec::new();
+                    for v in &values {
+                        let s = v.py_str();
+                        if !distinct.contains(&s) {
+                            distinct.push(s);
+                        }
+                    }
+                    let official = if n > 0 {
+                        format!("{base} with different values: [{}]", distinct.join(", "))
+                    } else {
+                        base
+                    };
+                    let found = if n == 0 {
+                        "none".to_string()
+                    } else {
+                        format!("{} with different values [{}]", lines(), distinct.join(", "))
+                    };
+                    store.keyed(
+                        k,
+                        Diagnostic::error(
+                            "required-count",
+                            if n == 0 {
+                                format!("`{k}` is missing; exactly one is required")
+                            } else {
+                                format!("`{k}` is logged {n} times with different values; exactly one is required")
+                            },
+                        )
+                        .rule(rel, Some(rule.line))
+                        .key(k.as_str())
+                        .at(second_line.or(first_line))
+                        .expected(format!("exactly one `{k}` line"))
+                        .found(found)
+                        .official(official),
+                    );
+                }
+            }
+            Req::AtLeastOne if n < 1 => store.keyed(
+                k,
+                Diagnostic::error("required-count", format!("`{k}` is missing; at least one is required"))
+                    .rule(rel, Some(rule.line))
+                    .key(k.as_str())
+                    .expected(format!("at least one `{k}` line"))
+                    .found("none")
+                    .official(format!("Required AT_LEAST_ONE occurrence of '{k}' but found {n}")),
+            ),
+            Req::AtLeast(m) if n < *m => store.keyed(
+                k,
+                Diagnostic::error(
+                    "required-count",
+                    format!("`{k}` appears {n} time{}; at least {m} are required", if n == 1 { "" } else { "s" }),
+                )
+                .rule(rel, Some(rule.line))
+                .key(k.as_str())
+                .expected(format!("at least {m} `{k}` lines"))
+                .found(if n == 0 { "none".to_string() } else { lines() })
+                .official(format!("Required AT_LEAST({m}) occurrence of '{k}' but found {n}")),
+            ),
+            Req::AtLeastOneOr(alts) => {
+                let mut g: Vec<String> = alts.clone();
+                g.push(k.clone());
+                g.sort();
+                g.dedup();
+                groups.insert(g);
+            }
+            _ => {}
+        }
+    }
+    for g in groups {
+        let any = g
+            .iter()
+            .any(|k| reported.get(k.as_str()).is_some_and(|v| !v.is_empty()));
+        if !any {
+            let quoted: Vec<String> = g.iter().map(|k| format!("'{k}'")).collect();
+            let ticked: Vec<String> = g.iter().map(|k| format!("`{k}`")).collect();
+            store.unkeyed.push(
+                Diagnostic::error(
+                    "required-count",
+                    format!("none of {} is logged; at least one is required", ticked.join(" or ")),
+                )
+                .rule(rel, None)
+                .key(g[0].as_str())
+                .expected(format!("at least one of {}", ticked.join(", ")))
+                .found("none")
+                .official(format!("Required AT_LEAST_ONE occurrence of {}", quoted.join(" or "))),
+            );
+        }
+    }
+
+    if let Some(end) = &file.end {
+        if let Some(pre) = &end.pre {
+            if let Err(e) = exec_snippet(pre, &mut s, None, &fx) {
+                store.unkeyed.push(
+                    Diagnostic::error(
+                        "code-raised",
+                        format!("END PRE raised {e} (the official checker crashes here)"),
+                    )
+                    .rule(rel, Some(pre.line)),
+                );
+            }
+        }
+        for c in &end.check {
+            match py::eval_truth(&c.code, &s, None, &fx) {
+                Ok(true) => {}
+                Ok(false) => store.unkeyed.push(
+                    Diagnostic::error("check-failed", format!("END CHECK failed: {}", c.text.trim()))
+                        .rule(rel, Some(c.line))
+                        .test(c.text.trim())
+                        .found(format!("s = {}", s.json_compact()))
+                        .official(format!("failed test: {}\ncurrent context[s]={}", c.text, s.json_pretty())),
+                ),
+                Err(e) => store.unkeyed.push(
+                    Diagnostic::error("check-raised", format!("END CHECK raised {e}"))
+                        .rule(rel, Some(c.line))
+                        .test(c.text.trim())
+                        .official(format!(
+                            "Failed executing CHECK code:\n{}\ncurrent context[s]={}",
+                            c.text,
+                            s.json_pretty()
+                        )),
+                ),
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_check(
+    rel: &str,
+    rule: &KeyRule,
+    check: &Snippet<py::Expr>,
+    kind: &str,
+    rec: &Record,
+    s: &Value,
+    fx: &Effects,
+    store: &mut Store,
+) {
+    match py::eval_truth(&check.code, s, Some(rec), fx) {
+        Ok(true) => {}
+        Ok(false) => {
+            let official = format!(
+                "CHECK for '{}' failed in line {}:\n{}\nfailed test: {}\ncurrent context[s]={}\ncurrent line[v]={}",
+                rule.name,
+                rec.index,
+                rec.text,
+                check.text,
+                s.json_pretty(),
+                rec.v.json_pretty()
+            );
+            store.keyed(
+                &rule.name,
+                Diagnostic::error("check-failed", format!("`{}` fails {kind} `{}`", rule.name, check.text.trim()))
+                    .rule(rel, Some(check.line))
+                    .key(rule.name.as_str())
+                    .at(Some(rec.line))
+                    .test(check.text.trim())
+                    .expected(check.text.trim())
+                    .found(found_for(&check.text, rec, s))
+                    .official(official),
+            );
+        }
+        Err(e) => {
+            let official = format!(
+                "Failed executing CHECK code:\n{}\ntriggered by line:\n{}\ncurrent context[s]={}",
+                check.text,
+                rec.text,
+                s.json_pretty()
+            );
+            store.keyed(
+                &rule.name,
+                Diagnostic::error("check-raised", format!("`{}` {kind} `{}` raised {e}", rule.name, check.text.trim()))
+                    .rule(rel, Some(check.line))
+                    .key(rule.name.as_str())
+                    .at(Some(rec.line))
+                    .test(check.text.trim())
+                    .found(found_for(&check.text, rec, s))
+                    .official(official),
+            );
+        }
+    }
+}
+
+fn code_raised(
+    rel: &str,
+    rule: &KeyRule,
+    sn: &Snippet<Vec<py::Stmt>>,
+    which: &str,
+    rec: &Record,
+    e: &PyError,
+) -> Diagnostic {
+    Diagnostic::error("code-raised", format!("`{}` {which} code raised {e}", rule.name))
+        .rule(rel, Some(sn.line))
+        .key(rule.name.as_str())
+        .at(Some(rec.line))
+        .test(sn.text.trim())
+        .found(found_for(&sn.text, rec, &Value::None))
+        .official(format!(
+            "Failed executing code {which} code triggered by line :\n{}",
+            rec.text
+        ))
+}
+
+/// What the test looked at, compactly: the value, the metadata and the
+/// state entries it names.
+fn found_for(test: &str, rec: &Record, s: &Value) -> String {
+    let mut parts = Vec::new();
+    parts.push(format!("value={}", rec.value().json_compact()));
+    if test.contains("metadata") {
+        parts.push(format!("metadata={}", rec.metadata().json_compact()));
+    }
+    if test.contains("ll.timestamp") {
+        parts.push(format!("time_ms={}", crate::value::float_repr(rec.timestamp)));
+    }
+    let mut seen = Vec::new();
+    let mut rest = test;
+    while let Some(pos) = rest.find("s['") {
+        let after = &rest[pos + 3..];
+        if let Some(end) = after.find('\'') {
+            let name = &after[..end];
+            if !seen.contains(&name) {
+                seen.push(name);
+                let v = s.get(name).map(Value::py_repr).unwrap_or_else(|| "<unset>".into());
+                parts.push(format!("s['{name}']={v}"));
+            }
+            rest = &after[end..];
+        } else {
+            break;
+        }
+    }
+    parts.join(", ")
+}
+
+/// Hashable view of a JSON scalar, with Python's numeric key equality
+/// (`1 == 1.0 == True` are one dict key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum HashKey {
+    None,
+    Int(i64),
+    Float(u64),
+    Str(String),
+}
+
+fn hash_key(v: &Value) -> Result<HashKey, PyError> {
+    Ok(match v {
+        Value::None => HashKey::None,
+        Value::Bool(b) => HashKey::Int(*b as i64),
+        Value::Int(i) => HashKey::Int(*i),
+        Value::Float(f) => {
+            if f.fract() == 0.0 && f.abs() < 9.2e18 {
+                HashKey::Int(*f as i64)
+            } else {
+                HashKey::Float(f.to_bits())
+            }
+        }
+        Value::Str(s) => HashKey::Str(s.clone()),
+        other => {
+            return Err(PyError::type_error(format!(
+                "unhashable type: '{}'",
+                crate::value::type_name(other)
+            )));
+        }
+    })
+}
+
+/// The stable-diffusion BEGIN block of rulesets 4.0.0–5.0.0, natively:
+/// group `eval_accuracy` lines that carry a `metric` by `samples_count` and
+/// append one synthetic `aggregated_eval_accuracy` record per group whose
+/// value maps `samples_count` and each metric name to its value, with the
+/// latest timestamp of the group.
+pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> {
+    let mut groups: IndexMap<HashKey, Record> = IndexMap::new();
+    for rec in records.iter() {
+        if rec.key.as_deref() != Some("eval_accuracy") {
+            continue;
+        }
+        let meta = rec.metadata();
+        if !py_contains(meta, &Value::str("metric"))? {
+            continue;
+        }
+        let sc = meta
+            .get("samples_count")
+            .ok_or_else(|| PyError::new("KeyError", "'samples_count'"))?;
+        let hk = hash_key(sc)?;
+        let agg = groups.entry(hk).or_insert_with(|| {
+            let mut inner = Dict::new();
+            inner.insert("samples_count".into(), sc.clone());
+            let mut v = Dict::new();
+            v.insert("value".into(), Value::Dict(inner));
+            v.insert("metadata".into(), Value::Dict(Dict::new()));
+            Record {
+                index: -1,
+                line: rec.line,
+                timestamp: rec.timestamp,
+                key: Some("aggregated_eval_accuracy".into()),
+                v: Value::Dict(v),
+                text: String::new(),
+            }
+        });
+        if rec.timestamp > agg.timestamp {
+            agg.timestamp = rec.timestamp;
+        }
+        let metric = meta.get("metric").expect("checked above").py_str();
+        if let Value::Dict(v) = &mut agg.v {
+            if let Some(Value::Dict(inner)) = v.get_mut("value") {
+                inner.insert(metric, rec.value().clone());
+            }
+        }
+    }
+    records.extend(groups.into_values());
+    Ok(())
+}
+
+/// Two or more runs in one file: an `init_start` after a `run_start`.
+fn concatenated_runs(records: &[Record]) -> Option<Diagnostic> {
+    let mut starts: Vec<usize> = Vec::new(); // record indices where runs begin
+    let mut run_started = false;
+    for (i, r) in records.iter().enumerate() {
+        match r.key.as_deref() {
+            Some("init_start") => {
+                if starts.is_empty() || run_started {
+                    starts.push(i);
+                    run_started = false;
+                }
+            }
+            Some("run_start") => run_started = true,
+            _ => {}
+        }
+    }
+    if starts.len() < 2 {
+        return None;
+    }
+    let last_line = records.iter().map(|r| r.line).max().unwrap_or(0);
+    let spans: Vec<String> = starts
+        .iter()
+        .enumerate()
+        .map(|(n, &i)| {
+            let from = records[i].line;
+            let to = starts
+                .get(n + 1)
+                .map(|&j| records[j].line.saturating_sub(1))
+                .unwrap_or(last_line);
+            format!("run {} at lines {from}–{to}", n + 1)
+        })
+        .collect();
+    Some(
+        Diagnostic::error(
+            "concatenated-runs",
+            format!(
+                "this file holds {} runs one after another ({}); every attempt needs its own log file",
+                starts.len(),
+                spans.join(", ")
+            ),
+        )
+        .key("init_start")
+        .line(records[starts[1]].line)
+        .expected("one init_start … run_stop sequence per file")
+        .found(format!("{} sequences", starts.len())),
+    )
+}

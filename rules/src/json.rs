@@ -1,0 +1,423 @@
+//! A JSON decoder that accepts exactly what Python's `json.loads` accepts.
+//!
+//! The official MLLOG parser calls `json.loads`, so referee must accept the
+//! same documents and reject the same documents: bare `NaN`, `Infinity` and
+//! `-Infinity` are values; a repeated object member silently replaces the
+//! earlier one (keeping its position); leading and trailing whitespace
+//! (space, tab, CR, LF) is allowed; anything after the value is an
+//! `Extra data` error. Error messages use Python's wording and positions
+//! (`Expecting ',' delimiter: line 1 column 32 (char 31)`).
+//!
+//! Input is bytes decoded as Latin-1 (every byte is one character), as the
+//! official reader opens logs with `encoding='latin-1'`.
+
+use crate::value::{Dict, Value};
+
+/// Maximum nesting of arrays and objects. Python raises `RecursionError`
+/// (and the official tool crashes) somewhere near 1000; referee reports a
+/// parse error instead.
+pub const MAX_DEPTH: usize = 512;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JsonError {
+    pub message: &'static str,
+    /// Character (= byte) offset in the document.
+    pub pos: usize,
+    /// Python formats the error message with line/column computed from the
+    /// document; the MLLOG parser only ever passes single lines.
+    line: usize,
+    col: usize,
+}
+
+impl JsonError {
+    fn at(doc: &[u8], message: &'static str, pos: usize) -> Self {
+        let before = &doc[..pos.min(doc.len())];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let col = match before.iter().rposition(|b| *b == b'\n') {
+            Some(nl) => pos - nl,
+            None => pos + 1,
+        };
+        JsonError {
+            message,
+            pos,
+            line,
+            col,
+        }
+    }
+}
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: line {} column {} (char {})",
+            self.message, self.line, self.col, self.pos
+        )
+    }
+}
+
+/// Decode one JSON document (Python `json.loads` semantics).
+pub fn parse(doc: &[u8]) -> Result<Value, JsonError> {
+    let mut p = Parser { doc, pos: 0 };
+    p.skip_ws();
+    let v = p.value(0)?;
+    p.skip_ws();
+    if p.pos != doc.len() {
+        return Err(JsonError::at(doc, "Extra data", p.pos));
+    }
+    Ok(v)
+}
+
+struct Parser<'a> {
+    doc: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, message: &'static str, pos: usize) -> JsonError {
+        JsonError::at(self.doc, message, pos)
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.doc.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn starts_with(&self, lit: &[u8]) -> bool {
+        self.doc[self.pos..].starts_with(lit)
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
+        match self.peek() {
+            Some(b'"') => {
+                let start = self.pos;
+                self.pos += 1;
+                self.string(start).map(Value::Str)
+            }
+            Some(b'{') => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.err("Nesting too deep", self.pos));
+                }
+                self.pos += 1;
+                self.object(depth + 1)
+            }
+            Some(b'[') => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.err("Nesting too deep", self.pos));
+                }
+                self.pos += 1;
+                self.array(depth + 1)
+            }
+            Some(b'n') if self.starts_with(b"null") => {
+                self.pos += 4;
+                Ok(Value::None)
+            }
+            Some(b't') if self.starts_with(b"true") => {
+                self.pos += 4;
+                Ok(Value::Bool(true))
+            }
+            Some(b'f') if self.starts_with(b"false") => {
+                self.pos += 5;
+                Ok(Value::Bool(false))
+            }
+            Some(b'N') if self.starts_with(b"NaN") => {
+                self.pos += 3;
+                Ok(Value::Float(f64::NAN))
+            }
+            Some(b'I') if self.starts_with(b"Infinity") => {
+                self.pos += 8;
+                Ok(Value::Float(f64::INFINITY))
+            }
+            Some(b'-') if self.starts_with(b"-Infinity") => {
+                self.pos += 9;
+                Ok(Value::Float(f64::NEG_INFINITY))
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.err("Expecting value", self.pos)),
+        }
+    }
+
+    fn number(&mut self) -> Result<Value, JsonError> {
+        let start = self.pos;
+        let d = self.doc;
+        let mut i = self.pos;
+        if d.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match d.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(b'0'..=b'9') = d.get(i) {
+                    i += 1;
+                }
+            }
+            _ => return Err(self.err("Expecting value", start)),
+        }
+        let mut is_float = false;
+        if d.get(i) == Some(&b'.') && matches!(d.get(i + 1), Some(b'0'..=b'9')) {
+            is_float = true;
+            i += 1;
+            while let Some(b'0'..=b'9') = d.get(i) {
+                i += 1;
+            }
+        }
+        if let Some(b'e' | b'E') = d.get(i) {
+            let mut j = i + 1;
+            if let Some(b'+' | b'-') = d.get(j) {
+                j += 1;
+            }
+            if matches!(d.get(j), Some(b'0'..=b'9')) {
+                while let Some(b'0'..=b'9') = d.get(j) {
+                    j += 1;
+                }
+                is_float = true;
+                i = j;
+            }
+        }
+        self.pos = i;
+        // The slice is ASCII digits, sign, '.', 'e': valid UTF-8.
+        let text = std::str::from_utf8(&d[start..i]).expect("ASCII number");
+        if !is_float {
+            if let Ok(n) = text.parse::<i64>() {
+                return Ok(Value::Int(n));
+            }
+        }
+        Ok(Value::Float(text.parse::<f64>().expect("valid JSON number")))
+    }
+
+    /// Parse a string body; `self.pos` is just after the opening quote.
+    fn string(&mut self, start: usize) -> Result<String, JsonError> {
+        let d = self.doc;
+        let mut out = String::new();
+        loop {
+            // Copy the run of ordinary characters.
+            let run_start = self.pos;
+            while let Some(&b) = d.get(self.pos) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            push_latin1(&mut out, &d[run_start..self.pos]);
+            match d.get(self.pos) {
+                None => return Err(self.err("Unterminated string starting at", start)),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    let esc_pos = self.pos;
+                    self.pos += 1;
+                    let Some(&c) = d.get(self.pos) else {
+                        return Err(self.err("Unterminated string starting at", start));
+                    };
+                    self.pos += 1;
+                    match c {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4(esc_pos)?;
+                            let ch = if (0xd800..0xdc00).contains(&hi)
+                                && d.get(self.pos) == Some(&b'\\')
+                                && d.get(self.pos + 1) == Some(&b'u')
+                            {
+                                let save = self.pos;
+                                self.pos += 2;
+                                let lo = self.hex4(save)?;
+                                if (0xdc00..0xe000).contains(&lo) {
+                                    char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))
+                                } else {
+                                    // Not a pair: decode the first alone, re-read the second.
+                                    self.pos = save;
+                                    None
+                                }
+                            } else {
+                                char::from_u32(hi)
+                            };
+                            // Lone surrogates are legal in Python strings but not in
+                            // Rust ones; they become U+FFFD.
+                            out.push(ch.unwrap_or('\u{fffd}'));
+                        }
+                        _ => return Err(self.err("Invalid \\escape", esc_pos)),
+                    }
+                }
+                Some(_) => return Err(self.err("Invalid control character at", self.pos)),
+            }
+        }
+    }
+
+    fn hex4(&mut self, esc_pos: usize) -> Result<u32, JsonError> {
+        let d = self.doc;
+        let digits = d.get(self.pos..self.pos + 4);
+        let parsed = digits
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match parsed {
+            Some(v) => {
+                self.pos += 4;
+                Ok(v)
+            }
+            None => Err(self.err("Invalid \\uXXXX escape", esc_pos + 1)),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, JsonError> {
+        let mut map = Dict::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Dict(map));
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.err(
+                    "Expecting property name enclosed in double quotes",
+                    self.pos,
+                ));
+            }
+            let start = self.pos;
+            self.pos += 1;
+            let key = self.string(start)?;
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return Err(self.err("Expecting ':' delimiter", self.pos));
+            }
+            self.pos += 1;
+            self.skip_ws();
+            let v = self.value(depth)?;
+            // Last one wins; IndexMap keeps the first position, like a dict.
+            map.insert(key, v);
+            self.skip_ws();
+            match self.peek() {
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Dict(map));
+                }
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                }
+                _ => return Err(self.err("Expecting ',' delimiter", self.pos)),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, JsonError> {
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Value::List(items));
+        }
+        loop {
+            items.push(self.value(depth)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::List(items));
+                }
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                }
+                _ => return Err(self.err("Expecting ',' delimiter", self.pos)),
+            }
+        }
+    }
+}
+
+/// Append Latin-1 bytes as characters.
+pub fn push_latin1(out: &mut String, bytes: &[u8]) {
+    if bytes.is_ascii() {
+        // ASCII is valid UTF-8.
+        out.push_str(std::str::from_utf8(bytes).expect("ASCII"));
+    } else {
+        out.extend(bytes.iter().map(|&b| b as char));
+    }
+}
+
+/// Decode Latin-1 bytes to a `String`.
+pub fn latin1(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    push_latin1(&mut s, bytes);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(doc: &str) -> String {
+        parse(doc.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn accepts_python_extensions() {
+        let v = parse(br#" {"a": NaN, "b": Infinity, "c": -Infinity} "#).unwrap();
+        assert!(v.get("a").unwrap().as_f64().unwrap().is_nan());
+        assert_eq!(v.get("b").unwrap().as_f64(), Some(f64::INFINITY));
+        assert_eq!(v.get("c").unwrap().as_f64(), Some(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn duplicate_keys_last_wins_first_position() {
+        let v = parse(br#"{"key": "a", "x": 1, "key": "b"}"#).unwrap();
+        let d = v.as_dict().unwrap();
+        assert_eq!(d.get("key").unwrap().as_str(), Some("b"));
+        assert_eq!(d.keys().next().unwrap(), "key");
+    }
+
+    #[test]
+    fn numbers_keep_int_float_distinction() {
+        assert!(matches!(parse(b"16").unwrap(), Value::Int(16)));
+        assert!(matches!(parse(b"16.0").unwrap(), Value::Float(f) if f == 16.0));
+        assert!(matches!(parse(b"1e-05").unwrap(), Value::Float(f) if f == 1e-5));
+        assert!(matches!(parse(b"-0").unwrap(), Value::Int(0)));
+        // Beyond i64: Python keeps an exact int; referee falls back to a float.
+        assert!(matches!(parse(b"123456789012345678901234").unwrap(), Value::Float(_)));
+    }
+
+    #[test]
+    fn python_error_messages() {
+        assert_eq!(
+            err(r#"{"namespace": "", "time_ms": 1,"#),
+            "Expecting property name enclosed in double quotes: line 1 column 32 (char 31)"
+        );
+        assert_eq!(err(r#"{"a": 1} x"#), "Extra data: line 1 column 10 (char 9)");
+        assert_eq!(err(r#"{"a" 1}"#), "Expecting ':' delimiter: line 1 column 6 (char 5)");
+        assert_eq!(err(r#"{"a": 1 "b": 2}"#), "Expecting ',' delimiter: line 1 column 9 (char 8)");
+        assert_eq!(err(""), "Expecting value: line 1 column 1 (char 0)");
+        assert_eq!(err("[1, ]"), "Expecting value: line 1 column 5 (char 4)");
+        assert_eq!(err(r#""abc"#), "Unterminated string starting at: line 1 column 1 (char 0)");
+        assert_eq!(err("\"a\tb\""), "Invalid control character at: line 1 column 3 (char 2)");
+        assert_eq!(err(r#""\q""#), "Invalid \\escape: line 1 column 2 (char 1)");
+        assert_eq!(err("1."), "Extra data: line 1 column 2 (char 1)");
+        assert_eq!(err("01"), "Extra data: line 1 column 2 (char 1)");
+    }
+
+    #[test]
+    fn escapes_and_latin1() {
+        let v = parse(b"\"a\\u00e9\\n\\ud83d\\ude00\xe9\"").unwrap();
+        assert_eq!(v.as_str(), Some("a\u{e9}\n\u{1f600}\u{e9}"));
+        let lone = parse(br#""\ud800x""#).unwrap();
+        assert_eq!(lone.as_str(), Some("\u{fffd}x"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let doc = "[".repeat(10_000);
+        assert!(err(&doc).starts_with("Nesting too deep"));
+    }
+}

@@ -1,0 +1,20 @@
+//! referee's checking core: reads MLLOG logs and judges them with the
+//! official MLPerf rule files, the RCP convergence test and the scoring and
+//! packaging rules, reporting structured diagnostics.
+//!
+//! Layout: [`mllog`] reads logs; [`ruleset`] finds and compiles rule files;
+//! [`py`] is the sandboxed interpreter of their Python subset;
+//! [`compliance`] runs a rule chain over one log; [`checker`] checks files
+//! in parallel; [`diag`] is the diagnostic type every check emits.
+
+pub mod checker;
+pub mod compliance;
+pub mod diag;
+pub mod json;
+pub mod mllog;
+pub mod py;
+pub mod ruleset;
+pub mod value;
+pub mod yaml;
+
+pub use diag::{Diagnostic, Severity, Verdict};

@@ -1,0 +1,537 @@
+//! Rule files: finding them, loading them, compiling their code.
+//!
+//! referee never ships the official rule files. It reads them at run time
+//! from an installed `mlperf-logging` package (found through the Python
+//! environment) or from a directory the user names, and compiles every code
+//! snippet into the sandboxed interpreter's AST once per process.
+//!
+//! Rule-file dialect (official YAML, loaded with string-only scalars): a list
+//! of single-key maps `BEGIN: {CODE}`, `KEY: {NAME, REQ, PRE, CHECK, POST,
+//! FIRST_CHECK, ATLEAST_ONE_CHECK}` and `END: {PRE, CHECK}`.
+
+use crate::py::{self, Expr, Stmt};
+use crate::yaml::{self, Node};
+use indexmap::IndexMap;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A code snippet: the text exactly as the rule file has it (padding
+/// included, as the official messages print it) and its compiled form.
+#[derive(Debug, Clone)]
+pub struct Snippet<T> {
+    pub text: String,
+    pub code: T,
+    /// 1-based line of the snippet in the rule file.
+    pub line: usize,
+}
+
+/// Occurrence requirement of a KEY record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Req {
+    None,
+    ExactlyOne,
+    AtLeastOne,
+    AtLeast(usize),
+    AtLeastOneOr(Vec<String>),
+    Optional,
+    /// Any other string: silently ignored by the official checker.
+    Unknown(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct KeyRule {
+    pub name: String,
+    pub req: Req,
+    pub pre: Option<Snippet<Vec<Stmt>>>,
+    pub check: Vec<Snippet<Expr>>,
+    pub post: Option<Snippet<Vec<Stmt>>>,
+    pub first_check: Option<Snippet<Expr>>,
+    pub atleast_one_check: Option<Snippet<Expr>>,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub enum Begin {
+    Code(Snippet<Vec<Stmt>>),
+    /// The 4.0.0–5.0.0 stable-diffusion block that groups FID and CLIP evals
+    /// into synthetic `aggregated_eval_accuracy` records; run natively.
+    AggregateEvalMetrics { line: usize },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EndRule {
+    pub pre: Option<Snippet<Vec<Stmt>>>,
+    pub check: Vec<Snippet<Expr>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RuleFile {
+    /// The path as enqueued (relative to the rules root, or absolute).
+    pub rel: String,
+    /// Where it was read from (or `<embedded>/…`).
+    pub origin: PathBuf,
+    pub begin: Option<Begin>,
+    /// NAME → record; a later record with the same NAME replaces the earlier
+    /// one but keeps its position (Python dict semantics).
+    pub keys: IndexMap<String, KeyRule>,
+    pub end: Option<EndRule>,
+}
+
+/// A rule file that cannot be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleError {
+    pub file: String,
+    pub line: Option<usize>,
+    /// e.g. `KEY opt_name, CHECK`.
+    pub record: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(r) = &self.record {
+            write!(f, " ({r})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+fn is_sd_aggregation(code: &str) -> bool {
+    code.contains("aggregated_eval_accuracy")
+        && code.contains("loglines")
+        && code.contains("agg_eval_lines")
+}
+
+/// Compile a rule file from its YAML text.
+pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleFile, RuleError> {
+    let err = |line: Option<usize>, record: Option<String>, message: String| RuleError {
+        file: rel.to_string(),
+        line,
+        record,
+        message,
+    };
+    let doc = yaml::load(text).map_err(|e| err(Some(e.line), None, format!("invalid YAML: {}", e.message)))?;
+    let mut file = RuleFile {
+        rel: rel.to_string(),
+        origin,
+        begin: None,
+        keys: IndexMap::new(),
+        end: None,
+    };
+    let Some(doc) = doc else {
+        return Ok(file);
+    };
+    let Node::Seq(items, _) = doc else {
+        return Err(err(Some(doc.line()), None, "the top level must be a list of BEGIN/KEY/END records".into()));
+    };
+    let scalar = |n: &Node, what: &str, record: &str| -> Result<String, RuleError> {
+        n.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| err(Some(n.line()), Some(record.into()), format!("{what} must be a string")))
+    };
+    let exec_snippet = |n: &Node, record: &str| -> Result<Snippet<Vec<Stmt>>, RuleError> {
+        let text = scalar(n, "code", record)?;
+        let code = py::compile_exec(&text)
+            .map_err(|e| err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
+        Ok(Snippet {
+            text,
+            code,
+            line: n.line(),
+        })
+    };
+    let expr_snippet = |n: &Node, record: &str| -> Result<Snippet<Expr>, RuleError> {
+        let text = scalar(n, "expression", record)?;
+        let code = py::compile_expr(&text)
+            .map_err(|e| err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
+        Ok(Snippet {
+            text,
+            code,
+            line: n.line(),
+        })
+    };
+    let expr_list = |n: &Node, record: &str| -> Result<Vec<Snippet<Expr>>, RuleError> {
+        match n {
+            Node::Seq(items, _) => items.iter().map(|i| expr_snippet(i, record)).collect(),
+            other => Ok(vec![expr_snippet(other, record)?]),
+        }
+    };
+
+    for item in &items {
+        match item.first_key() {
+            Some("BEGIN") => {
+                if file.begin.is_some() {
+                    return Err(err(Some(item.line()), Some("BEGIN".into()), "more than one BEGIN record".into()));
+                }
+                let body = item.get("BEGIN").expect("first key exists");
+                let code = body
+                    .get("CODE")
+                    .ok_or_else(|| err(Some(body.line()), Some("BEGIN".into()), "BEGIN needs CODE".into()))?;
+                let text = scalar(code, "CODE", "BEGIN CODE")?;
+                file.begin = Some(if is_sd_aggregation(&text) {
+                    Begin::AggregateEvalMetrics { line: code.line() }
+                } else {
+                    Begin::Code(exec_snippet(code, "BEGIN CODE")?)
+                });
+            }
+            Some("KEY") => {
+                let body = item.get("KEY").expect("first key exists");
+                let name = body
+                    .get("NAME")
+                    .and_then(Node::as_str)
+                    .ok_or_else(|| err(Some(body.line()), Some("KEY".into()), "KEY record without NAME".into()))?
+                    .to_string();
+                let rec = |field: &str| format!("KEY {name}, {field}");
+                let req = match body.get("REQ").and_then(Node::as_str) {
+                    None => Req::None,
+                    Some(r) => parse_req(r),
+                };
+                let rule = KeyRule {
+                    req,
+                    pre: body.get("PRE").map(|n| exec_snippet(n, &rec("PRE"))).transpose()?,
+                    check: match body.get("CHECK") {
+                        Some(n) => expr_list(n, &rec("CHECK"))?,
+                        None => Vec::new(),
+                    },
+                    post: body.get("POST").map(|n| exec_snippet(n, &rec("POST"))).transpose()?,
+                    first_check: body
+                        .get("FIRST_CHECK")
+                        .map(|n| expr_snippet(n, &rec("FIRST_CHECK")))
+                        .transpose()?,
+                    atleast_one_check: body
+                        .get("ATLEAST_ONE_CHECK")
+                        .map(|n| expr_snippet(n, &rec("ATLEAST_ONE_CHECK")))
+                        .transpose()?,
+                    line: item.line(),
+                    name: name.clone(),
+                };
+                file.keys.insert(name, rule);
+            }
+            Some("END") => {
+                if file.end.is_some() {
+                    return Err(err(Some(item.line()), Some("END".into()), "more than one END record".into()));
+                }
+                let body = item.get("END").expect("first key exists");
+                file.end = Some(EndRule {
+                    pre: body.get("PRE").map(|n| exec_snippet(n, "END PRE")).transpose()?,
+                    check: match body.get("CHECK") {
+                        Some(n) => expr_list(n, "END CHECK")?,
+                        None => Vec::new(),
+                    },
+                });
+            }
+            // Other records are ignored by the official checker too.
+            _ => {}
+        }
+    }
+    Ok(file)
+}
+
+fn parse_req(r: &str) -> Req {
+    match r {
+        "EXACTLY_ONE" => Req::ExactlyOne,
+        "AT_LEAST_ONE" => Req::AtLeastOne,
+        "OPTIONAL" => Req::Optional,
+        _ => {
+            if let Some(inner) = r.strip_prefix("AT_LEAST_ONE_OR(").and_then(|x| x.strip_suffix(')')) {
+                Req::AtLeastOneOr(inner.split(',').map(|s| s.trim().to_string()).collect())
+            } else if let Some(n) = r
+                .strip_prefix("AT_LEAST(")
+                .and_then(|x| x.strip_suffix(')'))
+                .and_then(|n| n.trim().parse().ok())
+            {
+                Req::AtLeast(n)
+            } else {
+                Req::Unknown(r.to_string())
+            }
+        }
+    }
+}
+
+/// Why a rule file could not be obtained.
+#[derive(Debug, Clone)]
+pub enum LoadError {
+    /// No such file (the official checker crashes with FileNotFoundError).
+    NotFound(PathBuf),
+    Invalid(RuleError),
+}
+
+/// Where rule files come from: an official rules root (the
+/// `mlperf_logging/compliance_checker` directory, holding `training_X.Y.Z/`
+/// folders) plus rule files registered in memory (referee's own).
+pub struct RuleLibrary {
+    root: Option<PathBuf>,
+    package: Option<MlperfLogging>,
+    embedded: HashMap<String, String>,
+    cache: Mutex<HashMap<String, Result<Arc<RuleFile>, LoadError>>>,
+}
+
+impl std::fmt::Debug for RuleLibrary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleLibrary")
+            .field("root", &self.root)
+            .field("embedded", &self.embedded.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl RuleLibrary {
+    /// A library reading official rule files from `compliance_dir`.
+    pub fn from_dir(compliance_dir: impl Into<PathBuf>) -> Self {
+        RuleLibrary {
+            root: Some(compliance_dir.into()),
+            package: None,
+            embedded: HashMap::new(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A library of in-memory rule files only.
+    pub fn embedded_only() -> Self {
+        RuleLibrary {
+            root: None,
+            package: None,
+            embedded: HashMap::new(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn from_package(pkg: MlperfLogging) -> Self {
+        let mut lib = Self::from_dir(pkg.compliance_dir());
+        lib.package = Some(pkg);
+        lib
+    }
+
+    /// Register an in-memory rule file under a relative path such as
+    /// `referee_1.0/mini_llm.yaml`.
+    pub fn add_embedded(&mut self, rel: impl Into<String>, yaml: impl Into<String>) {
+        self.embedded.insert(rel.into(), yaml.into());
+    }
+
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    pub fn package(&self) -> Option<&MlperfLogging> {
+        self.package.as_ref()
+    }
+
+    /// Rulesets available for a usage (`training`, `hpc`), sorted.
+    pub fn rulesets(&self, usage: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(root) = &self.root {
+            if let Ok(rd) = std::fs::read_dir(root) {
+                for e in rd.flatten() {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    if let Some(ver) = name.strip_prefix(&format!("{usage}_")) {
+                        if is_version(ver) && e.path().join("common.yaml").is_file() {
+                            out.push(ver.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|v| version_key(v));
+        out
+    }
+
+    /// Load (and cache) a rule file by the path a rule enqueues.
+    pub fn load(&self, rel: &str) -> Result<Arc<RuleFile>, LoadError> {
+        if let Some(hit) = self.cache.lock().expect("cache lock").get(rel) {
+            return hit.clone();
+        }
+        let result = self.load_uncached(rel);
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .insert(rel.to_string(), result.clone());
+        result
+    }
+
+    /// Where a relative rule path resolves on disk (for messages).
+    pub fn resolve(&self, rel: &str) -> PathBuf {
+        let p = Path::new(rel);
+        if p.is_absolute() {
+            return p.to_path_buf();
+        }
+        match &self.root {
+            Some(r) => r.join(rel),
+            None => PathBuf::from(rel),
+        }
+    }
+
+    fn load_uncached(&self, rel: &str) -> Result<Arc<RuleFile>, LoadError> {
+        if let Some(text) = self.embedded.get(rel) {
+            return compile_rule_file(rel, PathBuf::from("<embedded>").join(rel), text)
+                .map(Arc::new)
+                .map_err(LoadError::Invalid);
+        }
+        let path = self.resolve(rel);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(_) => return Err(LoadError::NotFound(path)),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        compile_rule_file(rel, path.clone(), &text)
+            .map(Arc::new)
+            .map_err(LoadError::Invalid)
+    }
+}
+
+fn is_version(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// Sort key for `X.Y.Z` strings.
+pub fn version_key(v: &str) -> Vec<u64> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// An installed `mlperf_logging` Python package.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MlperfLogging {
+    /// The package directory (`…/site-packages/mlperf_logging`).
+    pub dir: PathBuf,
+    /// The distribution version from its `.dist-info`, when found.
+    pub version: Option<String>,
+}
+
+impl MlperfLogging {
+    pub fn compliance_dir(&self) -> PathBuf {
+        self.dir.join("compliance_checker")
+    }
+    pub fn rcp_dir(&self) -> PathBuf {
+        self.dir.join("rcp_checker")
+    }
+
+    fn at(dir: PathBuf) -> Option<Self> {
+        if !dir.join("compliance_checker").is_dir() {
+            return None;
+        }
+        let version = dir.parent().and_then(dist_version);
+        Some(MlperfLogging { dir, version })
+    }
+}
+
+fn dist_version(site: &Path) -> Option<String> {
+    for e in std::fs::read_dir(site).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("mlperf_logging-") && name.ends_with(".dist-info") {
+            let meta = std::fs::read_to_string(e.path().join("METADATA")).ok()?;
+            return meta
+                .lines()
+                .find_map(|l| l.strip_prefix("Version: "))
+                .map(|v| v.trim().to_string());
+        }
+    }
+    None
+}
+
+/// How the official rules were (not) found.
+#[derive(Debug, Clone)]
+pub struct DiscoveryError {
+    pub tried: Vec<String>,
+}
+
+impl std::fmt::Display for DiscoveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "could not find the official MLPerf rule files (Python package mlperf-logging)."
+        )?;
+        writeln!(f, "Looked in:")?;
+        for t in &self.tried {
+            writeln!(f, "  - {t}")?;
+        }
+        write!(
+            f,
+            "Fix: `python3 -m pip install mlperf-logging==4.1.68` (in the active Python environment), \
+             or pass --rules-dir DIR (the mlperf_logging package directory or its compliance_checker \
+             directory), or set REFEREE_MLPERF_LOGGING=DIR."
+        )
+    }
+}
+
+impl std::error::Error for DiscoveryError {}
+
+/// Interpret a directory the user named: the package dir, its
+/// `compliance_checker` dir, or a site-packages dir holding the package.
+pub fn package_from_dir(dir: &Path) -> Option<MlperfLogging> {
+    if let Some(p) = MlperfLogging::at(dir.to_path_buf()) {
+        return Some(p);
+    }
+    if dir.file_name().is_some_and(|n| n == "compliance_checker") {
+        if let Some(p) = dir.parent().and_then(|p| MlperfLogging::at(p.to_path_buf())) {
+            return Some(p);
+        }
+    }
+    MlperfLogging::at(dir.join("mlperf_logging"))
+}
+
+/// Find an installed `mlperf-logging`: `$REFEREE_MLPERF_LOGGING`, then
+/// virtual environments (`$VIRTUAL_ENV`, `./.venv`, the `.venv` next to the
+/// referee checkout), then whatever `python3`/`python` imports.
+pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
+    let mut tried = Vec::new();
+    if let Ok(d) = std::env::var("REFEREE_MLPERF_LOGGING") {
+        if let Some(p) = package_from_dir(Path::new(&d)) {
+            return Ok(p);
+        }
+        tried.push(format!("$REFEREE_MLPERF_LOGGING={d}"));
+    }
+    let mut venvs: Vec<PathBuf> = Vec::new();
+    if let Ok(v) = std::env::var("VIRTUAL_ENV") {
+        venvs.push(PathBuf::from(v));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        venvs.push(cwd.join(".venv"));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // target/<profile>/referee → checkout root
+        if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
+            venvs.push(root.join(".venv"));
+        }
+    }
+    for venv in &venvs {
+        let lib = venv.join("lib");
+        if let Ok(rd) = std::fs::read_dir(&lib) {
+            for e in rd.flatten() {
+                let site = e.path().join("site-packages");
+                if let Some(p) = MlperfLogging::at(site.join("mlperf_logging")) {
+                    return Ok(p);
+                }
+            }
+        }
+        tried.push(format!("virtual environment {}", venv.display()));
+    }
+    let mut pythons: Vec<String> = Vec::new();
+    if let Ok(py) = std::env::var("REFEREE_PYTHON") {
+        pythons.push(py);
+    }
+    pythons.push("python3".into());
+    pythons.push("python".into());
+    for py in pythons {
+        let out = std::process::Command::new(&py)
+            .args([
+                "-c",
+                "import os, mlperf_logging; print(os.path.dirname(mlperf_logging.__file__))",
+            ])
+            .stderr(std::process::Stdio::null())
+            .output();
+        if let Ok(out) = out {
+            if out.status.success() {
+                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                if let Some(p) = MlperfLogging::at(PathBuf::from(&dir)) {
+                    return Ok(p);
+                }
+            }
+        }
+        tried.push(format!("`{py} -c 'import mlperf_logging'`"));
+    }
+    Err(DiscoveryError { tried })
+}
