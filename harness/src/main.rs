@@ -1,1 +1,4 @@
-fn main() {}
+fn main() {
+    let code = referee_harness::cli::main(std::env::args_os());
+    std::process::exit(code);
+}

@@ -56,6 +56,15 @@ impl std::fmt::Display for CheckError {
     }
 }
 
+/// Keys the engine itself reads, whatever the rule files say.
+const ENGINE_KEYS: &[&str] = &[
+    "init_start",
+    "run_start",
+    "submission_benchmark",
+    "submission_division",
+    "eval_accuracy",
+];
+
 pub struct Checker {
     pub lib: Arc<RuleLibrary>,
     pub opts: CheckOptions,
@@ -75,7 +84,16 @@ impl Checker {
 
     /// Check one log file.
     pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
-        let parsed = mllog::read_file(path).map_err(|e| CheckError {
+        let read = match choice {
+            RulesetChoice::Official { usage, version } => {
+                let universe = self.lib.key_universe(&format!("{usage}_{version}"));
+                let keep: Arc<mllog::KeepFn> =
+                    Arc::new(move |k: &str| universe.contains(k) || ENGINE_KEYS.contains(&k));
+                mllog::read_file_keeping(path, keep)
+            }
+            _ => mllog::read_file(path),
+        };
+        let parsed = read.map_err(|e| CheckError {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),
         })?;
@@ -94,9 +112,10 @@ impl Checker {
         choice: &RulesetChoice,
     ) -> Result<LogReport, String> {
         let (ruleset, start) = match choice {
-            RulesetChoice::Official { usage, version } => {
-                (Some(version.clone()), format!("{usage}_{version}/common.yaml"))
-            }
+            RulesetChoice::Official { usage, version } => (
+                Some(version.clone()),
+                format!("{usage}_{version}/common.yaml"),
+            ),
             RulesetChoice::Config(c) => (None, c.clone()),
             RulesetChoice::Auto => {
                 let bench = parsed
@@ -125,7 +144,7 @@ impl Checker {
             .diagnostics
             .into_iter()
             .map(|mut d| {
-                if d.file.is_none() && d.line.is_some() {
+                if d.file.is_none() {
                     d.file = Some(display.to_string());
                 }
                 d
@@ -144,8 +163,15 @@ impl Checker {
     }
 
     /// Check many files in parallel; results come back in input order.
-    pub fn check_files(&self, paths: &[PathBuf], choice: &RulesetChoice) -> Vec<Result<LogReport, CheckError>> {
-        paths.par_iter().map(|p| self.check_file(p, choice)).collect()
+    pub fn check_files(
+        &self,
+        paths: &[PathBuf],
+        choice: &RulesetChoice,
+    ) -> Vec<Result<LogReport, CheckError>> {
+        paths
+            .par_iter()
+            .map(|p| self.check_file(p, choice))
+            .collect()
     }
 }
 

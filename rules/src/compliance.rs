@@ -22,7 +22,7 @@ use crate::diag::{Diagnostic, Severity, Verdict};
 use crate::mllog::{LineProblem, ParsedLog, Record};
 use crate::py::{self, Effects};
 use crate::ruleset::{Begin, KeyRule, LoadError, Req, RuleFile, RuleLibrary, Snippet};
-use crate::value::{py_contains, py_eq, Dict, PyError, Value};
+use crate::value::{Dict, PyError, Value, py_contains, py_eq};
 use indexmap::{IndexMap, IndexSet};
 use std::collections::{HashSet, VecDeque};
 
@@ -111,7 +111,14 @@ pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions)
     while let Some(rel) = queue.pop_front() {
         ran.push(rel.clone());
         match lib.load(&rel) {
-            Ok(file) => run_file(&file, &mut records, &mut store, &mut queue),
+            Ok(file) => {
+                for r in records.iter_mut().filter(|r| r.slim) {
+                    if file.keys.contains_key(r.key()) {
+                        r.inflate();
+                    }
+                }
+                run_file(&file, &mut records, &mut store, &mut queue)
+            }
             Err(LoadError::NotFound(path)) => {
                 store.unkeyed.push(
                     Diagnostic::error(
@@ -189,7 +196,10 @@ fn report_problems(problems: &[LineProblem], store: &mut Store) {
                 format!("{} (the official checker crashes on this line)", p.message),
             )
         } else {
-            Diagnostic::error("parse-error", format!("unreadable MLLOG line: {}", p.message))
+            Diagnostic::error(
+                "parse-error",
+                format!("unreadable MLLOG line: {}", p.message),
+            )
         };
         d = d
             .line(p.line)
@@ -212,7 +222,12 @@ fn exec_snippet(
     py::exec(&sn.code, s, ll, fx)
 }
 
-fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue: &mut VecDeque<String>) {
+fn run_file(
+    file: &RuleFile,
+    records: &mut Vec<Record>,
+    store: &mut Store,
+    queue: &mut VecDeque<String>,
+) {
     let rel = file.rel.as_str();
     let mut s = Value::Dict(Dict::new());
     let fx = Effects::default();
@@ -250,7 +265,8 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
         store.keyed.shift_remove(k.as_str());
     }
 
-    let mut reported: IndexMap<&str, Vec<usize>> = file.keys.keys().map(|k| (k.as_str(), Vec::new())).collect();
+    let mut reported: IndexMap<&str, Vec<usize>> =
+        file.keys.keys().map(|k| (k.as_str(), Vec::new())).collect();
     let mut has_been_exec: HashSet<&str> = HashSet::new();
     let mut first_check_seen: HashSet<&str> = HashSet::new();
     // key → (successes, lines evaluated, last record index)
@@ -265,7 +281,10 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
             continue;
         };
         let key: &str = rule.name.as_str();
-        reported.get_mut(key).expect("every NAME has a slot").push(i);
+        reported
+            .get_mut(key)
+            .expect("every NAME has a slot")
+            .push(i);
 
         if !has_been_exec.contains(key) {
             if let Some(pre) = &rule.pre {
@@ -323,7 +342,10 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
     for (name, (ok, checked, last)) in &atleast {
         if *ok == 0 {
             let rule = &file.keys[*name];
-            let ac = rule.atleast_one_check.as_ref().expect("has ATLEAST_ONE_CHECK");
+            let ac = rule
+                .atleast_one_check
+                .as_ref()
+                .expect("has ATLEAST_ONE_CHECK");
             let last_rec = &records[*last];
             store.unkeyed.push(
                 Diagnostic::error(
@@ -338,7 +360,9 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
                 .key(*name)
                 .at(Some(last_rec.line))
                 .test(ac.text.trim())
-                .expected(format!("at least one `{name}` line for which the test holds"))
+                .expected(format!(
+                    "at least one `{name}` line for which the test holds"
+                ))
                 .found(format!("last one: {}", found_for(&ac.text, last_rec, &s)))
                 .official(format!("Failed checks for {name} : {}", ac.text)),
             );
@@ -351,9 +375,21 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
         let seen = &reported[k.as_str()];
         let n = seen.len();
         let lines = || -> String {
-            let ls: Vec<String> = seen.iter().take(8).map(|&i| records[i].line.to_string()).collect();
-            let more = if n > 8 { format!(", … ({n} in all)") } else { String::new() };
-            format!("line{} {}{more}", if n == 1 { "" } else { "s" }, ls.join(", "))
+            let ls: Vec<String> = seen
+                .iter()
+                .take(8)
+                .map(|&i| records[i].line.to_string())
+                .collect();
+            let more = if n > 8 {
+                format!(", … ({n} in all)")
+            } else {
+                String::new()
+            };
+            format!(
+                "line{} {}{more}",
+                if n == 1 { "" } else { "s" },
+                ls.join(", ")
+            )
         };
         match &rule.req {
             Req::ExactlyOne if n != 1 => {
@@ -391,7 +427,11 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
                     let found = if n == 0 {
                         "none".to_string()
                     } else {
-                        format!("{} with different values [{}]", lines(), distinct.join(", "))
+                        format!(
+                            "{} with different values [{}]",
+                            lines(),
+                            distinct.join(", ")
+                        )
                     };
                     store.keyed(
                         k,
@@ -414,24 +454,34 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
             }
             Req::AtLeastOne if n < 1 => store.keyed(
                 k,
-                Diagnostic::error("required-count", format!("`{k}` is missing; at least one is required"))
-                    .rule(rel, Some(rule.line))
-                    .key(k.as_str())
-                    .expected(format!("at least one `{k}` line"))
-                    .found("none")
-                    .official(format!("Required AT_LEAST_ONE occurrence of '{k}' but found {n}")),
+                Diagnostic::error(
+                    "required-count",
+                    format!("`{k}` is missing; at least one is required"),
+                )
+                .rule(rel, Some(rule.line))
+                .key(k.as_str())
+                .expected(format!("at least one `{k}` line"))
+                .found("none")
+                .official(format!(
+                    "Required AT_LEAST_ONE occurrence of '{k}' but found {n}"
+                )),
             ),
             Req::AtLeast(m) if n < *m => store.keyed(
                 k,
                 Diagnostic::error(
                     "required-count",
-                    format!("`{k}` appears {n} time{}; at least {m} are required", if n == 1 { "" } else { "s" }),
+                    format!(
+                        "`{k}` appears {n} time{}; at least {m} are required",
+                        if n == 1 { "" } else { "s" }
+                    ),
                 )
                 .rule(rel, Some(rule.line))
                 .key(k.as_str())
                 .expected(format!("at least {m} `{k}` lines"))
                 .found(if n == 0 { "none".to_string() } else { lines() })
-                .official(format!("Required AT_LEAST({m}) occurrence of '{k}' but found {n}")),
+                .official(format!(
+                    "Required AT_LEAST({m}) occurrence of '{k}' but found {n}"
+                )),
             ),
             Req::AtLeastOneOr(alts) => {
                 let mut g: Vec<String> = alts.clone();
@@ -453,13 +503,19 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
             store.unkeyed.push(
                 Diagnostic::error(
                     "required-count",
-                    format!("none of {} is logged; at least one is required", ticked.join(" or ")),
+                    format!(
+                        "none of {} is logged; at least one is required",
+                        ticked.join(" or ")
+                    ),
                 )
                 .rule(rel, None)
                 .key(g[0].as_str())
                 .expected(format!("at least one of {}", ticked.join(", ")))
                 .found("none")
-                .official(format!("Required AT_LEAST_ONE occurrence of {}", quoted.join(" or "))),
+                .official(format!(
+                    "Required AT_LEAST_ONE occurrence of {}",
+                    quoted.join(" or ")
+                )),
             );
         }
     }
@@ -480,11 +536,18 @@ fn run_file(file: &RuleFile, records: &mut Vec<Record>, store: &mut Store, queue
             match py::eval_truth(&c.code, &s, None, &fx) {
                 Ok(true) => {}
                 Ok(false) => store.unkeyed.push(
-                    Diagnostic::error("check-failed", format!("END CHECK failed: {}", c.text.trim()))
-                        .rule(rel, Some(c.line))
-                        .test(c.text.trim())
-                        .found(format!("s = {}", s.json_compact()))
-                        .official(format!("failed test: {}\ncurrent context[s]={}", c.text, s.json_pretty())),
+                    Diagnostic::error(
+                        "check-failed",
+                        format!("END CHECK failed: {}", c.text.trim()),
+                    )
+                    .rule(rel, Some(c.line))
+                    .test(c.text.trim())
+                    .found(format!("s = {}", s.json_compact()))
+                    .official(format!(
+                        "failed test: {}\ncurrent context[s]={}",
+                        c.text,
+                        s.json_pretty()
+                    )),
                 ),
                 Err(e) => store.unkeyed.push(
                     Diagnostic::error("check-raised", format!("END CHECK raised {e}"))
@@ -526,14 +589,17 @@ fn run_check(
             );
             store.keyed(
                 &rule.name,
-                Diagnostic::error("check-failed", format!("`{}` fails {kind} `{}`", rule.name, check.text.trim()))
-                    .rule(rel, Some(check.line))
-                    .key(rule.name.as_str())
-                    .at(Some(rec.line))
-                    .test(check.text.trim())
-                    .expected(check.text.trim())
-                    .found(found_for(&check.text, rec, s))
-                    .official(official),
+                Diagnostic::error(
+                    "check-failed",
+                    format!("`{}` fails {kind} `{}`", rule.name, check.text.trim()),
+                )
+                .rule(rel, Some(check.line))
+                .key(rule.name.as_str())
+                .at(Some(rec.line))
+                .test(check.text.trim())
+                .expected(check.text.trim())
+                .found(found_for(&check.text, rec, s))
+                .official(official),
             );
         }
         Err(e) => {
@@ -545,13 +611,16 @@ fn run_check(
             );
             store.keyed(
                 &rule.name,
-                Diagnostic::error("check-raised", format!("`{}` {kind} `{}` raised {e}", rule.name, check.text.trim()))
-                    .rule(rel, Some(check.line))
-                    .key(rule.name.as_str())
-                    .at(Some(rec.line))
-                    .test(check.text.trim())
-                    .found(found_for(&check.text, rec, s))
-                    .official(official),
+                Diagnostic::error(
+                    "check-raised",
+                    format!("`{}` {kind} `{}` raised {e}", rule.name, check.text.trim()),
+                )
+                .rule(rel, Some(check.line))
+                .key(rule.name.as_str())
+                .at(Some(rec.line))
+                .test(check.text.trim())
+                .found(found_for(&check.text, rec, s))
+                .official(official),
             );
         }
     }
@@ -565,16 +634,19 @@ fn code_raised(
     rec: &Record,
     e: &PyError,
 ) -> Diagnostic {
-    Diagnostic::error("code-raised", format!("`{}` {which} code raised {e}", rule.name))
-        .rule(rel, Some(sn.line))
-        .key(rule.name.as_str())
-        .at(Some(rec.line))
-        .test(sn.text.trim())
-        .found(found_for(&sn.text, rec, &Value::None))
-        .official(format!(
-            "Failed executing code {which} code triggered by line :\n{}",
-            rec.text
-        ))
+    Diagnostic::error(
+        "code-raised",
+        format!("`{}` {which} code raised {e}", rule.name),
+    )
+    .rule(rel, Some(sn.line))
+    .key(rule.name.as_str())
+    .at(Some(rec.line))
+    .test(sn.text.trim())
+    .found(found_for(&sn.text, rec, &Value::None))
+    .official(format!(
+        "Failed executing code {which} code triggered by line :\n{}",
+        rec.text
+    ))
 }
 
 /// What the test looked at, compactly: the value, the metadata and the
@@ -586,7 +658,23 @@ fn found_for(test: &str, rec: &Record, s: &Value) -> String {
         parts.push(format!("metadata={}", rec.metadata().json_compact()));
     }
     if test.contains("ll.timestamp") {
-        parts.push(format!("time_ms={}", crate::value::float_repr(rec.timestamp)));
+        parts.push(format!(
+            "time_ms={}",
+            crate::value::float_repr(rec.timestamp)
+        ));
+        // The init-budget rule: say it in minutes.
+        if let (Some(first), Some(limit)) = (
+            s.get("first_init_start").and_then(Value::as_f64),
+            s.get("compile_time_mins").and_then(Value::as_f64),
+        ) {
+            if test.contains("first_init_start") && first < 1e90 {
+                parts.push(format!(
+                    "initialisation took {:.1} min where {} min are allowed",
+                    (rec.timestamp - first) / 60_000.0,
+                    crate::value::float_repr(limit).trim_end_matches(".0")
+                ));
+            }
+        }
     }
     let mut seen = Vec::new();
     let mut rest = test;
@@ -596,7 +684,10 @@ fn found_for(test: &str, rec: &Record, s: &Value) -> String {
             let name = &after[..end];
             if !seen.contains(&name) {
                 seen.push(name);
-                let v = s.get(name).map(Value::py_repr).unwrap_or_else(|| "<unset>".into());
+                let v = s
+                    .get(name)
+                    .map(Value::py_repr)
+                    .unwrap_or_else(|| "<unset>".into());
                 parts.push(format!("s['{name}']={v}"));
             }
             rest = &after[end..];
@@ -671,6 +762,7 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
                 key: Some("aggregated_eval_accuracy".into()),
                 v: Value::Dict(v),
                 text: String::new(),
+                slim: false,
             }
         });
         if rec.timestamp > agg.timestamp {
@@ -693,11 +785,9 @@ fn concatenated_runs(records: &[Record]) -> Option<Diagnostic> {
     let mut run_started = false;
     for (i, r) in records.iter().enumerate() {
         match r.key.as_deref() {
-            Some("init_start") => {
-                if starts.is_empty() || run_started {
-                    starts.push(i);
-                    run_started = false;
-                }
+            Some("init_start") if starts.is_empty() || run_started => {
+                starts.push(i);
+                run_started = false;
             }
             Some("run_start") => run_started = true,
             _ => {}

@@ -39,11 +39,7 @@ impl Verdict {
         }
     }
     pub fn from_ok(ok: bool) -> Self {
-        if ok {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        }
+        if ok { Verdict::Pass } else { Verdict::Fail }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod diag;
 pub mod json;
 pub mod mllog;
 pub mod py;
+pub mod report;
 pub mod ruleset;
 pub mod value;
 pub mod yaml;

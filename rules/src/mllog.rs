@@ -41,6 +41,9 @@ pub struct Record {
     pub v: Value,
     /// The stripped line from the marker on (the official `full_string`).
     pub text: String,
+    /// The value was not kept (no rule looks at this key); [`Record::inflate`]
+    /// restores it from `text`.
+    pub slim: bool,
 }
 
 impl Record {
@@ -59,7 +62,22 @@ impl Record {
     pub fn meta(&self, name: &str) -> Option<&Value> {
         self.metadata().get(name)
     }
+
+    /// Restore the value of a slim record by decoding its text again.
+    pub fn inflate(&mut self) {
+        if !self.slim {
+            return;
+        }
+        if let Item::Record(full) = parse_marked(self.text.as_bytes(), self.index, self.line, None)
+        {
+            self.v = full.v;
+        }
+        self.slim = false;
+    }
 }
+
+/// Decides which keys keep their values (see [`Reader::keep_values`]).
+pub type KeepFn = dyn Fn(&str) -> bool + Send + Sync;
 
 /// A line that carries the marker but could not become a record.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,6 +110,7 @@ pub struct Reader<R> {
     index: i64,
     finder: memmem::FinderRev<'static>,
     io_error: Option<std::io::Error>,
+    keep: Option<std::sync::Arc<KeepFn>>,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -106,7 +125,16 @@ impl<R: BufRead> Reader<R> {
             index: 0,
             finder: memmem::FinderRev::new(MARKER),
             io_error: None,
+            keep: None,
         }
+    }
+
+    /// Keep values only for keys `keep` accepts; other records are still
+    /// validated and counted but stored slim (see [`Record::inflate`]). This
+    /// bounds memory on huge logs full of keys no rule reads.
+    pub fn keep_values(mut self, keep: std::sync::Arc<KeepFn>) -> Self {
+        self.keep = Some(keep);
+        self
     }
 
     /// An I/O error that ended iteration early, if any.
@@ -173,7 +201,7 @@ impl<R: BufRead> Iterator for Reader<R> {
             };
             let index = self.index;
             self.index += 1;
-            let item = parse_marked(&line[pos..], index, self.line_no);
+            let item = parse_marked(&line[pos..], index, self.line_no, self.keep.as_deref());
             return Some(item);
         }
     }
@@ -181,11 +209,14 @@ impl<R: BufRead> Iterator for Reader<R> {
 
 /// Python's `str.strip()` whitespace, for Latin-1 characters.
 fn is_py_space(b: u8) -> bool {
-    matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' | 0x85 | 0xa0)
+    matches!(
+        b,
+        b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' | 0x85 | 0xa0
+    )
 }
 
 /// Parse the text of one line starting at its last marker.
-fn parse_marked(from_marker: &[u8], index: i64, line: usize) -> Item {
+fn parse_marked(from_marker: &[u8], index: i64, line: usize, keep: Option<&KeepFn>) -> Item {
     let mut end = from_marker.len();
     while end > 0 && is_py_space(from_marker[end - 1]) {
         end -= 1;
@@ -219,7 +250,7 @@ fn parse_marked(from_marker: &[u8], index: i64, line: usize) -> Item {
         }
         Err(e) => return problem(e.to_string(), false),
     };
-    match record_from_object(obj, text.clone(), index, line) {
+    match record_from_object(obj, text.clone(), index, line, keep) {
         Ok(item) => item,
         Err((msg, crash)) => problem(msg, crash),
     }
@@ -230,6 +261,7 @@ fn record_from_object(
     text: String,
     index: i64,
     line: usize,
+    keep: Option<&KeepFn>,
 ) -> Result<Item, (String, bool)> {
     let missing: Vec<&str> = ["time_ms", "key", "value", "metadata"]
         .into_iter()
@@ -252,7 +284,13 @@ fn record_from_object(
         Value::Str(s) => match py_float(s) {
             Some(f) => f,
             None => {
-                return Err((format!("could not convert string to float: {}", Value::str(s.clone()).py_repr()), false));
+                return Err((
+                    format!(
+                        "could not convert string to float: {}",
+                        Value::str(s.clone()).py_repr()
+                    ),
+                    false,
+                ));
             }
         },
         other => {
@@ -272,18 +310,28 @@ fn record_from_object(
         Some(Value::Str(s)) => Some(s.clone()),
         _ => None,
     };
-    let metadata = obj.swap_remove("metadata").unwrap_or_default();
-    let value = obj.swap_remove("value").unwrap_or_default();
-    let mut v = Dict::with_capacity(2);
-    v.insert("value".into(), value);
-    v.insert("metadata".into(), metadata);
+    let slim = match (&key, keep) {
+        (Some(k), Some(keep)) => !keep(k),
+        _ => false,
+    };
+    let v = if slim {
+        Value::None
+    } else {
+        let metadata = obj.swap_remove("metadata").unwrap_or_default();
+        let value = obj.swap_remove("value").unwrap_or_default();
+        let mut v = Dict::with_capacity(2);
+        v.insert("value".into(), value);
+        v.insert("metadata".into(), metadata);
+        Value::Dict(v)
+    };
     Ok(Item::Record(Record {
         index,
         line,
         timestamp,
         key,
-        v: Value::Dict(v),
+        v,
         text,
+        slim,
     }))
 }
 
@@ -342,7 +390,16 @@ pub struct ParsedLog {
 
 /// Read and parse a whole log from any reader.
 pub fn read_from<R: Read>(input: R) -> std::io::Result<ParsedLog> {
-    let mut reader = Reader::new(BufReader::with_capacity(256 * 1024, input));
+    collect(Reader::new(BufReader::with_capacity(256 * 1024, input)))
+}
+
+/// Read a log file keeping values only for the keys `keep` accepts.
+pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::Result<ParsedLog> {
+    let f = std::fs::File::open(path)?;
+    collect(Reader::new(BufReader::with_capacity(256 * 1024, f)).keep_values(keep))
+}
+
+fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> {
     let mut out = ParsedLog::default();
     for item in reader.by_ref() {
         match item {
@@ -391,7 +448,10 @@ mod tests {
     fn universal_newlines() {
         let log = format!("a\r{OK}\r\nb\n{OK}\rc");
         let p = parse(log.as_bytes());
-        assert_eq!(p.records.iter().map(|r| r.line).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!(
+            p.records.iter().map(|r| r.line).collect::<Vec<_>>(),
+            vec![2, 4]
+        );
         assert_eq!(p.lines, 5);
     }
 

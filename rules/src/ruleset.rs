@@ -56,7 +56,9 @@ pub enum Begin {
     Code(Snippet<Vec<Stmt>>),
     /// The 4.0.0–5.0.0 stable-diffusion block that groups FID and CLIP evals
     /// into synthetic `aggregated_eval_accuracy` records; run natively.
-    AggregateEvalMetrics { line: usize },
+    AggregateEvalMetrics {
+        line: usize,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -115,7 +117,8 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
         record,
         message,
     };
-    let doc = yaml::load(text).map_err(|e| err(Some(e.line), None, format!("invalid YAML: {}", e.message)))?;
+    let doc = yaml::load(text)
+        .map_err(|e| err(Some(e.line), None, format!("invalid YAML: {}", e.message)))?;
     let mut file = RuleFile {
         rel: rel.to_string(),
         origin,
@@ -127,12 +130,20 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
         return Ok(file);
     };
     let Node::Seq(items, _) = doc else {
-        return Err(err(Some(doc.line()), None, "the top level must be a list of BEGIN/KEY/END records".into()));
+        return Err(err(
+            Some(doc.line()),
+            None,
+            "the top level must be a list of BEGIN/KEY/END records".into(),
+        ));
     };
     let scalar = |n: &Node, what: &str, record: &str| -> Result<String, RuleError> {
-        n.as_str()
-            .map(str::to_string)
-            .ok_or_else(|| err(Some(n.line()), Some(record.into()), format!("{what} must be a string")))
+        n.as_str().map(str::to_string).ok_or_else(|| {
+            err(
+                Some(n.line()),
+                Some(record.into()),
+                format!("{what} must be a string"),
+            )
+        })
     };
     let exec_snippet = |n: &Node, record: &str| -> Result<Snippet<Vec<Stmt>>, RuleError> {
         let text = scalar(n, "code", record)?;
@@ -165,12 +176,20 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
         match item.first_key() {
             Some("BEGIN") => {
                 if file.begin.is_some() {
-                    return Err(err(Some(item.line()), Some("BEGIN".into()), "more than one BEGIN record".into()));
+                    return Err(err(
+                        Some(item.line()),
+                        Some("BEGIN".into()),
+                        "more than one BEGIN record".into(),
+                    ));
                 }
                 let body = item.get("BEGIN").expect("first key exists");
-                let code = body
-                    .get("CODE")
-                    .ok_or_else(|| err(Some(body.line()), Some("BEGIN".into()), "BEGIN needs CODE".into()))?;
+                let code = body.get("CODE").ok_or_else(|| {
+                    err(
+                        Some(body.line()),
+                        Some("BEGIN".into()),
+                        "BEGIN needs CODE".into(),
+                    )
+                })?;
                 let text = scalar(code, "CODE", "BEGIN CODE")?;
                 file.begin = Some(if is_sd_aggregation(&text) {
                     Begin::AggregateEvalMetrics { line: code.line() }
@@ -183,7 +202,13 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
                 let name = body
                     .get("NAME")
                     .and_then(Node::as_str)
-                    .ok_or_else(|| err(Some(body.line()), Some("KEY".into()), "KEY record without NAME".into()))?
+                    .ok_or_else(|| {
+                        err(
+                            Some(body.line()),
+                            Some("KEY".into()),
+                            "KEY record without NAME".into(),
+                        )
+                    })?
                     .to_string();
                 let rec = |field: &str| format!("KEY {name}, {field}");
                 let req = match body.get("REQ").and_then(Node::as_str) {
@@ -192,12 +217,18 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
                 };
                 let rule = KeyRule {
                     req,
-                    pre: body.get("PRE").map(|n| exec_snippet(n, &rec("PRE"))).transpose()?,
+                    pre: body
+                        .get("PRE")
+                        .map(|n| exec_snippet(n, &rec("PRE")))
+                        .transpose()?,
                     check: match body.get("CHECK") {
                         Some(n) => expr_list(n, &rec("CHECK"))?,
                         None => Vec::new(),
                     },
-                    post: body.get("POST").map(|n| exec_snippet(n, &rec("POST"))).transpose()?,
+                    post: body
+                        .get("POST")
+                        .map(|n| exec_snippet(n, &rec("POST")))
+                        .transpose()?,
                     first_check: body
                         .get("FIRST_CHECK")
                         .map(|n| expr_snippet(n, &rec("FIRST_CHECK")))
@@ -213,11 +244,18 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
             }
             Some("END") => {
                 if file.end.is_some() {
-                    return Err(err(Some(item.line()), Some("END".into()), "more than one END record".into()));
+                    return Err(err(
+                        Some(item.line()),
+                        Some("END".into()),
+                        "more than one END record".into(),
+                    ));
                 }
                 let body = item.get("END").expect("first key exists");
                 file.end = Some(EndRule {
-                    pre: body.get("PRE").map(|n| exec_snippet(n, "END PRE")).transpose()?,
+                    pre: body
+                        .get("PRE")
+                        .map(|n| exec_snippet(n, "END PRE"))
+                        .transpose()?,
                     check: match body.get("CHECK") {
                         Some(n) => expr_list(n, "END CHECK")?,
                         None => Vec::new(),
@@ -237,7 +275,10 @@ fn parse_req(r: &str) -> Req {
         "AT_LEAST_ONE" => Req::AtLeastOne,
         "OPTIONAL" => Req::Optional,
         _ => {
-            if let Some(inner) = r.strip_prefix("AT_LEAST_ONE_OR(").and_then(|x| x.strip_suffix(')')) {
+            if let Some(inner) = r
+                .strip_prefix("AT_LEAST_ONE_OR(")
+                .and_then(|x| x.strip_suffix(')'))
+            {
                 Req::AtLeastOneOr(inner.split(',').map(|s| s.trim().to_string()).collect())
             } else if let Some(n) = r
                 .strip_prefix("AT_LEAST(")
@@ -268,6 +309,7 @@ pub struct RuleLibrary {
     package: Option<MlperfLogging>,
     embedded: HashMap<String, String>,
     cache: Mutex<HashMap<String, Result<Arc<RuleFile>, LoadError>>>,
+    universes: Mutex<HashMap<String, Arc<std::collections::HashSet<String>>>>,
 }
 
 impl std::fmt::Debug for RuleLibrary {
@@ -287,6 +329,7 @@ impl RuleLibrary {
             package: None,
             embedded: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
+            universes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -297,6 +340,7 @@ impl RuleLibrary {
             package: None,
             embedded: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
+            universes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -352,6 +396,41 @@ impl RuleLibrary {
         result
     }
 
+    /// Every KEY NAME of every rule file in the ruleset folder `dir` (e.g.
+    /// `training_5.0.0`): records with other keys can be read slim. Files
+    /// that fail to load contribute nothing (they are reported when run).
+    pub fn key_universe(&self, dir: &str) -> Arc<std::collections::HashSet<String>> {
+        let mut cache = self.universes.lock().expect("universe lock");
+        if let Some(u) = cache.get(dir) {
+            return u.clone();
+        }
+        let mut names = std::collections::HashSet::new();
+        let mut rels: Vec<String> = self
+            .embedded
+            .keys()
+            .filter(|k| k.starts_with(&format!("{dir}/")))
+            .cloned()
+            .collect();
+        if let Some(root) = &self.root {
+            if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
+                for e in rd.flatten() {
+                    let n = e.file_name().to_string_lossy().to_string();
+                    if n.ends_with(".yaml") {
+                        rels.push(format!("{dir}/{n}"));
+                    }
+                }
+            }
+        }
+        for rel in rels {
+            if let Ok(f) = self.load(&rel) {
+                names.extend(f.keys.keys().cloned());
+            }
+        }
+        let u = Arc::new(names);
+        cache.insert(dir.to_string(), u.clone());
+        u
+    }
+
     /// Where a relative rule path resolves on disk (for messages).
     pub fn resolve(&self, rel: &str) -> PathBuf {
         let p = Path::new(rel);
@@ -384,7 +463,10 @@ impl RuleLibrary {
 
 fn is_version(v: &str) -> bool {
     let parts: Vec<&str> = v.split('.').collect();
-    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Sort key for `X.Y.Z` strings.
@@ -466,7 +548,10 @@ pub fn package_from_dir(dir: &Path) -> Option<MlperfLogging> {
         return Some(p);
     }
     if dir.file_name().is_some_and(|n| n == "compliance_checker") {
-        if let Some(p) = dir.parent().and_then(|p| MlperfLogging::at(p.to_path_buf())) {
+        if let Some(p) = dir
+            .parent()
+            .and_then(|p| MlperfLogging::at(p.to_path_buf()))
+        {
             return Some(p);
         }
     }

@@ -167,9 +167,7 @@ pub fn py_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().all(|p| y.iter().any(|q| py_eq(p, q)))
         }
         (Value::Dict(x), Value::Dict(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
         }
         _ => false,
     }
@@ -203,7 +201,7 @@ fn int_float_cmp(i: i64, f: f64) -> Option<Ordering> {
     match fi.partial_cmp(&f)? {
         Ordering::Equal => {
             // f is integral here (it equals a rounded integer) and |f| <= 2^63.
-            if f >= 9.223_372_036_854_775_807e18 {
+            if f >= 9_223_372_036_854_775_808.0 {
                 return Some(Ordering::Less);
             }
             let fint = f as i64;
@@ -528,9 +526,9 @@ impl From<&Value> for serde_json::Value {
             Value::List(l) | Value::Tuple(l) | Value::Set(l) => {
                 serde_json::Value::Array(l.iter().map(Into::into).collect())
             }
-            Value::Dict(d) => serde_json::Value::Object(
-                d.iter().map(|(k, x)| (k.clone(), x.into())).collect(),
-            ),
+            Value::Dict(d) => {
+                serde_json::Value::Object(d.iter().map(|(k, x)| (k.clone(), x.into())).collect())
+            }
         }
     }
 }
@@ -585,7 +583,10 @@ mod tests {
             Some(Ordering::Greater)
         );
         assert_eq!(num_cmp(Num::I(3), Num::F(3.5)), Some(Ordering::Less));
-        assert_eq!(num_cmp(Num::I(i64::MAX), Num::F(9.3e18)), Some(Ordering::Less));
+        assert_eq!(
+            num_cmp(Num::I(i64::MAX), Num::F(9.3e18)),
+            Some(Ordering::Less)
+        );
         assert_eq!(num_cmp(Num::I(1), Num::F(f64::NAN)), None);
     }
 

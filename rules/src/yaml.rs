@@ -97,9 +97,15 @@ impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let line = mark.line();
         match ev {
-            Event::Scalar(text, _style, anchor, _tag) => self.push_node(Node::Scalar(text, line), anchor),
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(Vec::new(), anchor, line)),
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map(Vec::new(), None, anchor, line)),
+            Event::Scalar(text, _style, anchor, _tag) => {
+                self.push_node(Node::Scalar(text, line), anchor)
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push(Frame::Seq(Vec::new(), anchor, line))
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Frame::Map(Vec::new(), None, anchor, line))
+            }
             Event::SequenceEnd => {
                 if let Some(Frame::Seq(items, anchor, l)) = self.stack.pop() {
                     self.push_node(Node::Seq(items, l), anchor);
@@ -119,7 +125,11 @@ impl MarkedEventReceiver for Builder {
                     });
                 }
             },
-            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart | Event::DocumentEnd => {}
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart
+            | Event::DocumentEnd => {}
         }
     }
 }
@@ -168,12 +178,23 @@ mod tests {
     REQ: 12
 "#;
         let doc = load(src).unwrap().unwrap();
-        let Node::Seq(items, _) = &doc else { panic!("top level is a list") };
+        let Node::Seq(items, _) = &doc else {
+            panic!("top level is a list")
+        };
         assert_eq!(items.len(), 3);
-        let code = items[0].get("BEGIN").unwrap().get("CODE").unwrap().as_str().unwrap();
+        let code = items[0]
+            .get("BEGIN")
+            .unwrap()
+            .get("CODE")
+            .unwrap()
+            .as_str()
+            .unwrap();
         assert_eq!(code, "s.update({\n    'a': False,\n})\n");
         let key = items[1].get("KEY").unwrap();
-        assert_eq!(key.get("CHECK").unwrap().as_str(), Some(" v['value'] in ['closed', 'open'] "));
+        assert_eq!(
+            key.get("CHECK").unwrap().as_str(),
+            Some(" v['value'] in ['closed', 'open'] ")
+        );
         assert_eq!(
             key.get("POST").unwrap().as_str(),
             Some("s['x'] = 1\nif s['x'] == 1:\n    s['y'] = 2\n")

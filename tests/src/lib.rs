@@ -1,1 +1,149 @@
-//! Cross-crate test helpers.
+//! Shared helpers of referee's end-to-end tests: where the repository, the
+//! corpus and the official rules are, and how to run the `referee` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository root")
+        .to_path_buf()
+}
+
+/// The shared corpus of real MLPerf logs (`../shared/corpus` next to the
+/// checkout, or `$REFEREE_CORPUS`). Panics with the fix when absent: the
+/// parity tests are the proof that referee's rules are right.
+pub fn corpus_dir() -> PathBuf {
+    let dir = std::env::var_os("REFEREE_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/corpus"));
+    assert!(
+        dir.join("training_results_v5.0").is_dir(),
+        "the MLPerf log corpus is missing at {} (set REFEREE_CORPUS to the directory holding training_results_v5.0/ and expected/)",
+        dir.display()
+    );
+    dir
+}
+
+/// The installed `mlperf-logging` package (official rule files). The test
+/// script installs it into `.venv`; panics with the fix when absent.
+pub fn mlperf_logging() -> referee_rules::ruleset::MlperfLogging {
+    static FOUND: OnceLock<referee_rules::ruleset::MlperfLogging> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let venv = repo_root().join(".venv");
+            if std::env::var_os("VIRTUAL_ENV").is_none() && venv.is_dir() {
+                // SAFETY: set once, before any other thread reads it.
+                unsafe { std::env::set_var("VIRTUAL_ENV", &venv) };
+            }
+            referee_rules::ruleset::discover_mlperf_logging()
+                .unwrap_or_else(|e| panic!("{e}\n(run scripts/setup.sh first)"))
+        })
+        .clone()
+}
+
+/// Path of the `referee` binary of the profile these tests were built with,
+/// building it first if needed.
+pub fn referee_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps/<test>")
+            .to_path_buf();
+        let bin = profile_dir.join("referee");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "referee-harness",
+            "--bin",
+            "referee",
+        ]);
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .current_dir(repo_root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the referee binary failed");
+        assert!(bin.is_file(), "no referee binary at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// Run `referee ARGS` with the official rules discoverable.
+pub fn referee(args: &[&str]) -> Output {
+    referee_in(args, &repo_root())
+}
+
+/// Run `referee ARGS` in `dir`.
+pub fn referee_in(args: &[&str], dir: &Path) -> Output {
+    let pkg = mlperf_logging();
+    Command::new(referee_bin())
+        .args(args)
+        .current_dir(dir)
+        .env("REFEREE_MLPERF_LOGGING", &pkg.dir)
+        .output()
+        .expect("run referee")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Read a TSV with a header row (lines starting with `#` and blank lines
+/// skipped) into rows of (column → value).
+pub fn read_tsv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let header: Vec<String> = lines
+        .next()
+        .expect("header row")
+        .split('\t')
+        .map(str::to_string)
+        .collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(
+                    l.split('\t')
+                        .map(str::to_string)
+                        .chain(std::iter::repeat(String::new())),
+                )
+                .collect()
+        })
+        .collect()
+}
+
+/// The Python interpreter of the environment that holds `mlperf-logging`
+/// (it has PyYAML and the official tools).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("REFEREE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let pkg = mlperf_logging();
+    // <venv>/lib/pythonX.Y/site-packages/mlperf_logging
+    let venv = pkg.dir.ancestors().nth(4).map(Path::to_path_buf);
+    match venv.map(|v| v.join("bin/python")).filter(|p| p.is_file()) {
+        Some(p) => p,
+        None => PathBuf::from("python3"),
+    }
+}

@@ -9,7 +9,7 @@
 
 use super::parser::{BinOp, CmpOp, Expr, Stmt, UnaryOp};
 use crate::mllog::Record;
-use crate::value::{py_cmp, py_contains, py_eq, type_name, Dict, Num, PyError, Value};
+use crate::value::{Dict, Num, PyError, Value, py_cmp, py_contains, py_eq, type_name};
 use indexmap::IndexMap;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -21,18 +21,41 @@ pub const STEP_BUDGET: u64 = 200_000;
 pub const MAX_SEQUENCE: usize = 1_000_000;
 
 pub const BUILTINS: &[&str] = &[
-    "abs", "all", "any", "bool", "float", "int", "is_integer", "len", "max", "min", "round", "str", "sum",
+    "abs",
+    "all",
+    "any",
+    "bool",
+    "float",
+    "int",
+    "is_integer",
+    "len",
+    "max",
+    "min",
+    "round",
+    "str",
+    "sum",
     "enqueue_config",
 ];
 pub const MATH_FUNCTIONS: &[&str] = &[
-    "ceil", "floor", "trunc", "log2", "log10", "log", "sqrt", "exp", "fabs", "pow", "isclose", "isnan", "isinf",
-    "isfinite",
+    "ceil", "floor", "trunc", "log2", "log10", "log", "sqrt", "exp", "fabs", "pow", "isclose",
+    "isnan", "isinf", "isfinite",
 ];
 pub const MATH_CONSTANTS: &[&str] = &["pi", "e", "inf", "nan"];
 pub const RECORD_FIELDS: &[&str] = &["timestamp", "key", "value", "lineno", "full_string"];
 pub const METHODS: &[&str] = &[
-    "format", "lower", "upper", "strip", "startswith", "endswith", "get", "keys", "values", "items", "update",
-    "is_integer", "count",
+    "format",
+    "lower",
+    "upper",
+    "strip",
+    "startswith",
+    "endswith",
+    "get",
+    "keys",
+    "values",
+    "items",
+    "update",
+    "is_integer",
+    "count",
 ];
 
 pub type Locals = IndexMap<String, Value>;
@@ -102,7 +125,12 @@ pub fn eval_value(
 
 /// Execute statements (PRE/POST/BEGIN/END semantics): `s` is the global
 /// state; plain-name assignments go to a fresh local scope and are lost.
-pub fn exec(stmts: &[Stmt], s: &mut Value, ll: Option<&Record>, effects: &Effects) -> Result<(), PyError> {
+pub fn exec(
+    stmts: &[Stmt],
+    s: &mut Value,
+    ll: Option<&Record>,
+    effects: &Effects,
+) -> Result<(), PyError> {
     let steps = Cell::new(0);
     let mut locals = Locals::new();
     exec_block(stmts, s, ll, &mut locals, effects, &steps)
@@ -132,7 +160,10 @@ fn exec_block(
                         sc.eval(arg)?.into_owned()
                     };
                     let Value::Dict(new) = new else {
-                        return type_err(format!("'{}' object is not iterable as a mapping", type_name(&new)));
+                        return type_err(format!(
+                            "'{}' object is not iterable as a mapping",
+                            type_name(&new)
+                        ));
                     };
                     let place = resolve_place(target, s, ll, locals, effects, steps)?;
                     match place {
@@ -285,7 +316,10 @@ fn subscript_mut<'v>(base: &'v mut Value, key: &Value) -> Result<&'v mut Value, 
             let i = list_index(l.len(), key)?;
             Ok(&mut l[i])
         }
-        other => type_err(format!("'{}' object is not subscriptable", type_name(other))),
+        other => type_err(format!(
+            "'{}' object is not subscriptable",
+            type_name(other)
+        )),
     }
 }
 
@@ -468,7 +502,10 @@ impl<'a> Scope<'a> {
     }
 
     fn eval_all(&self, items: &'a [Expr]) -> Result<Vec<Value>, PyError> {
-        items.iter().map(|i| self.eval(i).map(Cow::into_owned)).collect()
+        items
+            .iter()
+            .map(|i| self.eval(i).map(Cow::into_owned))
+            .collect()
     }
 
     fn name(&self, n: &str) -> R<'a> {
@@ -502,7 +539,10 @@ impl<'a> Scope<'a> {
                     "value" => Ok(Cow::Borrowed(&r.v)),
                     "lineno" => Ok(Cow::Owned(Value::Int(r.index))),
                     "full_string" => Ok(Cow::Owned(Value::Str(r.text.clone()))),
-                    _ => err("AttributeError", format!("'LogLine' object has no attribute '{attr}'")),
+                    _ => err(
+                        "AttributeError",
+                        format!("'LogLine' object has no attribute '{attr}'"),
+                    ),
                 };
             }
             if b == "math" && !self.locals.contains_key("math") {
@@ -511,7 +551,10 @@ impl<'a> Scope<'a> {
                     "e" => Ok(Cow::Owned(Value::Float(std::f64::consts::E))),
                     "inf" => Ok(Cow::Owned(Value::Float(f64::INFINITY))),
                     "nan" => Ok(Cow::Owned(Value::Float(f64::NAN))),
-                    _ => err("AttributeError", format!("module 'math' has no attribute '{attr}'")),
+                    _ => err(
+                        "AttributeError",
+                        format!("module 'math' has no attribute '{attr}'"),
+                    ),
                 };
             }
         }
@@ -522,7 +565,12 @@ impl<'a> Scope<'a> {
         )
     }
 
-    fn call(&self, func: &'a Expr, args: &'a [Expr], kwargs: &'a [(String, Expr)]) -> Result<Value, PyError> {
+    fn call(
+        &self,
+        func: &'a Expr,
+        args: &'a [Expr],
+        kwargs: &'a [(String, Expr)],
+    ) -> Result<Value, PyError> {
         match func {
             Expr::Name(n) if !self.locals.contains_key(n.as_str()) => {
                 let argv = self.eval_all(args)?;
@@ -564,7 +612,10 @@ impl<'a> Scope<'a> {
             if a.len() == k {
                 Ok(())
             } else {
-                type_err(format!("{n}() takes exactly {k} argument(s) ({} given)", a.len()))
+                type_err(format!(
+                    "{n}() takes exactly {k} argument(s) ({} given)",
+                    a.len()
+                ))
             }
         };
         match n {
@@ -575,7 +626,10 @@ impl<'a> Scope<'a> {
                         self.effects.enqueued.borrow_mut().push(p.clone());
                         Ok(Value::None)
                     }
-                    other => type_err(format!("enqueue_config() needs a path string, not {}", type_name(other))),
+                    other => type_err(format!(
+                        "enqueue_config() needs a path string, not {}",
+                        type_name(other)
+                    )),
                 }
             }
             "is_integer" => {
@@ -584,7 +638,11 @@ impl<'a> Scope<'a> {
                 let r = round_half_even(&a[0], None)?;
                 let d = binary(BinOp::Sub, &r, &a[0])?;
                 let ad = abs(&d)?;
-                Ok(Value::Bool(compare(CmpOp::Lt, &ad, &Value::Float(0.00001))?))
+                Ok(Value::Bool(compare(
+                    CmpOp::Lt,
+                    &ad,
+                    &Value::Float(0.00001),
+                )?))
             }
             "abs" => {
                 want(1)?;
@@ -594,9 +652,14 @@ impl<'a> Scope<'a> {
                 want(1)?;
                 match &a[0] {
                     Value::Str(s) => Ok(Value::Int(s.chars().count() as i64)),
-                    Value::List(l) | Value::Tuple(l) | Value::Set(l) => Ok(Value::Int(l.len() as i64)),
+                    Value::List(l) | Value::Tuple(l) | Value::Set(l) => {
+                        Ok(Value::Int(l.len() as i64))
+                    }
                     Value::Dict(d) => Ok(Value::Int(d.len() as i64)),
-                    other => type_err(format!("object of type '{}' has no len()", type_name(other))),
+                    other => type_err(format!(
+                        "object of type '{}' has no len()",
+                        type_name(other)
+                    )),
                 }
             }
             "int" => {
@@ -621,11 +684,7 @@ impl<'a> Scope<'a> {
                 _ => type_err("round() takes 1 or 2 arguments"),
             },
             "min" | "max" => {
-                let items: Vec<Value> = if a.len() == 1 {
-                    iter_items(&a[0])?
-                } else {
-                    a
-                };
+                let items: Vec<Value> = if a.len() == 1 { iter_items(&a[0])? } else { a };
                 let mut it = items.into_iter();
                 let Some(mut best) = it.next() else {
                     return err("ValueError", format!("{n}() arg is an empty sequence"));
@@ -686,7 +745,9 @@ fn subscript<'a>(base: Cow<'a, Value>, key: &Value) -> R<'a> {
 fn subscript_ref<'a>(base: &'a Value, key: &Value) -> Result<&'a Value, PyError> {
     match base {
         Value::Dict(d) => match key {
-            Value::Str(k) => d.get(k.as_str()).ok_or_else(|| PyError::new("KeyError", key.py_repr())),
+            Value::Str(k) => d
+                .get(k.as_str())
+                .ok_or_else(|| PyError::new("KeyError", key.py_repr())),
             Value::List(_) | Value::Dict(_) | Value::Set(_) => {
                 type_err(format!("unhashable type: '{}'", type_name(key)))
             }
@@ -697,7 +758,10 @@ fn subscript_ref<'a>(base: &'a Value, key: &Value) -> Result<&'a Value, PyError>
             Ok(&l[i])
         }
         Value::Str(_) => type_err("string indexing is outside the supported Python subset"),
-        other => type_err(format!("'{}' object is not subscriptable", type_name(other))),
+        other => type_err(format!(
+            "'{}' object is not subscriptable",
+            type_name(other)
+        )),
     }
 }
 
@@ -732,7 +796,10 @@ fn unary(op: UnaryOp, v: &Value) -> Result<Value, PyError> {
     match op {
         UnaryOp::Not => Ok(Value::Bool(!v.truthy())),
         UnaryOp::Neg => match v.as_num() {
-            Some(Num::I(i)) => Ok(i.checked_neg().map(Value::Int).unwrap_or(Value::Float(-(i as f64)))),
+            Some(Num::I(i)) => Ok(i
+                .checked_neg()
+                .map(Value::Int)
+                .unwrap_or(Value::Float(-(i as f64)))),
             Some(Num::F(f)) => Ok(Value::Float(-f)),
             None => type_err(format!("bad operand type for unary -: '{}'", type_name(v))),
         },
@@ -767,7 +834,12 @@ fn repeat(items: &[Value], n: i64) -> Result<Vec<Value>, PyError> {
     if items.len().saturating_mul(n) > MAX_SEQUENCE {
         return err("ResourceLimit", "sequence repetition too large");
     }
-    Ok(items.iter().cloned().cycle().take(items.len() * n).collect())
+    Ok(items
+        .iter()
+        .cloned()
+        .cycle()
+        .take(items.len() * n)
+        .collect())
 }
 
 /// Python binary operators.
@@ -787,14 +859,18 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
             }
             return Ok(Value::List(x.iter().chain(y).cloned().collect()));
         }
-        (Mul, Value::Str(s), n) | (Mul, n, Value::Str(s)) if matches!(n, Value::Int(_) | Value::Bool(_)) => {
+        (Mul, Value::Str(s), n) | (Mul, n, Value::Str(s))
+            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
+        {
             let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0).max(0) as usize;
             if s.len().saturating_mul(k) > MAX_SEQUENCE {
                 return err("ResourceLimit", "string too large");
             }
             return Ok(Value::Str(s.repeat(k)));
         }
-        (Mul, Value::List(l), n) | (Mul, n, Value::List(l)) if matches!(n, Value::Int(_) | Value::Bool(_)) => {
+        (Mul, Value::List(l), n) | (Mul, n, Value::List(l))
+            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
+        {
             let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0);
             return Ok(Value::List(repeat(l, k)?));
         }
@@ -830,11 +906,18 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
                     return err("ValueError", "negative shift count");
                 }
                 if op == RShift {
-                    Ok(Value::Int(if q >= 64 { if p < 0 { -1 } else { 0 } } else { p >> q }))
+                    Ok(Value::Int(if q >= 64 {
+                        if p < 0 { -1 } else { 0 }
+                    } else {
+                        p >> q
+                    }))
                 } else if q >= 64 {
                     Ok(Value::Float((p as f64) * 2f64.powi(q as i32)))
                 } else {
-                    Ok(int_or_float(p.checked_mul(1i64 << q.min(62)).filter(|_| q < 63), (p as f64) * 2f64.powi(q as i32)))
+                    Ok(int_or_float(
+                        p.checked_mul(1i64 << q.min(62)).filter(|_| q < 63),
+                        (p as f64) * 2f64.powi(q as i32),
+                    ))
                 }
             }
             _ => unsupported(op, a, b),
@@ -879,7 +962,17 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
                 return err("ZeroDivisionError", "integer division or modulo by zero");
             }
             Ok(match (x, y) {
-                (Num::I(p), Num::I(q)) => Value::Int(p.checked_rem(q).map(|r| if r != 0 && (r < 0) != (q < 0) { r + q } else { r }).unwrap_or(0)),
+                (Num::I(p), Num::I(q)) => Value::Int(
+                    p.checked_rem(q)
+                        .map(|r| {
+                            if r != 0 && (r < 0) != (q < 0) {
+                                r + q
+                            } else {
+                                r
+                            }
+                        })
+                        .unwrap_or(0),
+                ),
                 _ => {
                     let (p, q) = (x.as_f64(), y.as_f64());
                     let mut r = p % q;
@@ -898,10 +991,16 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
             _ => {
                 let (p, q) = (x.as_f64(), y.as_f64());
                 if p == 0.0 && q < 0.0 {
-                    return err("ZeroDivisionError", "0.0 cannot be raised to a negative power");
+                    return err(
+                        "ZeroDivisionError",
+                        "0.0 cannot be raised to a negative power",
+                    );
                 }
                 if p < 0.0 && q.fract() != 0.0 {
-                    return err("ValueError", "complex results are outside the supported Python subset");
+                    return err(
+                        "ValueError",
+                        "complex results are outside the supported Python subset",
+                    );
                 }
                 Ok(Value::Float(p.powf(q)))
             }
@@ -920,7 +1019,10 @@ fn floor_div(p: i64, q: i64) -> i64 {
 
 fn abs(v: &Value) -> Result<Value, PyError> {
     match v.as_num() {
-        Some(Num::I(i)) => Ok(i.checked_abs().map(Value::Int).unwrap_or(Value::Float((i as f64).abs()))),
+        Some(Num::I(i)) => Ok(i
+            .checked_abs()
+            .map(Value::Int)
+            .unwrap_or(Value::Float((i as f64).abs()))),
         Some(Num::F(f)) => Ok(Value::Float(f.abs())),
         None => type_err(format!("bad operand type for abs(): '{}'", type_name(v))),
     }
@@ -934,7 +1036,9 @@ fn float_to_int(f: f64) -> Result<Value, PyError> {
         return err("OverflowError", "cannot convert float infinity to integer");
     }
     let t = f.trunc();
-    if t >= -9.223_372_036_854_775_808e18 && t < 9.223_372_036_854_775_808e18 {
+    // 2^63 is exactly representable: [-2^63, 2^63) is the i64 range.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if (-TWO_63..TWO_63).contains(&t) {
         Ok(Value::Int(t as i64))
     } else {
         // Beyond i64: keep the integral float (see value.rs).
@@ -954,11 +1058,17 @@ fn to_int(v: &Value) -> Result<Value, PyError> {
                 && !t.starts_with('_')
                 && !t.ends_with('_')
                 && !digits.is_empty()
-                && digits.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit())
+                && digits
+                    .trim_start_matches(['+', '-'])
+                    .chars()
+                    .all(|c| c.is_ascii_digit())
                 && digits.trim_start_matches(['+', '-']).len() + 1 >= digits.len();
             match digits.parse::<i64>() {
                 Ok(i) if ok => Ok(Value::Int(i)),
-                _ => err("ValueError", format!("invalid literal for int() with base 10: {}", v.py_repr())),
+                _ => err(
+                    "ValueError",
+                    format!("invalid literal for int() with base 10: {}", v.py_repr()),
+                ),
             }
         }
         other => type_err(format!(
@@ -970,8 +1080,12 @@ fn to_int(v: &Value) -> Result<Value, PyError> {
 
 fn to_float(v: &Value) -> Result<f64, PyError> {
     match v {
-        Value::Str(s) => crate::mllog::py_float(s)
-            .ok_or_else(|| PyError::new("ValueError", format!("could not convert string to float: {}", v.py_repr()))),
+        Value::Str(s) => crate::mllog::py_float(s).ok_or_else(|| {
+            PyError::new(
+                "ValueError",
+                format!("could not convert string to float: {}", v.py_repr()),
+            )
+        }),
         other => other.as_f64().ok_or_else(|| {
             PyError::type_error(format!(
                 "float() argument must be a string or a real number, not '{}'",
@@ -984,7 +1098,10 @@ fn to_float(v: &Value) -> Result<f64, PyError> {
 /// Python `round(x)` (half to even, returns int) and `round(x, n)`.
 fn round_half_even(v: &Value, ndigits: Option<&Value>) -> Result<Value, PyError> {
     let Some(x) = v.as_num() else {
-        return type_err(format!("type {} doesn't define __round__ method", type_name(v)));
+        return type_err(format!(
+            "type {} doesn't define __round__ method",
+            type_name(v)
+        ));
     };
     match ndigits {
         None => match x {
@@ -1021,7 +1138,10 @@ fn num_arg(name: &str, v: &Value) -> Result<f64, PyError> {
 fn math_call(name: &str, a: &[Value], kw: &[(&str, Value)]) -> Result<Value, PyError> {
     let one = || -> Result<f64, PyError> {
         if a.len() != 1 || !kw.is_empty() {
-            return type_err(format!("math.{name}() takes exactly one argument ({} given)", a.len()));
+            return type_err(format!(
+                "math.{name}() takes exactly one argument ({} given)",
+                a.len()
+            ));
         }
         num_arg(name, &a[0])
     };
@@ -1087,7 +1207,11 @@ fn math_call(name: &str, a: &[Value], kw: &[(&str, Value)]) -> Result<Value, PyE
                 match *k {
                     "rel_tol" => rel = num_arg(name, v)?,
                     "abs_tol" => abs_tol = num_arg(name, v)?,
-                    other => return type_err(format!("math.isclose() got an unexpected keyword argument '{other}'")),
+                    other => {
+                        return type_err(format!(
+                            "math.isclose() got an unexpected keyword argument '{other}'"
+                        ));
+                    }
                 }
             }
             if x == y {
@@ -1097,9 +1221,14 @@ fn math_call(name: &str, a: &[Value], kw: &[(&str, Value)]) -> Result<Value, PyE
                 return Ok(Value::Bool(false));
             }
             let diff = (x - y).abs();
-            Ok(Value::Bool(diff <= (rel * y.abs()).max(rel * x.abs()) || diff <= abs_tol))
+            Ok(Value::Bool(
+                diff <= (rel * y.abs()).max(rel * x.abs()) || diff <= abs_tol,
+            ))
         }
-        _ => err("AttributeError", format!("module 'math' has no attribute '{name}'")),
+        _ => err(
+            "AttributeError",
+            format!("module 'math' has no attribute '{name}'"),
+        ),
     }
 }
 
@@ -1148,7 +1277,9 @@ fn method_call(obj: &Value, m: &str, a: Vec<Value>) -> Result<Value, PyError> {
         },
         (Value::Dict(d), "keys") => {
             no_args(&a)?;
-            Ok(Value::List(d.keys().map(|k| Value::Str(k.clone())).collect()))
+            Ok(Value::List(
+                d.keys().map(|k| Value::Str(k.clone())).collect(),
+            ))
         }
         (Value::Dict(d), "values") => {
             no_args(&a)?;
@@ -1210,11 +1341,17 @@ fn str_format(fmt: &str, args: &[Value]) -> Result<Value, PyError> {
                     auto - 1
                 } else {
                     name.parse::<usize>().map_err(|_| {
-                        PyError::new("KeyError", format!("format field {name:?} is outside the supported subset"))
+                        PyError::new(
+                            "KeyError",
+                            format!("format field {name:?} is outside the supported subset"),
+                        )
                     })?
                 };
                 let Some(v) = args.get(idx) else {
-                    return err("IndexError", format!("Replacement index {idx} out of range for positional args tuple"));
+                    return err(
+                        "IndexError",
+                        format!("Replacement index {idx} out of range for positional args tuple"),
+                    );
                 };
                 out.push_str(&format_spec(v, spec)?);
             }
@@ -1240,7 +1377,13 @@ fn format_spec(v: &Value, spec: &str) -> Result<String, PyError> {
     match ty {
         "f" | "F" | "%" | "e" | "g" | "" => {
             let Some(x) = v.as_f64() else {
-                return err("ValueError", format!("Unknown format code '{ty}' for object of type '{}'", type_name(v)));
+                return err(
+                    "ValueError",
+                    format!(
+                        "Unknown format code '{ty}' for object of type '{}'",
+                        type_name(v)
+                    ),
+                );
             };
             let p = prec.unwrap_or(6);
             Ok(match ty {
@@ -1258,12 +1401,27 @@ fn format_spec(v: &Value, spec: &str) -> Result<String, PyError> {
         "d" => match v {
             Value::Int(i) => Ok(i.to_string()),
             Value::Bool(b) => Ok((*b as i64).to_string()),
-            _ => err("ValueError", format!("Unknown format code 'd' for object of type '{}'", type_name(v))),
+            _ => err(
+                "ValueError",
+                format!(
+                    "Unknown format code 'd' for object of type '{}'",
+                    type_name(v)
+                ),
+            ),
         },
         "s" => match v {
             Value::Str(s) => Ok(s.clone()),
-            _ => err("ValueError", format!("Unknown format code 's' for object of type '{}'", type_name(v))),
+            _ => err(
+                "ValueError",
+                format!(
+                    "Unknown format code 's' for object of type '{}'",
+                    type_name(v)
+                ),
+            ),
         },
-        _ => err("ValueError", format!("format spec {spec:?} is outside the supported subset")),
+        _ => err(
+            "ValueError",
+            format!("format spec {spec:?} is outside the supported subset"),
+        ),
     }
 }

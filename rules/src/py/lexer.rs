@@ -27,9 +27,9 @@ pub struct Token {
 }
 
 const OPS: &[&str] = &[
-    "**=", "//=", ">>=", "<<=", "...", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "->", "+=", "-=",
-    "*=", "/=", "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "<", ">", "=", "(", ")", "[", "]",
-    "{", "}", ",", ":", ".", ";", "|", "&", "^", "~", "@",
+    "**=", "//=", ">>=", "<<=", "...", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "->", "+=",
+    "-=", "*=", "/=", "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "<", ">", "=", "(", ")",
+    "[", "]", "{", "}", ",", ":", ".", ";", "|", "&", "^", "~", "@",
 ];
 
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
@@ -131,7 +131,8 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
             }
             c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
                 let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+                {
                     i += 1;
                 }
                 let word = &src[start..i];
@@ -159,7 +160,9 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
                         }
                         "f" | "b" | "rb" | "br" | "fr" | "rf" => {
                             return Err(SyntaxError::new(
-                                format!("{word}-string literals are outside the supported Python subset"),
+                                format!(
+                                    "{word}-string literals are outside the supported Python subset"
+                                ),
                                 start,
                             ));
                         }
@@ -187,15 +190,24 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     }
                     _ => {}
                 }
-                out.push(Token { tok: Tok::Op(op), pos: i });
+                out.push(Token {
+                    tok: Tok::Op(op),
+                    pos: i,
+                });
                 i += op.len();
             }
         }
     }
     if depth != 0 {
-        return Err(SyntaxError::new("unexpected end of code inside brackets", b.len()));
+        return Err(SyntaxError::new(
+            "unexpected end of code inside brackets",
+            b.len(),
+        ));
     }
-    if !matches!(out.last().map(|t| &t.tok), None | Some(Tok::Newline) | Some(Tok::Dedent)) {
+    if !matches!(
+        out.last().map(|t| &t.tok),
+        None | Some(Tok::Newline) | Some(Tok::Dedent)
+    ) {
         out.push(Token {
             tok: Tok::Newline,
             pos: b.len(),
@@ -235,7 +247,10 @@ fn number(s: &str, pos: usize) -> Result<(Tok, usize), SyntaxError> {
     }
     let mut n = 0;
     let digits = |n: &mut usize| {
-        while *n < b.len() && (b[*n].is_ascii_digit() || (b[*n] == b'_' && b.get(*n + 1).is_some_and(u8::is_ascii_digit))) {
+        while *n < b.len()
+            && (b[*n].is_ascii_digit()
+                || (b[*n] == b'_' && b.get(*n + 1).is_some_and(u8::is_ascii_digit)))
+        {
             *n += 1;
         }
     };
@@ -259,7 +274,9 @@ fn number(s: &str, pos: usize) -> Result<(Tok, usize), SyntaxError> {
             return Err(SyntaxError::new("invalid decimal literal", pos));
         }
     }
-    if b.get(n).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') {
+    if b.get(n)
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+    {
         return Err(SyntaxError::new("invalid decimal literal", pos));
     }
     let text: String = s[..n].chars().filter(|c| *c != '_').collect();
@@ -339,7 +356,9 @@ fn string(s: &str, pos: usize, raw: bool) -> Result<(String, usize), SyntaxError
                         b'u' => 4,
                         _ => 8,
                     };
-                    let hex = s.get(i..i + n).filter(|h| h.bytes().all(|d| d.is_ascii_hexdigit()));
+                    let hex = s
+                        .get(i..i + n)
+                        .filter(|h| h.bytes().all(|d| d.is_ascii_hexdigit()));
                     let Some(hex) = hex else {
                         return Err(SyntaxError::new("truncated \\x/\\u escape", pos + i));
                     };

@@ -12,7 +12,7 @@ pub mod eval;
 pub mod lexer;
 pub mod parser;
 
-pub use eval::{eval_truth, eval_value, exec, Effects};
+pub use eval::{Effects, eval_truth, eval_value, exec};
 pub use parser::{Expr, Stmt};
 
 use eval::{BUILTINS, MATH_CONSTANTS, MATH_FUNCTIONS, METHODS, RECORD_FIELDS};
@@ -141,7 +141,10 @@ fn validate_expr(e: &Expr) -> Result<(), SyntaxError> {
                 if RECORD_FIELDS.contains(&attr.as_str()) {
                     Ok(())
                 } else {
-                    Err(SyntaxError::new(format!("unknown record attribute 'll.{attr}'"), 0))
+                    Err(SyntaxError::new(
+                        format!("unknown record attribute 'll.{attr}'"),
+                        0,
+                    ))
                 }
             }
             Expr::Name(b) if b == "math" => {
@@ -218,9 +221,11 @@ fn validate_expr(e: &Expr) -> Result<(), SyntaxError> {
             validate_expr(a)?;
             validate_expr(b)
         }
-        Expr::And(items) | Expr::Or(items) | Expr::List(items) | Expr::Tuple(items) | Expr::Set(items) => {
-            items.iter().try_for_each(validate_expr)
-        }
+        Expr::And(items)
+        | Expr::Or(items)
+        | Expr::List(items)
+        | Expr::Tuple(items)
+        | Expr::Set(items) => items.iter().try_for_each(validate_expr),
         Expr::Compare(first, rest) => {
             validate_expr(first)?;
             rest.iter().try_for_each(|(_, x)| validate_expr(x))

@@ -1,8 +1,8 @@
 //! Recursive-descent parser for the Python subset (expressions follow
 //! Python's precedence table; statements are the simple ones plus `if`).
 
-use super::lexer::{Tok, Token};
 use super::SyntaxError;
+use super::lexer::{Tok, Token};
 use crate::value::Value;
 
 /// Deepest expression nesting accepted (guards the evaluator's recursion).
@@ -109,7 +109,11 @@ pub struct Parser<'t> {
 
 impl<'t> Parser<'t> {
     pub fn new(toks: &'t [Token]) -> Self {
-        Parser { toks, i: 0, depth: 0 }
+        Parser {
+            toks,
+            i: 0,
+            depth: 0,
+        }
     }
 
     fn peek(&self) -> &Tok {
@@ -223,7 +227,10 @@ impl<'t> Parser<'t> {
         if self.is_kw("if") {
             return Ok(vec![self.if_statement()?]);
         }
-        for kw in ["for", "while", "def", "class", "try", "with", "lambda", "import", "from", "return", "del", "global", "nonlocal", "raise", "assert", "yield", "async"] {
+        for kw in [
+            "for", "while", "def", "class", "try", "with", "lambda", "import", "from", "return",
+            "del", "global", "nonlocal", "raise", "assert", "yield", "async",
+        ] {
             if self.is_kw(kw) {
                 return Err(SyntaxError::new(
                     format!("'{kw}' statements are outside the supported Python subset"),
@@ -367,7 +374,10 @@ impl<'t> Parser<'t> {
 
     fn starts_expr(&self) -> bool {
         match self.peek() {
-            Tok::Name(n) => !matches!(n.as_str(), "if" | "else" | "elif" | "for" | "in" | "and" | "or" | "is"),
+            Tok::Name(n) => !matches!(
+                n.as_str(),
+                "if" | "else" | "elif" | "for" | "in" | "and" | "or" | "is"
+            ),
             Tok::Int(_) | Tok::Float(_) | Tok::Str(_) => true,
             Tok::Op(o) => matches!(*o, "(" | "[" | "{" | "-" | "+" | "~"),
             _ => false,
@@ -454,7 +464,8 @@ impl<'t> Parser<'t> {
             }
             Tok::Name(n) if n == "not" => {
                 // `not in`
-                if matches!(&self.toks.get(self.i + 1).map(|t| &t.tok), Some(Tok::Name(m)) if m == "in") {
+                if matches!(&self.toks.get(self.i + 1).map(|t| &t.tok), Some(Tok::Name(m)) if m == "in")
+                {
                     self.advance();
                     self.advance();
                     return Some(CmpOp::NotIn);
@@ -544,7 +555,9 @@ impl<'t> Parser<'t> {
             self.depth -= 1;
             // Fold negative literals so `-1` is a constant.
             return Ok(match (op, e) {
-                (UnaryOp::Neg, Expr::Const(Value::Int(i))) if i != i64::MIN => Expr::Const(Value::Int(-i)),
+                (UnaryOp::Neg, Expr::Const(Value::Int(i))) if i != i64::MIN => {
+                    Expr::Const(Value::Int(-i))
+                }
                 (UnaryOp::Neg, Expr::Const(Value::Float(f))) => Expr::Const(Value::Float(-f)),
                 (op, e) => Expr::Unary(op, Box::new(e)),
             });
@@ -582,7 +595,10 @@ impl<'t> Parser<'t> {
                         ));
                     }
                     let is_kw = matches!(self.peek(), Tok::Name(_))
-                        && matches!(self.toks.get(self.i + 1).map(|t| &t.tok), Some(Tok::Op("=")));
+                        && matches!(
+                            self.toks.get(self.i + 1).map(|t| &t.tok),
+                            Some(Tok::Op("="))
+                        );
                     if is_kw {
                         let Tok::Name(name) = self.advance().clone() else {
                             unreachable!("checked above")
@@ -610,11 +626,17 @@ impl<'t> Parser<'t> {
                 };
             } else if self.eat_op("[") {
                 if self.is_op(":") {
-                    return Err(SyntaxError::new("slicing is outside the supported Python subset", self.pos()));
+                    return Err(SyntaxError::new(
+                        "slicing is outside the supported Python subset",
+                        self.pos(),
+                    ));
                 }
                 let idx = self.expr_or_tuple()?;
                 if self.is_op(":") {
-                    return Err(SyntaxError::new("slicing is outside the supported Python subset", self.pos()));
+                    return Err(SyntaxError::new(
+                        "slicing is outside the supported Python subset",
+                        self.pos(),
+                    ));
                 }
                 self.expect_op("]")?;
                 e = Expr::Subscript(Box::new(e), Box::new(idx));
@@ -643,10 +665,9 @@ impl<'t> Parser<'t> {
                 "True" => Ok(Expr::Const(Value::Bool(true))),
                 "False" => Ok(Expr::Const(Value::Bool(false))),
                 "None" => Ok(Expr::Const(Value::None)),
-                "if" | "else" | "elif" | "and" | "or" | "not" | "in" | "is" | "for" | "while" | "def"
-                | "class" | "return" | "import" | "from" | "lambda" | "pass" | "yield" | "await" => {
-                    Err(SyntaxError::new(format!("unexpected keyword '{n}'"), pos))
-                }
+                "if" | "else" | "elif" | "and" | "or" | "not" | "in" | "is" | "for" | "while"
+                | "def" | "class" | "return" | "import" | "from" | "lambda" | "pass" | "yield"
+                | "await" => Err(SyntaxError::new(format!("unexpected keyword '{n}'"), pos)),
                 _ => Ok(Expr::Name(n)),
             },
             Tok::Op("(") => {

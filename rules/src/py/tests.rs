@@ -20,6 +20,7 @@ fn record(value: Value, meta: &[(&str, Value)]) -> Record {
         key: Some("k".into()),
         v: Value::Dict(v),
         text: ":::MLLOG {}".into(),
+        slim: false,
     }
 }
 
@@ -37,7 +38,11 @@ fn ev_with(src: &str, r: &Record, s: &Value) -> Result<Value, String> {
 }
 
 fn ev(src: &str) -> Result<Value, String> {
-    ev_with(src, &record(Value::Float(0.95), &[("samples_count", Value::Int(79872))]), &state(&[]))
+    ev_with(
+        src,
+        &record(Value::Float(0.95), &[("samples_count", Value::Int(79872))]),
+        &state(&[]),
+    )
 }
 
 fn truth(src: &str) -> bool {
@@ -57,7 +62,10 @@ fn bool_is_a_number() {
 #[test]
 fn comparing_str_with_number_raises() {
     let e = ev("'0.95' < 1.0").unwrap_err();
-    assert!(e.starts_with("TypeError: '<' not supported between instances of 'str' and 'float'"), "{e}");
+    assert!(
+        e.starts_with("TypeError: '<' not supported between instances of 'str' and 'float'"),
+        "{e}"
+    );
     assert!(ev("None <= 3.3").unwrap_err().starts_with("TypeError"));
 }
 
@@ -98,7 +106,10 @@ fn chained_comparisons_short_circuit() {
 
 #[test]
 fn bitwise_or_on_booleans_is_a_boolean() {
-    assert!(matches!(ev("('epoch_num' in v['metadata']) | ('samples_count' in v['metadata'])").unwrap(), Value::Bool(true)));
+    assert!(matches!(
+        ev("('epoch_num' in v['metadata']) | ('samples_count' in v['metadata'])").unwrap(),
+        Value::Bool(true)
+    ));
     assert!(matches!(ev("False | False").unwrap(), Value::Bool(false)));
     assert!(matches!(ev("True | 2").unwrap(), Value::Int(3)));
     assert!(matches!(ev("6 & 3").unwrap(), Value::Int(2)));
@@ -111,7 +122,9 @@ fn membership_on_dict_list_str() {
     assert!(truth("'closed' in ['closed', 'open']"));
     assert!(truth("'FID' in 'FID_score'"));
     assert!(truth("'x' not in {'a': 1}"));
-    assert!(truth("'InitialTrainingDataloaderPT' in {'InitialTrainingDataloaderPT', 'InitialTrainingDataloaderPQ'}"));
+    assert!(truth(
+        "'InitialTrainingDataloaderPT' in {'InitialTrainingDataloaderPT', 'InitialTrainingDataloaderPQ'}"
+    ));
     assert!(ev("'a' in None").unwrap_err().starts_with("TypeError"));
 }
 
@@ -128,8 +141,13 @@ fn and_or_return_operands_and_truthiness() {
 
 #[test]
 fn conditional_expression() {
-    assert!(truth("'first_epoch_num' in v['metadata'] if 'epoch_count' in v['metadata'] else True"));
-    assert!(matches!(ev("240 if 'open' == 'open' else 30").unwrap(), Value::Int(240)));
+    assert!(truth(
+        "'first_epoch_num' in v['metadata'] if 'epoch_count' in v['metadata'] else True"
+    ));
+    assert!(matches!(
+        ev("240 if 'open' == 'open' else 30").unwrap(),
+        Value::Int(240)
+    ));
 }
 
 #[test]
@@ -150,8 +168,12 @@ fn builtins_and_helpers() {
 
 #[test]
 fn string_methods_and_format() {
-    assert!(matches!(ev("'training_5.0.0/{}_common.yaml'.format('closed')").unwrap(), Value::Str(s) if s == "training_5.0.0/closed_common.yaml"));
-    assert!(matches!(ev("'{} {{x}} {}'.format(1, 2.0)").unwrap(), Value::Str(s) if s == "1 {x} 2.0"));
+    assert!(
+        matches!(ev("'training_5.0.0/{}_common.yaml'.format('closed')").unwrap(), Value::Str(s) if s == "training_5.0.0/closed_common.yaml")
+    );
+    assert!(
+        matches!(ev("'{} {{x}} {}'.format(1, 2.0)").unwrap(), Value::Str(s) if s == "1 {x} 2.0")
+    );
     assert!(matches!(ev("'{0}-{0}'.format('a')").unwrap(), Value::Str(s) if s == "a-a"));
     assert!(matches!(ev("'{:.2f}'.format(3.14159)").unwrap(), Value::Str(s) if s == "3.14"));
     assert!(matches!(ev("'LAMB'.lower()").unwrap(), Value::Str(s) if s == "lamb"));
@@ -174,11 +196,23 @@ fn literals() {
 #[test]
 fn record_attributes() {
     let r = record(Value::Int(1), &[]);
-    let s = state(&[("first_init_start", Value::Float(1_699_999_000_000.0)), ("compile_time_mins", Value::Int(30))]);
-    assert!(ev_with("ll.timestamp - s['first_init_start'] < (s['compile_time_mins']*60*1e3)", &r, &s)
+    let s = state(&[
+        ("first_init_start", Value::Float(1_699_999_000_000.0)),
+        ("compile_time_mins", Value::Int(30)),
+    ]);
+    assert!(
+        ev_with(
+            "ll.timestamp - s['first_init_start'] < (s['compile_time_mins']*60*1e3)",
+            &r,
+            &s
+        )
         .unwrap()
-        .truthy());
-    assert!(matches!(ev_with("ll.lineno", &r, &s).unwrap(), Value::Int(18)));
+        .truthy()
+    );
+    assert!(matches!(
+        ev_with("ll.lineno", &r, &s).unwrap(),
+        Value::Int(18)
+    ));
     assert!(matches!(ev_with("ll.key", &r, &s).unwrap(), Value::Str(k) if k == "k"));
 }
 
@@ -187,22 +221,35 @@ fn exact_float_equality_is_ieee_left_to_right() {
     // llama31_405b: base lr * 1152 == gbs * 8e-5
     let r = record(Value::Float(8e-5), &[]);
     let s = state(&[("global_batch_size", Value::Int(1152))]);
-    assert!(ev_with("v['value'] * 1152 == s['global_batch_size'] * 8e-5", &r, &s).unwrap().truthy());
+    assert!(
+        ev_with("v['value'] * 1152 == s['global_batch_size'] * 8e-5", &r, &s)
+            .unwrap()
+            .truthy()
+    );
     let r = record(Value::Float(0.00016), &[]);
     let s = state(&[("global_batch_size", Value::Int(2304))]);
-    let got = ev_with("v['value'] * 1152 == s['global_batch_size'] * 8e-5", &r, &s).unwrap().truthy();
+    let got = ev_with("v['value'] * 1152 == s['global_batch_size'] * 8e-5", &r, &s)
+        .unwrap()
+        .truthy();
     assert_eq!(got, 0.00016 * 1152.0 == 2304.0 * 8e-5);
 }
 
 #[test]
 fn missing_keys_and_none_raise() {
-    assert!(ev("v['metadata']['epoch_num']").unwrap_err().starts_with("KeyError: 'epoch_num'"));
+    assert!(
+        ev("v['metadata']['epoch_num']")
+            .unwrap_err()
+            .starts_with("KeyError: 'epoch_num'")
+    );
     let r = Record {
         v: state(&[("value", Value::None), ("metadata", Value::None)]),
         ..record(Value::None, &[])
     };
     let e = ev_with("'samples_count' in v['metadata']", &r, &state(&[])).unwrap_err();
-    assert!(e.starts_with("TypeError: argument of type 'NoneType' is not iterable"), "{e}");
+    assert!(
+        e.starts_with("TypeError: argument of type 'NoneType' is not iterable"),
+        "{e}"
+    );
     assert!(ev("undefined_name").unwrap_err().starts_with("NameError"));
 }
 
@@ -216,7 +263,10 @@ fn statements_update_state_and_enqueue() {
     let mut s = state(&[]);
     let fx = Effects::default();
     exec(&code, &mut s, Some(&r), &fx).unwrap();
-    assert_eq!(fx.enqueued.borrow().as_slice(), ["training_5.0.0/closed_common.yaml"]);
+    assert_eq!(
+        fx.enqueued.borrow().as_slice(),
+        ["training_5.0.0/closed_common.yaml"]
+    );
     assert!(matches!(s.get("compile_time_mins"), Some(Value::Int(30))));
 }
 
@@ -235,7 +285,10 @@ fn multiline_post_with_if_block_and_augmented_assignment() {
     let r = record(Value::Int(256), &[]);
     let mut s = state(&[]);
     exec(&code, &mut s, Some(&r), &Effects::default()).unwrap();
-    assert!(matches!(s.get("validation_start_samples"), Some(Value::Int(4608))));
+    assert!(matches!(
+        s.get("validation_start_samples"),
+        Some(Value::Int(4608))
+    ));
     assert!(matches!(s.get("next"), Some(Value::Int(4864))));
     assert!(matches!(s.get("learning_rate"), Some(Value::Float(f)) if *f == 1e-6));
 }
@@ -255,16 +308,28 @@ fn update_and_plain_names_are_local() {
 
 #[test]
 fn inline_if_statement() {
-    let code = compile_exec("if (v['value'] == 'LAMB'): enqueue_config('hpc_3.0.0/closed_deepcam_lamb.yaml')").unwrap();
+    let code = compile_exec(
+        "if (v['value'] == 'LAMB'): enqueue_config('hpc_3.0.0/closed_deepcam_lamb.yaml')",
+    )
+    .unwrap();
     let fx = Effects::default();
-    exec(&code, &mut state(&[]), Some(&record(Value::str("LAMB"), &[])), &fx).unwrap();
+    exec(
+        &code,
+        &mut state(&[]),
+        Some(&record(Value::str("LAMB"), &[])),
+        &fx,
+    )
+    .unwrap();
     assert_eq!(fx.enqueued.borrow().len(), 1);
 }
 
 #[test]
 fn is_not_none_and_get() {
     let r = record(Value::Float(1.0e-6), &[]);
-    let s = state(&[("lr_min", Value::Float(0.5e-6)), ("lr_max", Value::Float(1.5e-6))]);
+    let s = state(&[
+        ("lr_min", Value::Float(0.5e-6)),
+        ("lr_max", Value::Float(1.5e-6)),
+    ]);
     assert!(ev_with(
         "s['lr_min'] is not None and s['lr_min'] * (1 - 1e-9) <= v['value'] <= s['lr_max'] * (1 + 1e-9)",
         &r,
@@ -272,7 +337,11 @@ fn is_not_none_and_get() {
     )
     .unwrap()
     .truthy());
-    assert!(ev_with("s.get('missing') is None", &r, &s).unwrap().truthy());
+    assert!(
+        ev_with("s.get('missing') is None", &r, &s)
+            .unwrap()
+            .truthy()
+    );
 }
 
 #[test]
@@ -289,11 +358,21 @@ fn outside_the_subset_is_a_compile_error() {
     ] {
         assert!(compile_expr(src).is_err(), "{src} should be rejected");
     }
-    for src in ["import os", "for x in s: pass", "while True: pass", "def f(): pass", "v['value'] = 1"] {
+    for src in [
+        "import os",
+        "for x in s: pass",
+        "while True: pass",
+        "def f(): pass",
+        "v['value'] = 1",
+    ] {
         assert!(compile_exec(src).is_err(), "{src} should be rejected");
     }
     let e = compile_exec("import os").unwrap_err();
-    assert!(e.message.contains("outside the supported Python subset"), "{}", e.message);
+    assert!(
+        e.message.contains("outside the supported Python subset"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -302,7 +381,11 @@ fn resource_limits() {
     let deep = format!("{}1{}", "(".repeat(500), ")".repeat(500));
     assert!(compile_expr(&deep).is_err());
     // Huge sequences are refused at run time.
-    assert!(ev("'x' * 100000000").unwrap_err().starts_with("ResourceLimit"));
+    assert!(
+        ev("'x' * 100000000")
+            .unwrap_err()
+            .starts_with("ResourceLimit")
+    );
     // A left-deep chain is bounded like nesting (no evaluator recursion blow-up).
     let long = vec!["1"; 300_000].join(" + ");
     assert!(compile_expr(&long).is_err());

@@ -1,0 +1,246 @@
+//! `referee check`: compliance of result logs.
+
+use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
+use crate::rules_env::OfficialRules;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use referee_rules::Verdict;
+use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
+use referee_rules::compliance::CheckOptions;
+use referee_rules::report::{CheckSummary, HumanSink, JsonSink, MarkdownSink, Sink};
+use referee_rules::ruleset::RuleLibrary;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Usage {
+    Training,
+    Hpc,
+}
+
+impl Usage {
+    fn as_str(self) -> &'static str {
+        match self {
+            Usage::Training => "training",
+            Usage::Hpc => "hpc",
+        }
+    }
+}
+
+/// Raw flags of `referee check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Logs to check; a directory is searched recursively for result_*.txt.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Benchmark family of the official rules.
+    #[arg(long, value_enum, default_value_t = Usage::Training)]
+    pub usage: Usage,
+    /// Official ruleset version (e.g. 5.0.0). Without it, referee's own
+    /// benchmarks are recognised from the log and checked with referee's rules.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<String>,
+    /// Run only this rule file (relative to the rules directory, or absolute),
+    /// like the official --config.
+    #[arg(long, value_name = "FILE", conflicts_with = "ruleset")]
+    pub config: Option<String>,
+    /// Where the official rule files are: the mlperf_logging package directory
+    /// or its compliance_checker directory (default: the installed package).
+    #[arg(long, value_name = "DIR")]
+    pub rules_dir: Option<PathBuf>,
+    /// JSON Lines on stdout: one object per log.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// A Markdown report on stdout.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Print only logs that fail or warn.
+    #[arg(long)]
+    pub failures_only: bool,
+    /// Treat repeated identical EXACTLY_ONE keys as errors (official --werror).
+    #[arg(long)]
+    pub werror: bool,
+    /// Drop warnings (official --quiet).
+    #[arg(long)]
+    pub no_warnings: bool,
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+enum Format {
+    Human { show_pass: bool },
+    Json,
+    Markdown,
+}
+
+/// The validated, resolved form of `CheckArgs`.
+struct CheckConfig {
+    checker: Checker,
+    choice: RulesetChoice,
+    logs: Vec<PathBuf>,
+    format: Format,
+    rules_desc: String,
+    threads: usize,
+}
+
+fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
+    let logs = collect_logs(&a.paths).map_err(|e| e.to_string())?;
+    if logs.is_empty() {
+        return Err(format!(
+            "no result_*.txt logs under {}",
+            a.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let usage = a.usage.as_str();
+    let needs_official = a.ruleset.is_some()
+        || a.config
+            .as_deref()
+            .is_some_and(|c| !std::path::Path::new(c).is_absolute());
+    let official = if needs_official || a.rules_dir.is_some() {
+        Some(OfficialRules::resolve(a.rules_dir.as_deref())?)
+    } else {
+        None
+    };
+    let lib = match &official {
+        Some(o) => o.library(),
+        None => RuleLibrary::embedded_only(),
+    };
+    let (choice, rules_desc) = if let Some(v) = a.ruleset {
+        let available = lib.rulesets(usage);
+        if !available.contains(&v) {
+            return Err(format!(
+                "unknown ruleset {v} for {usage}; {} provides: {}",
+                official
+                    .as_ref()
+                    .map(|o| o.origin.as_str())
+                    .unwrap_or("the rules directory"),
+                available.join(", ")
+            ));
+        }
+        let desc = format!(
+            "{usage} {v} rules from {}",
+            official.as_ref().map(|o| o.origin.as_str()).unwrap_or("?")
+        );
+        (
+            RulesetChoice::Official {
+                usage: usage.to_string(),
+                version: v,
+            },
+            desc,
+        )
+    } else if let Some(c) = a.config {
+        let p = lib.resolve(&c);
+        if !p.is_file() {
+            return Err(format!("--config {c}: no such rule file ({})", p.display()));
+        }
+        (RulesetChoice::Config(c.clone()), format!("rule file {c}"))
+    } else {
+        (RulesetChoice::Auto, "referee's own rules".to_string())
+    };
+    let opts = CheckOptions {
+        werror: a.werror,
+        quiet: a.no_warnings,
+    };
+    let checker = Checker::new(Arc::new(lib), opts);
+    let format = if a.json {
+        Format::Json
+    } else if a.markdown {
+        Format::Markdown
+    } else {
+        Format::Human {
+            show_pass: !a.failures_only,
+        }
+    };
+    Ok(CheckConfig {
+        checker,
+        choice,
+        logs,
+        format,
+        rules_desc,
+        threads: init_threads(a.threads),
+    })
+}
+
+pub fn run(args: CheckArgs) -> i32 {
+    let cfg = match resolve(args) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    let start = Instant::now();
+    let progress = if std::io::stderr().is_terminal() && cfg.logs.len() > 20 {
+        let pb = ProgressBar::new(cfg.logs.len() as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} checking {pos}/{len} logs {wide_bar} {eta}")
+                .expect("valid template"),
+        );
+        pb
+    } else {
+        ProgressBar::hidden()
+    };
+    let results: Vec<_> = cfg
+        .logs
+        .par_iter()
+        .map(|p| {
+            let r = cfg.checker.check_file(p, &cfg.choice);
+            progress.inc(1);
+            r
+        })
+        .collect();
+    progress.finish_and_clear();
+
+    let stdout = std::io::stdout().lock();
+    let mut sink: Box<dyn Sink> = match cfg.format {
+        Format::Human { show_pass } => Box::new(HumanSink::new(stdout, show_pass)),
+        Format::Json => Box::new(JsonSink::new(stdout)),
+        Format::Markdown => Box::new(MarkdownSink::new(stdout)),
+    };
+    let mut summary = CheckSummary {
+        threads: cfg.threads,
+        rules: cfg.rules_desc.clone(),
+        ..CheckSummary::default()
+    };
+    let mut io_ok = true;
+    for r in &results {
+        let res = match r {
+            Ok(rep) => {
+                match rep.verdict {
+                    Verdict::Pass => summary.pass += 1,
+                    Verdict::Fail => summary.fail += 1,
+                }
+                sink.log(rep)
+            }
+            Err(e) => {
+                summary.errors += 1;
+                sink.error(&e.path.display().to_string(), &e.message)
+            }
+        };
+        io_ok &= res.is_ok();
+    }
+    summary.elapsed = start.elapsed();
+    if matches!(cfg.format, Format::Json) {
+        // Keep stdout pure JSON Lines; the totals go to stderr.
+        let mut h = HumanSink::new(std::io::stderr().lock(), false);
+        let _ = h.finish(&summary);
+        let _ = sink.finish(&summary);
+    } else {
+        io_ok &= sink.finish(&summary).is_ok();
+    }
+    if !io_ok {
+        return EXIT_USAGE;
+    }
+    if summary.errors > 0 {
+        EXIT_USAGE
+    } else if summary.fail > 0 {
+        EXIT_FAIL
+    } else {
+        EXIT_OK
+    }
+}

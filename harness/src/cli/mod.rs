@@ -1,0 +1,67 @@
+//! The `referee` command line.
+//!
+//! Exit codes, for people and CI alike: 0 = everything checked passed,
+//! 1 = something was checked and failed, 2 = the command could not do its
+//! job (bad arguments, unreadable input, missing rules).
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+
+pub mod check;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAIL: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "referee",
+    version,
+    about = "MLPerf-style training harness: run benchmarks to a quality target, check logs, score, package and sign results",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check MLLOG result logs against rule files (official MLPerf rulesets or referee's own).
+    Check(check::CheckArgs),
+}
+
+/// Run the command line; returns the process exit code.
+pub fn main<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Check(a) => check::run(a),
+    }
+}
+
+/// Print a usage-level error and return exit code 2.
+pub fn usage_error(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("referee: error: {msg}");
+    EXIT_USAGE
+}
+
+/// Configure the global thread pool once (`-j N`); returns the thread count.
+pub fn init_threads(n: Option<usize>) -> usize {
+    if let Some(n) = n {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global();
+    }
+    rayon::current_num_threads()
+}

@@ -1,0 +1,8 @@
+//! referee's harness: the `referee` command-line tool.
+//!
+//! Raw command-line flags are parsed by clap into the structs of
+//! [`cli`]; each command then resolves them, in one place, into a validated
+//! configuration before any work starts.
+
+pub mod cli;
+pub mod rules_env;

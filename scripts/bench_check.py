@@ -1,0 +1,55 @@
+"""Driver of scripts/bench-check.sh (see there)."""
+import csv, os, statistics, subprocess, sys, time, resource
+
+corpus = os.path.abspath(sys.argv[1])
+root = os.path.join(corpus, "training_results_v5.0")
+rows = list(csv.DictReader(open(os.path.join(corpus, "expected/v5.0.verdicts.tsv")), delimiter="\t"))
+referee = os.path.abspath("target/release/referee")
+env = dict(os.environ, VIRTUAL_ENV=os.path.abspath(".venv"))
+nproc = os.cpu_count()
+
+def run(cmd):
+    t = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - t
+    return p.returncode, wall
+
+# 1. Whole corpus, referee, one process, all cores (median of 5).
+walls = []
+for _ in range(5):
+    rc, w = run([referee, "check", "--ruleset", "5.0.0", "--json", root])
+    assert rc in (0, 1), rc
+    walls.append(w)
+ref_total = statistics.median(walls)
+official_total = sum(float(r["cli_wall_s"]) for r in rows)
+official_rss = [int(r["cli_maxrss_kb"]) for r in rows]
+
+# 2. Live sample: 20 logs spread over the corpus, one process per log, both tools.
+sample = [rows[i * len(rows) // 20] for i in range(20)]
+off_w, ref_w, ref_rss, off_rss = [], [], [], []
+for r in sample:
+    path = os.path.join(root, r["path"])
+    t = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "mlperf_logging.compliance_checker",
+                        "--usage", "training", "--ruleset", "5.0.0", "--log_output", "/dev/null", path],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    off_w.append(time.perf_counter() - t)
+    off_rss.append(int(p.stderr.strip().splitlines()[-1]))
+    t = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", referee, "check", "--ruleset", "5.0.0", "-j", "1", path],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    ref_w.append(time.perf_counter() - t)
+    ref_rss.append(int(p.stderr.strip().splitlines()[-1]))
+
+def ms(x): return f"{x*1000:8.1f} ms"
+print(f"machine: {nproc} cores; official checker: 1 thread per process; referee: {nproc} threads (whole corpus), 1 thread (sample)")
+print()
+print(f"{'':40} {'referee':>14} {'official':>14} {'ratio':>9}")
+print(f"{'whole corpus, 1,717 logs (wall)':40} {ref_total:12.2f} s {official_total:12.1f} s {official_total/ref_total:8.0f}x"
+      f"   (official: recorded total, one process per log; referee: median of 5)")
+mo, mr = statistics.median(off_w), statistics.median(ref_w)
+print(f"{'20-log sample, per log (median wall)':40} {ms(mr):>14} {ms(mo):>14} {mo/mr:8.0f}x   (both live, same machine)")
+print(f"{'20-log sample, peak RSS per log (median)':40} {statistics.median(ref_rss)/1024:11.1f} MiB {statistics.median(off_rss)/1024:11.1f} MiB")
+print(f"{'20-log sample, peak RSS per log (max)':40} {max(ref_rss)/1024:11.1f} MiB {max(off_rss)/1024:11.1f} MiB")
+print(f"{'corpus, official peak RSS per log (max)':40} {'':>14} {max(official_rss)/1024:11.1f} MiB")

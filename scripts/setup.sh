@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One-time set-up for referee on a fresh machine (idempotent):
+#   * .venv/ with the official MLCommons tools, mlperf-logging 4.1.68: referee
+#     reads their rule files and RCP tables at run time, and the tests use them
+#     as the peer to match.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MLPERF_LOGGING_VERSION=4.1.68
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  python3 -m venv .venv
+fi
+have=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("mlperf-logging"))' 2>/dev/null || true)
+if [ "$have" != "$MLPERF_LOGGING_VERSION" ]; then
+  echo "setup: installing mlperf-logging==$MLPERF_LOGGING_VERSION into .venv" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "mlperf-logging==$MLPERF_LOGGING_VERSION"
+fi
