@@ -82,8 +82,13 @@ impl Checker {
         }
     }
 
-    /// Check one log file.
-    pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
+    /// Read a log for checking under `choice` (values of keys no rule of an
+    /// official ruleset reads are kept slim).
+    pub fn read(
+        &self,
+        path: &Path,
+        choice: &RulesetChoice,
+    ) -> Result<mllog::ParsedLog, CheckError> {
         let read = match choice {
             RulesetChoice::Official { usage, version } => {
                 let universe = self.lib.key_universe(&format!("{usage}_{version}"));
@@ -93,11 +98,16 @@ impl Checker {
             }
             _ => mllog::read_file(path),
         };
-        let parsed = read.map_err(|e| CheckError {
+        read.map_err(|e| CheckError {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),
-        })?;
-        self.check_parsed(&path.display().to_string(), parsed, choice)
+        })
+    }
+
+    /// Check one log file.
+    pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
+        let mut parsed = self.read(path, choice)?;
+        self.check_parsed(&path.display().to_string(), &mut parsed, choice)
             .map_err(|message| CheckError {
                 path: path.to_path_buf(),
                 message,
@@ -108,7 +118,7 @@ impl Checker {
     pub fn check_parsed(
         &self,
         display: &str,
-        parsed: mllog::ParsedLog,
+        parsed: &mut mllog::ParsedLog,
         choice: &RulesetChoice,
     ) -> Result<LogReport, String> {
         let (ruleset, start) = match choice {

@@ -81,12 +81,15 @@ impl Store {
 
 /// Check a parsed log, starting the rule chain at `start` (e.g.
 /// `training_5.0.0/common.yaml`, or an absolute path).
-pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions) -> Outcome {
+///
+/// Records synthesised by rule files are removed again before returning, so
+/// the log can be read further (scores, RCP, seeds); slim records a rule
+/// needed stay inflated.
+pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOptions) -> Outcome {
     let ParsedLog {
-        mut records,
-        problems,
-        ..
+        records, problems, ..
     } = log;
+    let original_len = records.len();
     let mut store = Store {
         opts,
         ..Store::default()
@@ -96,7 +99,7 @@ pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions)
     let division = first_str(&records, "submission_division");
     let record_count = records.len();
 
-    report_problems(&problems, &mut store);
+    report_problems(problems, &mut store);
     if records.is_empty() {
         store.unkeyed.push(
             Diagnostic::error("no-records", "the file holds no MLLOG lines")
@@ -117,7 +120,7 @@ pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions)
                         r.inflate();
                     }
                 }
-                run_file(&file, &mut records, &mut store, &mut queue)
+                run_file(&file, records, &mut store, &mut queue)
             }
             Err(LoadError::NotFound(path)) => {
                 store.unkeyed.push(
@@ -142,7 +145,8 @@ pub fn check(lib: &RuleLibrary, log: ParsedLog, start: &str, opts: CheckOptions)
         }
     }
 
-    let concatenated = concatenated_runs(&records);
+    let concatenated = concatenated_runs(records);
+    records.truncate(original_len);
     let mut diagnostics: Vec<Diagnostic> = store.keyed.into_values().collect();
     diagnostics.extend(store.unkeyed);
     diagnostics.extend(store.warnings.into_values());

@@ -11,10 +11,17 @@ pub mod checker;
 pub mod compliance;
 pub mod diag;
 pub mod json;
+pub mod meta;
 pub mod mllog;
 pub mod py;
+pub mod rcp;
 pub mod report;
 pub mod ruleset;
+pub mod score;
+pub mod seeds;
+pub mod stats;
+pub mod sysdesc;
+pub mod tree;
 pub mod value;
 pub mod yaml;
 

@@ -68,11 +68,21 @@ impl Record {
         if !self.slim {
             return;
         }
-        if let Item::Record(full) = parse_marked(self.text.as_bytes(), self.index, self.line, None)
-        {
-            self.v = full.v;
-        }
+        self.v = self.full_v().into_owned();
         self.slim = false;
+    }
+
+    /// `v`, decoding the line again when the record was read slim.
+    pub fn full_v(&self) -> std::borrow::Cow<'_, Value> {
+        if !self.slim {
+            return std::borrow::Cow::Borrowed(&self.v);
+        }
+        // `text` holds Latin-1 characters: turn them back into bytes.
+        let bytes: Vec<u8> = self.text.chars().map(|c| c as u32 as u8).collect();
+        match parse_marked(&bytes, self.index, self.line, None) {
+            Item::Record(full) => std::borrow::Cow::Owned(full.v),
+            Item::Problem(_) => std::borrow::Cow::Borrowed(&self.v),
+        }
     }
 }
 

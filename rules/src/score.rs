@@ -1,0 +1,691 @@
+//! Scores: time to train per run, olympic mean per benchmark directory,
+//! `scaling.json`, the RCP verdict, and energy — as the official result
+//! summarizer computes them, without its side effects (referee never writes
+//! into the results tree while scoring).
+//!
+//! Per run: the log must pass compliance (the ruleset's common.yaml chain)
+//! and parse cleanly; time to train = run_stop − run_start in minutes (the
+//! last run_start before the first run_stop). A run that fails counts as
+//! dropped. Per directory: more than `max_dropped` drops (1, unet3d 4)
+//! makes the score invalid; otherwise sort the times, drop `max_dropped`
+//! fastest and `max_dropped − dropped` slowest, average the rest, multiply
+//! by `scaling.json`'s factor when the file exists.
+
+use crate::checker::{CheckError, Checker, LogReport, RulesetChoice};
+use crate::diag::{Diagnostic, Verdict};
+use crate::meta::Meta;
+use crate::mllog::{self, ParsedLog, Record};
+use crate::rcp::{self, Pruning, RcpOptions, RcpOutcome, RcpPass, RcpTable, RunConvergence};
+use crate::seeds::{self, SeedRecord};
+use crate::stats::np_mean;
+use crate::sysdesc::SystemDesc;
+use crate::tree::{self, BenchmarkDir};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Everything scoring and package checks need to know.
+pub struct ScoreContext {
+    pub checker: Arc<Checker>,
+    pub usage: String,
+    pub ruleset: String,
+    pub meta: Meta,
+    /// Directory of official RCP tables (`mlperf_logging/rcp_checker`).
+    pub rcp_dir: Option<PathBuf>,
+    /// RCP tables given as JSON text (referee's own benchmarks).
+    pub rcp_json: HashMap<String, String>,
+    pub pruning: Pruning,
+    tables: Mutex<HashMap<String, Result<RcpTable, String>>>,
+}
+
+impl ScoreContext {
+    pub fn new(
+        checker: Arc<Checker>,
+        usage: &str,
+        ruleset: &str,
+        meta: Meta,
+        rcp_dir: Option<PathBuf>,
+    ) -> Self {
+        ScoreContext {
+            checker,
+            usage: usage.to_string(),
+            ruleset: ruleset.to_string(),
+            meta,
+            rcp_dir,
+            rcp_json: HashMap::new(),
+            pruning: Pruning::Official,
+            tables: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The compliance rules used per log.
+    pub fn choice(&self) -> RulesetChoice {
+        RulesetChoice::Official {
+            usage: self.usage.clone(),
+            version: self.ruleset.clone(),
+        }
+    }
+
+    /// The RCP table of a benchmark (loaded once).
+    pub fn table(&self, benchmark: &str) -> Result<RcpTable, String> {
+        if let Some(t) = self.tables.lock().expect("table lock").get(benchmark) {
+            return t.clone();
+        }
+        let t = if let Some(text) = self.rcp_json.get(benchmark) {
+            RcpTable::from_json(
+                text,
+                &format!("<embedded rcps_{benchmark}.json>"),
+                &self.usage,
+                &self.ruleset,
+                benchmark,
+                &self.meta,
+            )
+        } else if let Some(dir) = &self.rcp_dir {
+            RcpTable::load(dir, &self.usage, &self.ruleset, benchmark, &self.meta)
+        } else {
+            Err("no RCP tables available (give --rcp-dir or install mlperf-logging)".to_string())
+        };
+        let t = t.map(|mut t| {
+            if self.pruning != Pruning::Official {
+                t.pruned = t.prune(self.pruning);
+            }
+            t
+        });
+        self.tables
+            .lock()
+            .expect("table lock")
+            .insert(benchmark.to_string(), t.clone());
+        t
+    }
+
+    pub fn rcp_options(&self, bypass: bool, bert_train_samples: bool) -> RcpOptions {
+        RcpOptions {
+            usage: self.usage.clone(),
+            ruleset: self.ruleset.clone(),
+            pass: RcpPass::Pruned,
+            pruning: self.pruning,
+            bypass,
+            bert_train_samples,
+        }
+    }
+}
+
+/// What one result log yields.
+#[derive(Debug, Clone)]
+pub struct RunAnalysis {
+    pub path: PathBuf,
+    pub report: Result<LogReport, CheckError>,
+    /// Time to train in minutes, or why the run does not count.
+    pub minutes: Result<f64, String>,
+    pub run_start_ms: Option<f64>,
+    pub run_stop_ms: Option<f64>,
+    pub convergence: Result<RunConvergence, String>,
+    pub seeds: Result<Vec<SeedRecord>, String>,
+}
+
+impl RunAnalysis {
+    pub fn compliant(&self) -> bool {
+        matches!(&self.report, Ok(r) if r.verdict == Verdict::Pass)
+    }
+}
+
+/// The official `_query_run_start_stop`: scan until both are seen; a later
+/// `run_start` before the first `run_stop` replaces an earlier one.
+pub fn run_start_stop(records: &[Record]) -> (Option<f64>, Option<f64>) {
+    let (mut start, mut stop) = (None, None);
+    for r in records.iter().filter(|r| r.index >= 0) {
+        match r.key() {
+            "run_start" => start = Some(r.timestamp),
+            "run_stop" => stop = Some(r.timestamp),
+            _ => {}
+        }
+        if start.is_some() && stop.is_some() {
+            break;
+        }
+    }
+    (start, stop)
+}
+
+/// Read and judge one result log.
+pub fn analyze_run(ctx: &ScoreContext, path: &Path, bert_train_samples: bool) -> RunAnalysis {
+    let choice = ctx.choice();
+    let display = path.display().to_string();
+    let mut parsed: ParsedLog = match ctx.checker.read(path, &choice) {
+        Ok(p) => p,
+        Err(e) => {
+            let msg = e.message.clone();
+            return RunAnalysis {
+                path: path.to_path_buf(),
+                report: Err(e),
+                minutes: Err(msg.clone()),
+                run_start_ms: None,
+                run_stop_ms: None,
+                convergence: Err(msg.clone()),
+                seeds: Err(msg),
+            };
+        }
+    };
+    let opts = ctx.rcp_options(false, bert_train_samples);
+    let convergence = rcp::read_run(&display, &parsed, None, &opts);
+    let seeds = seeds::seeds_of(&parsed);
+    let (start, stop) = run_start_stop(&parsed.records);
+    let has_problems = !parsed.problems.is_empty();
+    let report = ctx
+        .checker
+        .check_parsed(&display, &mut parsed, &choice)
+        .map_err(|message| CheckError {
+            path: path.to_path_buf(),
+            message,
+        });
+    let minutes = match &report {
+        Err(e) => Err(e.message.clone()),
+        Ok(r) if r.verdict != Verdict::Pass => Err("Compliance check failed".to_string()),
+        Ok(_) if has_problems => Err("Parse error".to_string()),
+        Ok(_) => match (start, stop) {
+            (None, _) => Err("run_start not recorded".to_string()),
+            (_, None) => Err("run_stop not recorded".to_string()),
+            (Some(a), Some(b)) => Ok((b - a) / 60.0 / 1000.0),
+        },
+    };
+    RunAnalysis {
+        path: path.to_path_buf(),
+        report,
+        minutes,
+        run_start_ms: start,
+        run_stop_ms: stop,
+        convergence,
+        seeds,
+    }
+}
+
+/// Python slice `[lo:hi]` bounds for a sequence of `len` items.
+fn py_slice(len: usize, lo: i64, hi: i64) -> (usize, usize) {
+    let fix = |i: i64| -> usize {
+        if i < 0 {
+            (len as i64 + i).max(0) as usize
+        } else {
+            (i as usize).min(len)
+        }
+    };
+    let (a, b) = (fix(lo), fix(hi));
+    (a, b.max(a))
+}
+
+/// The official olympic average: sort, drop `max_dropped` fastest and
+/// `max_dropped − dropped` slowest (failed runs already count as the
+/// slowest), mean of the rest; `None` when nothing remains. The sum is
+/// sequential, as Python 3.11's `sum` is.
+pub fn olympic_mean(scores: &[f64], dropped: usize, max_dropped: usize) -> Option<f64> {
+    let mut s = scores.to_vec();
+    s.sort_by(f64::total_cmp);
+    let (a, b) = py_slice(
+        s.len(),
+        max_dropped as i64,
+        s.len() as i64 - (max_dropped as i64 - dropped as i64),
+    );
+    let kept = &s[a..b];
+    if kept.is_empty() {
+        return None;
+    }
+    Some(kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64)
+}
+
+/// A benchmark directory's score.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchScore {
+    pub benchmark: String,
+    pub path: String,
+    pub runs: usize,
+    pub dropped: usize,
+    pub max_dropped: usize,
+    /// Olympic mean × scaling factor, in minutes; `None` when invalid.
+    pub score_minutes: Option<f64>,
+    /// From `scaling.json` (1.0 without one).
+    pub scaling_factor: f64,
+    pub rcp: Option<String>,
+    pub rcp_message: Option<String>,
+    /// The factor the RCP test computes (what the official tools would
+    /// write to `scaling.json`).
+    pub rcp_normalization: Option<f64>,
+    pub global_batch_size: Option<f64>,
+    pub samples_to_converge: Option<f64>,
+    pub energy: Option<f64>,
+    /// Per-run minutes (None for dropped runs), in file order.
+    pub run_minutes: Vec<Option<f64>>,
+    #[serde(skip)]
+    pub rcp_outcome: Option<RcpOutcome>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Read `scaling.json` (`{"scaling_factor": x}`); 1.0 when absent.
+pub fn scaling_factor(dir: &Path) -> Result<f64, String> {
+    let p = dir.join("scaling.json");
+    if !p.is_file() {
+        return Ok(1.0);
+    }
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", p.display()))?;
+    v.get("scaling_factor")
+        .and_then(|f| f.as_f64())
+        .ok_or_else(|| format!("{}: no numeric `scaling_factor`", p.display()))
+}
+
+/// Score one benchmark directory from its analysed runs.
+pub fn score_dir(
+    ctx: &ScoreContext,
+    dir: &BenchmarkDir,
+    division: &str,
+    runs: &[RunAnalysis],
+    submitter: &str,
+) -> BenchScore {
+    let mut diags = Vec::new();
+    let max_dropped = ctx.meta.max_dropped(&ctx.usage, &dir.benchmark);
+    let mut scores = Vec::new();
+    let mut dropped = 0;
+    let mut run_minutes = Vec::new();
+    for r in runs {
+        match &r.minutes {
+            Ok(m) => {
+                scores.push(*m);
+                run_minutes.push(Some(*m));
+            }
+            Err(why) => {
+                dropped += 1;
+                run_minutes.push(None);
+                diags.push(
+                    Diagnostic::warning("run-dropped", format!("run does not count: {why}"))
+                        .rule("scoring", None)
+                        .file(r.path.display().to_string())
+                        .official(format!("{why} in {}", r.path.display())),
+                );
+            }
+        }
+    }
+    let label = format!("{submitter} {}/{}", dir.system, dir.benchmark);
+    if dropped > max_dropped {
+        diags.push(
+            Diagnostic::error(
+                "too-many-failed-runs",
+                format!("{dropped} runs failed; olympic scoring allows at most {max_dropped}: the score is invalid"),
+            )
+            .rule("scoring", None)
+            .file(dir.path.display().to_string())
+            .official(format!("CRITICAL ERROR: Too many non-converging runs for {label}")),
+        );
+    } else if dropped >= 1 {
+        diags.push(
+            Diagnostic::note(
+                "olympic-drop",
+                format!(
+                    "{dropped} failed run{} dropped as the slowest",
+                    if dropped == 1 { "" } else { "s" }
+                ),
+            )
+            .rule("scoring", None)
+            .file(dir.path.display().to_string())
+            .official(format!(
+                "NOTICE: Dropping non-converged run(s) for {label} using olympic scoring."
+            )),
+        );
+    }
+    let (scale, score) = match scaling_factor(&dir.path) {
+        Ok(f) => {
+            let s = if dropped <= max_dropped {
+                olympic_mean(&scores, dropped, max_dropped).map(|m| m * f)
+            } else {
+                None
+            };
+            (f, s)
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error("scaling-json", e)
+                    .rule("scoring", None)
+                    .file(dir.path.join("scaling.json").display().to_string()),
+            );
+            (1.0, None)
+        }
+    };
+
+    // Energy, when the directory has power logs.
+    let energy = if dir.path.join("power").is_dir() && dropped <= max_dropped {
+        match energy_of(dir, runs) {
+            Ok(power) => {
+                // Order power by run time (stable), then the same olympic slice.
+                let mut idx: Vec<usize> = (0..power.len()).collect();
+                let times: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.minutes.as_ref().ok().copied())
+                    .collect();
+                idx.sort_by(|a, b| times[*a].total_cmp(&times[*b]));
+                let sorted: Vec<f64> = idx.iter().map(|&i| power[i]).collect();
+                let (a, b) = py_slice(
+                    sorted.len(),
+                    max_dropped as i64,
+                    times.len() as i64 - (max_dropped as i64 - dropped as i64),
+                );
+                let kept = &sorted[a..b];
+                (!kept.is_empty())
+                    .then(|| kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64 * scale)
+            }
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error("power", e)
+                        .rule("power", None)
+                        .file(dir.path.join("power").display().to_string()),
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    // RCP, GBS and samples to converge: closed division only.
+    let (mut rcp_col, mut rcp_msg, mut rcp_norm, mut gbs, mut samples, mut outcome) =
+        (None, None, None, None, None, None);
+    if division == "closed" {
+        let conv: Vec<Result<RunConvergence, String>> =
+            runs.iter().map(|r| r.convergence.clone()).collect();
+        let o = rcp::check_runs(
+            conv,
+            &|b| ctx.table(b),
+            &ctx.rcp_options(false, false),
+            &ctx.meta,
+        );
+        if let Ok(t) = ctx.table(o.benchmark.as_deref().unwrap_or(&dir.benchmark)) {
+            diags.extend(rcp::quirk_notes(&t, &o, &ctx.rcp_options(false, false)));
+        }
+        if !o.official_crash {
+            rcp_col = Some(o.column().to_string());
+            rcp_msg = Some(o.message.clone());
+            rcp_norm = Some(o.norm_factor);
+            gbs = o.global_batch_size;
+            if !o.insufficient() {
+                let mut pts: Vec<f64> = o.runs.iter().map(|r| r.point).collect();
+                pts.sort_by(f64::total_cmp);
+                if pts.len() >= 3 {
+                    samples = Some(np_mean(&pts[1..pts.len() - 1]));
+                }
+            }
+            if !o.passed {
+                diags.push(
+                    Diagnostic::error("rcp", format!("RCP test failed: {}", o.message))
+                        .rule("rcp", None)
+                        .file(dir.path.display().to_string())
+                        .official(format!(
+                            "ERROR: RCP Test Failed on {}/{}/{} with message: {}.",
+                            submitter, dir.system, dir.benchmark, o.message
+                        )),
+                );
+            }
+            if let Some(f) = o.writes_scaling {
+                if (f - scale).abs() > 1e-12 {
+                    diags.push(
+                        Diagnostic::note(
+                            "rcp-normalization",
+                            format!(
+                                "the RCP test normalises this result by {f} but scaling.json {}: the official summarizer applies the factor only after a package-checker run has written it",
+                                if dir.path.join("scaling.json").is_file() { format!("says {scale}") } else { "is absent".into() }
+                            ),
+                        )
+                        .rule("rcp", None)
+                        .file(dir.path.display().to_string()),
+                    );
+                }
+            }
+        }
+        diags.extend(o.diagnostics.iter().cloned());
+        outcome = Some(o);
+    }
+    BenchScore {
+        benchmark: dir.benchmark.clone(),
+        path: dir.path.display().to_string(),
+        runs: runs.len(),
+        dropped,
+        max_dropped,
+        score_minutes: score,
+        scaling_factor: scale,
+        rcp: rcp_col,
+        rcp_message: rcp_msg,
+        rcp_normalization: rcp_norm,
+        global_batch_size: gbs,
+        samples_to_converge: samples,
+        energy,
+        run_minutes,
+        rcp_outcome: outcome,
+        diagnostics: diags,
+    }
+}
+
+/// Energy of each counted run (in the order of the counted runs): the
+/// official node/switch power integration.
+fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for r in runs {
+        let Ok(minutes) = r.minutes else { continue };
+        let ttt_ms = minutes * 60.0 * 1000.0;
+        let name = r
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let folder = dir.path.join("power").join(&name);
+        let list = |prefix: &str| -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(&folder)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            let n = p
+                                .file_name()
+                                .map(|n| n.to_string_lossy().to_string())
+                                .unwrap_or_default();
+                            n.starts_with(prefix) && n.ends_with(".txt")
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        let nodes = list("node_");
+        if nodes.is_empty() {
+            return Err(format!("{}: no node_*.txt power logs", folder.display()));
+        }
+        let mut total = 0.0;
+        for n in nodes {
+            let log = mllog::read_file(&n).map_err(|e| format!("{}: {e}", n.display()))?;
+            total +=
+                power_node(&log.records, ttt_ms).map_err(|e| format!("{}: {e}", n.display()))?;
+        }
+        for s in list("sw_") {
+            let log = mllog::read_file(&s).map_err(|e| format!("{}: {e}", s.display()))?;
+            total += power_switch(&log.records, ttt_ms);
+        }
+        out.push(total);
+    }
+    Ok(out)
+}
+
+fn power_node(records: &[Record], ttt_ms: f64) -> Result<f64, String> {
+    let mut recs: Vec<&Record> = records.iter().collect();
+    recs.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+    let (mut prev, mut last, mut start, mut stop) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut agg, mut eff) = (0.0f64, 1.0f64);
+    let (mut started, mut stopped) = (false, false);
+    for r in recs {
+        match r.key() {
+            "power_measurement_start" => {
+                start = r.timestamp;
+                prev = r.timestamp;
+                started = true;
+            }
+            "power_reading" if !stopped && started => {
+                let v = r
+                    .value()
+                    .as_f64()
+                    .ok_or("power_reading value is not a number")?;
+                agg += v * (r.timestamp - prev);
+                prev = r.timestamp;
+                last = last.max(r.timestamp);
+            }
+            "power_measurement_stop" => {
+                stop = r.timestamp;
+                stopped = true;
+            }
+            "conversion_eff" => {
+                eff = r
+                    .value()
+                    .as_f64()
+                    .ok_or("conversion_eff value is not a number")?
+            }
+            _ => {}
+        }
+    }
+    if !started {
+        return Err("Power start timestamp not found".into());
+    }
+    if !stopped {
+        stop = last;
+    }
+    if stop == start {
+        return Err("power_measurement_stop equals power_measurement_start (the official summarizer divides by zero here)".into());
+    }
+    Ok(eff * agg * ttt_ms / (stop - start) / 1000.0)
+}
+
+fn power_switch(records: &[Record], ttt_ms: f64) -> f64 {
+    let (mut agg, mut eff) = (0.0, 1.0);
+    for r in records {
+        match r.key() {
+            "conversion_eff" => eff = r.value().as_f64().unwrap_or(1.0),
+            "interconnect_power_est" => {
+                agg = r.value().as_f64().unwrap_or(0.0);
+                break;
+            }
+            _ => {}
+        }
+    }
+    eff * agg * ttt_ms / 1000.0
+}
+
+/// One row of the summary: a system × benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreRow {
+    pub submitter: String,
+    pub submitter_dir: String,
+    /// The system JSON's file stem.
+    pub system: String,
+    pub system_name: String,
+    pub division: String,
+    pub availability: String,
+    pub accelerators_count: Option<i64>,
+    pub framework: String,
+    #[serde(flatten)]
+    pub score: BenchScore,
+}
+
+/// Summarise organisation folders: every benchmark directory of every
+/// system. Logs are analysed in parallel. Returns rows (sorted by
+/// submitter folder, system, benchmark) and problems that prevented rows.
+pub fn summarize(
+    ctx: &ScoreContext,
+    orgs: &[PathBuf],
+    progress: &(dyn Fn() + Sync),
+) -> (Vec<ScoreRow>, Vec<Diagnostic>) {
+    let mut problems = Vec::new();
+    let mut dirs: Vec<(BenchmarkDir, SystemDesc)> = Vec::new();
+    for org in orgs {
+        let bdirs = match tree::benchmark_dirs(org, &ctx.usage) {
+            Ok(d) => d,
+            Err(e) => {
+                problems.push(
+                    Diagnostic::error("layout", format!("cannot list results: {e}"))
+                        .file(org.display().to_string()),
+                );
+                continue;
+            }
+        };
+        let mut systems: HashMap<String, Option<SystemDesc>> = HashMap::new();
+        for d in bdirs {
+            let desc = systems
+                .entry(d.system.clone())
+                .or_insert_with(|| {
+                    let p = org.join("systems").join(format!("{}.json", d.system));
+                    match SystemDesc::load(&p) {
+                        Ok(s) => Some(s),
+                        Err(diag) => {
+                            let mut diag = diag;
+                            diag.message =
+                                format!("system {} is skipped: {}", d.system, diag.message);
+                            problems.push(diag);
+                            None
+                        }
+                    }
+                })
+                .clone();
+            if let Some(desc) = desc {
+                dirs.push((d, desc));
+            }
+        }
+    }
+    // All logs of all directories, analysed in parallel.
+    let files: Vec<(usize, PathBuf)> = dirs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (d, _))| {
+            tree::result_files(&d.path)
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |p| (i, p))
+        })
+        .collect();
+    let analysed: Vec<(usize, RunAnalysis)> = files
+        .par_iter()
+        .map(|(i, p)| {
+            let a = analyze_run(ctx, p, false);
+            progress();
+            (*i, a)
+        })
+        .collect();
+    let mut by_dir: Vec<Vec<RunAnalysis>> = vec![Vec::new(); dirs.len()];
+    for (i, a) in analysed {
+        by_dir[i].push(a);
+    }
+    let rows: Vec<ScoreRow> = dirs
+        .par_iter()
+        .zip(by_dir.par_iter())
+        .map(|((d, desc), runs)| {
+            let submitter = desc.text("submitter").unwrap_or_default();
+            let division = desc.text("division").unwrap_or_default();
+            let score = score_dir(ctx, d, &division, runs, &submitter);
+            let accelerators = match (
+                desc.int("accelerators_per_node"),
+                desc.int("number_of_nodes"),
+            ) {
+                (Some(a), Some(n)) => Some(a * n),
+                _ => None,
+            };
+            ScoreRow {
+                submitter,
+                submitter_dir: d
+                    .org
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default(),
+                system: d.system.clone(),
+                system_name: desc.text("system_name").unwrap_or_default(),
+                division,
+                availability: desc.text("status").unwrap_or_default(),
+                accelerators_count: accelerators,
+                framework: desc.text("framework").unwrap_or_default(),
+                score,
+            }
+        })
+        .collect();
+    (rows, problems)
+}

@@ -1,0 +1,138 @@
+//! The MLCommons submission layout:
+//!
+//! ```text
+//! ORG/systems/SYSTEM.json
+//! ORG/results/SYSTEM/BENCHMARK/result_*.txt       (training)
+//! ORG/results/SYSTEM/{strong,weak}/BENCHMARK/…     (hpc)
+//! ORG/benchmarks/BENCHMARK/implementations/…
+//! ```
+//!
+//! Directory listings are sorted so that every report is deterministic
+//! (the official tools follow the file system's order).
+
+use crate::checker::is_result_name;
+use std::path::{Path, PathBuf};
+
+/// Sorted sub-directories of a directory.
+pub fn sub_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Sorted `result_*.txt` files directly in a benchmark directory.
+pub fn result_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| {
+            e.file_type()
+                .map(|t| t.is_file() || t.is_symlink())
+                .unwrap_or(false)
+        })
+        .filter(|e| is_result_name(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// An organisation folder holds `systems/` and `results/`.
+pub fn is_org(dir: &Path) -> bool {
+    dir.join("systems").is_dir() && dir.join("results").is_dir()
+}
+
+/// Expand inputs to organisation folders: an org folder as is, or every
+/// org folder directly inside a parent (like the official `PREFIX{*}`).
+pub fn find_orgs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if !p.is_dir() {
+            return Err(format!("{}: not a directory", p.display()));
+        }
+        if is_org(p) {
+            out.push(p.clone());
+            continue;
+        }
+        let subs = sub_dirs(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let orgs: Vec<PathBuf> = subs.into_iter().filter(|d| is_org(d)).collect();
+        if orgs.is_empty() {
+            return Err(format!(
+                "{}: not a submission folder (no systems/ and results/) and holds none",
+                p.display()
+            ));
+        }
+        out.extend(orgs);
+    }
+    Ok(out)
+}
+
+/// One `results/SYSTEM/BENCHMARK` directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchmarkDir {
+    pub org: PathBuf,
+    pub system: String,
+    pub benchmark: String,
+    /// `strong`/`weak` for HPC, `None` for training.
+    pub scaling: Option<String>,
+    pub path: PathBuf,
+}
+
+/// All benchmark directories of an organisation (sorted).
+pub fn benchmark_dirs(org: &Path, usage: &str) -> std::io::Result<Vec<BenchmarkDir>> {
+    let mut out = Vec::new();
+    let results = org.join("results");
+    for sys in sub_dirs(&results)? {
+        let system = sys
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if usage == "hpc" {
+            for scaling in sub_dirs(&sys)? {
+                let sc = scaling
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                for b in sub_dirs(&scaling)? {
+                    out.push(BenchmarkDir {
+                        org: org.to_path_buf(),
+                        system: system.clone(),
+                        benchmark: alias(&b),
+                        scaling: Some(sc.clone()),
+                        path: b,
+                    });
+                }
+            }
+        } else {
+            for b in sub_dirs(&sys)? {
+                out.push(BenchmarkDir {
+                    org: org.to_path_buf(),
+                    system: system.clone(),
+                    benchmark: alias(&b),
+                    scaling: None,
+                    path: b,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Directory name → benchmark (`mask` is the old name of `maskrcnn`).
+fn alias(dir: &Path) -> String {
+    let n = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if n == "mask" { "maskrcnn".into() } else { n }
+}
+
+/// Path relative to `base` for messages (falls back to the full path).
+pub fn rel(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
+}
