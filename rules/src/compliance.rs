@@ -95,8 +95,8 @@ pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOpt
         ..Store::default()
     };
 
-    let benchmark = first_str(&records, "submission_benchmark");
-    let division = first_str(&records, "submission_division");
+    let benchmark = first_str(records, "submission_benchmark");
+    let division = first_str(records, "submission_division");
     let record_count = records.len();
 
     report_problems(problems, &mut store);

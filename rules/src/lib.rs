@@ -13,6 +13,7 @@ pub mod diag;
 pub mod json;
 pub mod meta;
 pub mod mllog;
+pub mod package;
 pub mod py;
 pub mod rcp;
 pub mod report;

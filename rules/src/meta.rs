@@ -303,7 +303,7 @@ pub const RCP_TOLERANCE: f64 = 0.0001;
 /// Rulesets that have seed and RCP checks.
 pub fn has_seed_and_rcp_checks(ruleset: &str) -> bool {
     let v = version_tuple(ruleset);
-    v >= (1, 0, 0) && v <= (6, 1, 0)
+    ((1, 0, 0)..=(6, 1, 0)).contains(&v)
 }
 
 /// The system-description `status` rule applies (training, major ≥ 4; the

@@ -271,3 +271,223 @@ impl<W: Write> Sink for MarkdownSink<W> {
         self.out.flush()
     }
 }
+
+// ---------------------------------------------------------------------------
+// Score tables (`referee summarize`).
+
+use crate::package::PackageReport;
+use crate::score::ScoreRow;
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn fmt_full(v: Option<f64>) -> String {
+    v.map(crate::value::float_repr).unwrap_or_default()
+}
+
+const SCORE_COLUMNS: [&str; 12] = [
+    "submitter",
+    "system",
+    "benchmark",
+    "runs",
+    "dropped",
+    "score_minutes",
+    "rcp",
+    "scaling_factor",
+    "global_batch_size",
+    "samples_to_converge",
+    "energy",
+    "system_name",
+];
+
+fn score_cells(r: &ScoreRow) -> [String; 12] {
+    let s = &r.score;
+    [
+        r.submitter.clone(),
+        r.system.clone(),
+        s.benchmark.clone(),
+        s.runs.to_string(),
+        s.dropped.to_string(),
+        fmt_full(s.score_minutes),
+        s.rcp.clone().unwrap_or_default(),
+        crate::value::float_repr(s.scaling_factor),
+        fmt_full(s.global_batch_size),
+        fmt_full(s.samples_to_converge),
+        fmt_full(s.energy),
+        r.system_name.clone(),
+    ]
+}
+
+/// A human-readable table of scores.
+pub fn write_scores_table<W: Write>(out: &mut W, rows: &[ScoreRow]) -> io::Result<()> {
+    let header = [
+        "submitter",
+        "system",
+        "benchmark",
+        "runs",
+        "score (min)",
+        "RCP",
+        "scaling",
+        "GBS",
+        "samples to converge",
+    ];
+    let cells: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let s = &r.score;
+            [
+                r.submitter.clone(),
+                r.system.clone(),
+                s.benchmark.clone(),
+                if s.dropped > 0 {
+                    format!("{} ({} dropped)", s.runs, s.dropped)
+                } else {
+                    s.runs.to_string()
+                },
+                fmt_opt(s.score_minutes, 3),
+                s.rcp.clone().unwrap_or_else(|| "-".into()),
+                format!("{:.4}", s.scaling_factor),
+                fmt_opt(s.global_batch_size, 0),
+                s.samples_to_converge
+                    .map(|x| format!("{x}"))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut width = header.map(|h| h.chars().count());
+    for c in &cells {
+        for (i, v) in c.iter().enumerate() {
+            width[i] = width[i].max(v.chars().count());
+        }
+    }
+    let line = |out: &mut W, c: &[String]| -> io::Result<()> {
+        let parts: Vec<String> = c
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let pad = width[i] - v.chars().count();
+                // Numbers right-aligned, text left-aligned.
+                if (3..9).contains(&i) {
+                    format!("{}{v}", " ".repeat(pad))
+                } else {
+                    format!("{v}{}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        writeln!(out, "{}", parts.join("  ").trim_end())
+    };
+    line(out, &header.map(String::from))?;
+    line(out, &width.map(|w| "-".repeat(w)))?;
+    for c in &cells {
+        line(out, c)?;
+    }
+    Ok(())
+}
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Scores as CSV (one row per system × benchmark, full precision).
+pub fn write_scores_csv<W: Write>(out: &mut W, rows: &[ScoreRow]) -> io::Result<()> {
+    writeln!(out, "{}", SCORE_COLUMNS.join(","))?;
+    for r in rows {
+        let c = score_cells(r);
+        writeln!(
+            out,
+            "{}",
+            c.iter().map(|x| csv_cell(x)).collect::<Vec<_>>().join(",")
+        )?;
+    }
+    Ok(())
+}
+
+/// Scores as a Markdown table.
+pub fn write_scores_markdown<W: Write>(out: &mut W, rows: &[ScoreRow]) -> io::Result<()> {
+    writeln!(
+        out,
+        "| submitter | system | benchmark | runs | score (min) | RCP | scaling | GBS | samples to converge |"
+    )?;
+    writeln!(
+        out,
+        "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"
+    )?;
+    for r in rows {
+        let s = &r.score;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {:.4} | {} | {} |",
+            md_escape(&r.submitter),
+            md_escape(&r.system),
+            s.benchmark,
+            s.runs,
+            fmt_opt(s.score_minutes, 3),
+            s.rcp.clone().unwrap_or_else(|| "-".into()),
+            s.scaling_factor,
+            fmt_opt(s.global_batch_size, 0),
+            fmt_full(s.samples_to_converge)
+        )?;
+    }
+    Ok(())
+}
+
+/// Scores as JSON Lines (one object per system × benchmark).
+pub fn write_scores_jsonl<W: Write>(out: &mut W, rows: &[ScoreRow]) -> io::Result<()> {
+    for r in rows {
+        serde_json::to_writer(&mut *out, r)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Package reports (`referee package-check`).
+
+/// Human form: per benchmark directory one line, then the findings.
+pub fn write_package_human<W: Write>(
+    out: &mut W,
+    rep: &PackageReport,
+    verbose: bool,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} {}  (ruleset {}, {} systems)",
+        rep.verdict.as_str(),
+        rep.path,
+        rep.ruleset,
+        rep.systems
+    )?;
+    for b in &rep.benchmarks {
+        writeln!(
+            out,
+            "  {} {}/{}  {} of {} result files{}{}",
+            b.verdict.as_str(),
+            b.system,
+            b.benchmark,
+            b.result_files,
+            b.expected_files,
+            if b.noncompliant.is_empty() {
+                String::new()
+            } else {
+                format!(", non-compliant: {}", b.noncompliant.join(", "))
+            },
+            b.rcp
+                .as_ref()
+                .map(|r| format!(", RCP: {r}"))
+                .unwrap_or_default()
+        )?;
+    }
+    for d in &rep.diagnostics {
+        if d.severity == Severity::Note && !verbose {
+            continue;
+        }
+        write_diagnostic(out, d, "  ")?;
+    }
+    Ok(())
+}

@@ -619,7 +619,7 @@ pub fn summarize(
                     match SystemDesc::load(&p) {
                         Ok(s) => Some(s),
                         Err(diag) => {
-                            let mut diag = diag;
+                            let mut diag = *diag;
                             diag.message =
                                 format!("system {} is skipped: {}", d.system, diag.message);
                             problems.push(diag);

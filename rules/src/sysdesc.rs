@@ -21,31 +21,37 @@ pub struct SystemDesc {
 }
 
 impl SystemDesc {
-    pub fn load(path: &Path) -> Result<Self, Diagnostic> {
+    pub fn load(path: &Path) -> Result<Self, Box<Diagnostic>> {
         let id = path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         let text = std::fs::read_to_string(path).map_err(|e| {
-            Diagnostic::error("system-description", format!("cannot read: {e}"))
-                .rule("system-description", None)
-                .file(path.display().to_string())
+            Box::new(
+                Diagnostic::error("system-description", format!("cannot read: {e}"))
+                    .rule("system-description", None)
+                    .file(path.display().to_string()),
+            )
         })?;
         let v: Json = serde_json::from_str(&text).map_err(|e| {
-            Diagnostic::error("system-description", format!("invalid JSON: {e}"))
-                .rule("system-description", None)
-                .file(path.display().to_string())
-                .line(e.line())
-                .expected("a JSON object")
+            Box::new(
+                Diagnostic::error("system-description", format!("invalid JSON: {e}"))
+                    .rule("system-description", None)
+                    .file(path.display().to_string())
+                    .line(e.line())
+                    .expected("a JSON object"),
+            )
         })?;
         match v {
             Json::Object(json) => Ok(SystemDesc { id, json }),
-            other => Err(Diagnostic::error(
-                "system-description",
-                format!("top level is {} where an object was expected", kind(&other)),
-            )
-            .rule("system-description", None)
-            .file(path.display().to_string())),
+            other => Err(Box::new(
+                Diagnostic::error(
+                    "system-description",
+                    format!("top level is {} where an object was expected", kind(&other)),
+                )
+                .rule("system-description", None)
+                .file(path.display().to_string()),
+            )),
         }
     }
 

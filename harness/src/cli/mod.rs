@@ -8,6 +8,10 @@ use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 
 pub mod check;
+pub mod common;
+pub mod package_check;
+pub mod rcp;
+pub mod summarize;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
@@ -29,6 +33,12 @@ pub struct Cli {
 pub enum Command {
     /// Check MLLOG result logs against rule files (official MLPerf rulesets or referee's own).
     Check(check::CheckArgs),
+    /// Run the RCP convergence test on benchmark directories.
+    Rcp(rcp::RcpArgs),
+    /// Score submission folders: olympic mean time to train, RCP, scaling.
+    Summarize(summarize::SummarizeArgs),
+    /// Check a whole submission folder (layout, logs, seeds, RCP, systems); exit 0 only if acceptable.
+    PackageCheck(package_check::PackageCheckArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -47,6 +57,9 @@ where
     };
     match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Rcp(a) => rcp::run(a),
+        Command::Summarize(a) => summarize::run(a),
+        Command::PackageCheck(a) => package_check::run(a),
     }
 }
 

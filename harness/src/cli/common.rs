@@ -1,0 +1,139 @@
+//! Flags shared by the commands that judge results against a ruleset
+//! (`rcp`, `summarize`, `package-check`), resolved in one place.
+
+use crate::rules_env::OfficialRules;
+use clap::{Args, ValueEnum};
+use referee_rules::checker::Checker;
+use referee_rules::compliance::CheckOptions;
+use referee_rules::meta::Meta;
+use referee_rules::rcp::Pruning;
+use referee_rules::score::ScoreContext;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UsageArg {
+    Training,
+    Hpc,
+}
+
+impl UsageArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageArg::Training => "training",
+            UsageArg::Hpc => "hpc",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PruningArg {
+    /// The official pruning, flaw included (mlcommons/logging#368).
+    Official,
+    /// The lower convex envelope the rules intend.
+    Convex,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesetArgs {
+    /// Benchmark family of the official rules.
+    #[arg(long, value_enum, default_value_t = UsageArg::Training)]
+    pub usage: UsageArg,
+    /// Ruleset version (e.g. 5.0.0). Default: read from a path component
+    /// such as training_results_v5.0.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<String>,
+    /// The mlperf_logging package directory (or its compliance_checker
+    /// directory) holding the official rule files.
+    #[arg(long, value_name = "DIR")]
+    pub rules_dir: Option<PathBuf>,
+    /// Directory of RCP tables (default: mlperf_logging/rcp_checker).
+    #[arg(long, value_name = "DIR")]
+    pub rcp_dir: Option<PathBuf>,
+    /// RCP pruning.
+    #[arg(long, value_enum, default_value_t = PruningArg::Official)]
+    pub rcp_pruning: PruningArg,
+}
+
+/// `training_results_v5.0` → `5.0.0`.
+pub fn infer_ruleset(paths: &[PathBuf]) -> Option<String> {
+    for p in paths {
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        for c in abs.components() {
+            let s = c.as_os_str().to_string_lossy();
+            for prefix in ["training_results_v", "hpc_results_v"] {
+                if let Some(v) = s.strip_prefix(prefix) {
+                    let parts: Vec<&str> = v.split('.').collect();
+                    if parts.len() == 2
+                        && parts
+                            .iter()
+                            .all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
+                    {
+                        return Some(format!("{v}.0"));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The resolved ruleset context of a command.
+pub struct Resolved {
+    pub ctx: ScoreContext,
+    pub rules_desc: String,
+    pub inferred: bool,
+}
+
+impl RulesetArgs {
+    pub fn resolve(&self, paths: &[PathBuf]) -> Result<Resolved, String> {
+        let usage = self.usage.as_str();
+        let (ruleset, inferred) = match &self.ruleset {
+            Some(r) => (r.clone(), false),
+            None => match infer_ruleset(paths) {
+                Some(r) => (r, true),
+                None => {
+                    return Err("give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0)".into());
+                }
+            },
+        };
+        let official = OfficialRules::resolve(self.rules_dir.as_deref())?;
+        let lib = official.library();
+        let available = lib.rulesets(usage);
+        if !available.contains(&ruleset) {
+            return Err(format!(
+                "unknown ruleset {ruleset} for {usage}; {} provides: {}",
+                official.origin,
+                available.join(", ")
+            ));
+        }
+        let rcp_dir: Option<PathBuf> = match &self.rcp_dir {
+            Some(d) if !d.is_dir() => {
+                return Err(format!("--rcp-dir {}: no such directory", d.display()));
+            }
+            Some(d) => Some(d.clone()),
+            None => official.rcp_dir.clone(),
+        };
+        let checker = Arc::new(Checker::new(Arc::new(lib), CheckOptions::default()));
+        let mut ctx = ScoreContext::new(checker, usage, &ruleset, Meta::official(), rcp_dir);
+        ctx.pruning = match self.rcp_pruning {
+            PruningArg::Official => Pruning::Official,
+            PruningArg::Convex => Pruning::ConvexEnvelope,
+        };
+        Ok(Resolved {
+            rules_desc: format!("{usage} {ruleset} rules from {}", official.origin),
+            ctx,
+            inferred,
+        })
+    }
+}
+
+/// Check that every path is an existing directory.
+pub fn existing_dirs(paths: &[PathBuf]) -> Result<(), String> {
+    for p in paths {
+        if !Path::new(p).is_dir() {
+            return Err(format!("{}: no such directory", p.display()));
+        }
+    }
+    Ok(())
+}

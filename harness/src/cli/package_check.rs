@@ -1,0 +1,94 @@
+//! `referee package-check`: is a submission folder acceptable?
+
+use super::common::RulesetArgs;
+use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use referee_rules::Verdict;
+use referee_rules::package::{PackageOptions, check_package};
+use referee_rules::report::write_package_human;
+use referee_rules::tree;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct PackageCheckArgs {
+    /// Submission folders (ORG with systems/ and results/), or a folder of them.
+    #[arg(required = true, value_name = "SUBMITTER_DIR")]
+    pub dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub rules: RulesetArgs,
+    /// Accept failed RCP tests (to be reviewed by the submission committee).
+    #[arg(long)]
+    pub rcp_bypass: bool,
+    /// Skip the seed rules.
+    #[arg(long)]
+    pub seed_checker_bypass: bool,
+    /// For bert, read RCP convergence from train_samples.
+    #[arg(long)]
+    pub rcp_bert_train_samples: bool,
+    /// One JSON object per submission folder.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print notes (RCP passes, quirks).
+    #[arg(long, short)]
+    pub verbose: bool,
+    #[arg(short = 'j', long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+pub fn run(a: PackageCheckArgs) -> i32 {
+    let orgs = match tree::find_orgs(&a.dirs) {
+        Ok(o) => o,
+        Err(e) => return usage_error(e),
+    };
+    let resolved = match a.rules.resolve(&a.dirs) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
+    init_threads(a.threads);
+    let opts = PackageOptions {
+        rcp_bypass: a.rcp_bypass,
+        seed_checker_bypass: a.seed_checker_bypass,
+        bert_train_samples: a.rcp_bert_train_samples,
+    };
+    let pb = if std::io::stderr().is_terminal() {
+        let pb = ProgressBar::new_spinner();
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} checking logs: {pos}").expect("template"),
+        );
+        pb
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut out = std::io::stdout().lock();
+    let mut all_ok = true;
+    for org in &orgs {
+        let rep = check_package(&resolved.ctx, org, opts, &|| pb.inc(1));
+        all_ok &= rep.verdict == Verdict::Pass;
+        let res = if a.json {
+            serde_json::to_writer(&mut out, &rep)
+                .map_err(std::io::Error::other)
+                .and_then(|_| writeln!(out))
+        } else {
+            write_package_human(&mut out, &rep, a.verbose)
+        };
+        if res.is_err() {
+            return EXIT_USAGE;
+        }
+    }
+    pb.finish_and_clear();
+    if !a.json {
+        let _ = writeln!(
+            out,
+            "{}: {}",
+            if all_ok {
+                "PACKAGE ACCEPTABLE"
+            } else {
+                "PACKAGE NOT ACCEPTABLE"
+            },
+            resolved.rules_desc
+        );
+    }
+    if all_ok { EXIT_OK } else { EXIT_FAIL }
+}

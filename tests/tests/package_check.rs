@@ -1,0 +1,254 @@
+//! `referee package-check` on a real submission folder and on damaged
+//! copies of it; each verdict is also compared with the official package
+//! checker's (which always exits 0 and states its verdict in a log line).
+
+use referee_tests::{corpus_dir, python, referee, stderr, stdout};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+            let mut p = std::fs::metadata(&dst).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            p.set_readonly(false);
+            std::fs::set_permissions(&dst, p).unwrap();
+        }
+    }
+}
+
+const BENCH: &str = "results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora";
+const SYSTEM: &str = "systems/MI300X_EPYC_9575F_pytorch.json";
+
+fn fresh(tmp: &Path, name: &str) -> PathBuf {
+    let org = tmp.join(name).join("AMD");
+    copy_tree(&corpus_dir().join("training_results_v5.0/AMD"), &org);
+    org
+}
+
+fn edit(path: &Path, f: impl Fn(String) -> String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, f(text)).unwrap();
+}
+
+/// The official verdict: "FOUND NO ERRORS" vs "FOUND ERRORS" in its log.
+fn official_ok(org: &Path) -> bool {
+    let o = Command::new(python())
+        .args(["-m", "mlperf_logging.package_checker"])
+        .arg(org)
+        .args(["training", "5.0.0", "--log_output", "/dev/null"])
+        .output()
+        .expect("run the official package checker");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the official package checker always exits 0:\n{err}"
+    );
+    if err.contains("PACKAGE CHECKER FOUND NO ERRORS") {
+        true
+    } else if err.contains("PACKAGE CHECKER FOUND ERRORS") {
+        false
+    } else {
+        panic!("no verdict from the official package checker:\n{err}")
+    }
+}
+
+struct Case {
+    name: &'static str,
+    damage: fn(&Path),
+    pass: bool,
+    /// A diagnostic with this code must name this file (relative to the org).
+    names: Option<(&'static str, &'static str)>,
+}
+
+#[test]
+fn correct_package_and_damaged_copies() {
+    let cases = [
+        Case {
+            name: "intact",
+            damage: |_| {},
+            pass: true,
+            names: None,
+        },
+        Case {
+            name: "missing_run",
+            damage: |o| std::fs::remove_file(o.join(BENCH).join("result_9.txt")).unwrap(),
+            pass: false,
+            names: Some(("result-count", BENCH)),
+        },
+        Case {
+            name: "extra_run",
+            damage: |o| {
+                let text = std::fs::read_to_string(o.join(BENCH).join("result_0.txt")).unwrap();
+                std::fs::write(
+                    o.join(BENCH).join("result_10.txt"),
+                    text.replace("\"value\": 10803", "\"value\": 4242"),
+                )
+                .unwrap();
+            },
+            pass: false,
+            names: Some(("result-count", BENCH)),
+        },
+        Case {
+            name: "duplicated_seed",
+            damage: |o| {
+                edit(&o.join(BENCH).join("result_1.txt"), |t| {
+                    t.replace("\"value\": 8807", "\"value\": 10803")
+                })
+            },
+            pass: false,
+            names: Some((
+                "seeds",
+                "results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora/result_1.txt",
+            )),
+        },
+        Case {
+            name: "bad_system_json",
+            damage: |o| {
+                edit(&o.join(SYSTEM), |t| {
+                    t.replace("\"Available on-premise\"", "\"onprem\"")
+                })
+            },
+            pass: false,
+            names: Some(("system-description", SYSTEM)),
+        },
+        Case {
+            name: "one_noncompliant_log",
+            damage: |o| {
+                edit(&o.join(BENCH).join("result_3.txt"), |t| {
+                    t.lines()
+                        .filter(|l| !l.contains("\"run_stop\""))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+            },
+            pass: true,
+            names: None,
+        },
+        Case {
+            name: "two_noncompliant_logs",
+            damage: |o| {
+                for f in ["result_3.txt", "result_4.txt"] {
+                    edit(&o.join(BENCH).join(f), |t| {
+                        t.lines()
+                            .filter(|l| !l.contains("\"run_stop\""))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    });
+                }
+            },
+            pass: false,
+            names: Some(("too-many-failed-runs", BENCH)),
+        },
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    for c in &cases {
+        let org = fresh(tmp.path(), c.name);
+        (c.damage)(&org);
+        let o = referee(&[
+            "package-check",
+            "--ruleset",
+            "5.0.0",
+            "--json",
+            org.to_str().unwrap(),
+        ]);
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(if c.pass { 0 } else { 1 }),
+            "{}: {}",
+            c.name,
+            stdout(&o)
+        );
+        let rep: serde_json::Value =
+            serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+        assert_eq!(
+            rep["verdict"],
+            if c.pass { "PASS" } else { "FAIL" },
+            "{}",
+            c.name
+        );
+        if let Some((code, file)) = c.names {
+            let want = org.join(file).display().to_string();
+            let hit = rep["diagnostics"].as_array().unwrap().iter().any(|d| {
+                d["code"] == code
+                    && d["severity"] == "error"
+                    && d["file"].as_str() == Some(want.as_str())
+            });
+            assert!(
+                hit,
+                "{}: no {code} error naming {want}:\n{}",
+                c.name,
+                serde_json::to_string_pretty(&rep["diagnostics"]).unwrap()
+            );
+        }
+        // The human form names the files too.
+        let h = referee(&["package-check", "--ruleset", "5.0.0", org.to_str().unwrap()]);
+        if let Some((_, file)) = c.names {
+            assert!(
+                stdout(&h).contains(file),
+                "{}: human output does not name {file}",
+                c.name
+            );
+        }
+        // Same verdict as the official package checker (on a fresh copy:
+        // the official tool rewrites scaling.json files).
+        let theirs = fresh(&tmp.path().join("official"), c.name);
+        (c.damage)(&theirs);
+        assert_eq!(
+            official_ok(&theirs),
+            c.pass,
+            "{}: official verdict differs",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn params_file_bypass_follows_the_official_newline_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let org = fresh(tmp.path(), "bypass");
+    // Make the RCP test fail: every run converges far too fast.
+    for i in 0..10 {
+        edit(&org.join(BENCH).join(format!("result_{i}.txt")), |t| {
+            t.lines()
+                .map(|l| match l.strip_prefix(":::MLLOG ") {
+                    Some(json) if l.contains("\"eval_accuracy\"") || l.contains("\"run_stop\"") => {
+                        let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+                        v["metadata"]["samples_count"] = serde_json::json!(1000);
+                        format!(":::MLLOG {v}")
+                    }
+                    _ => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+    }
+    let run = || {
+        referee(&[
+            "package-check",
+            "--ruleset",
+            "5.0.0",
+            "--json",
+            org.to_str().unwrap(),
+        ])
+    };
+    assert_eq!(run().status.code(), Some(1), "{}", stdout(&run()));
+    let params = org.join(BENCH).join("package_checker_params");
+    // With a trailing newline the official checker ignores the flag.
+    std::fs::write(&params, "rcp-bypass\n").unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("params-ignored"), "{}", stdout(&o));
+    // Without one, the bypass applies.
+    std::fs::write(&params, "rcp-bypass").unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("passed using rcp_bypass"));
+}
