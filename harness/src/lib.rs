@@ -4,5 +4,11 @@
 //! [`cli`]; each command then resolves them, in one place, into a validated
 //! configuration before any work starts.
 
+pub mod cache;
 pub mod cli;
+pub mod clock;
+pub mod launch;
+pub mod logger;
+pub mod provenance;
 pub mod rules_env;
+pub mod sysinfo;

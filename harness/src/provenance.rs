@@ -1,0 +1,119 @@
+//! Provenance written into every result log (as metadata the official
+//! tools ignore): referee version, code identity (git commit of the build
+//! plus a hash of any uncommitted diff, and the binary's own hash), the
+//! resolved config's hash, dataset fingerprints, seeds, and a filtered
+//! environment (no secrets).
+
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// `git rev-parse HEAD` when the binary was built ("unknown" outside git).
+pub const GIT_COMMIT: &str = env!("REFEREE_GIT_COMMIT");
+/// sha256 of `git diff HEAD` at build time ("" when the tree was clean).
+pub const GIT_DIFF_SHA256: &str = env!("REFEREE_GIT_DIFF_SHA256");
+
+/// What code produced a result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CodeIdentity {
+    pub referee_version: String,
+    pub git_commit: String,
+    /// Empty when the build tree had no uncommitted changes.
+    pub uncommitted_diff_sha256: String,
+    pub binary_sha256: String,
+}
+
+impl CodeIdentity {
+    pub fn current() -> Self {
+        CodeIdentity {
+            referee_version: VERSION.to_string(),
+            git_commit: GIT_COMMIT.to_string(),
+            uncommitted_diff_sha256: GIT_DIFF_SHA256.to_string(),
+            binary_sha256: binary_sha256(),
+        }
+    }
+
+    /// Same source? (binary hashes may differ between machines and builds).
+    pub fn same_source(&self, other: &CodeIdentity) -> bool {
+        self.git_commit == other.git_commit
+            && self.uncommitted_diff_sha256 == other.uncommitted_diff_sha256
+    }
+}
+
+fn binary_sha256() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::read(p).ok())
+        .map(|b| hex::encode(Sha256::digest(&b)))
+        .unwrap_or_default()
+}
+
+/// sha256 of a JSON value's canonical text (keys sorted, compact).
+pub fn json_sha256(v: &serde_json::Value) -> String {
+    fn canon(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let sorted: BTreeMap<&String, serde_json::Value> =
+                    m.iter().map(|(k, x)| (k, canon(x))).collect();
+                serde_json::Value::Object(sorted.into_iter().map(|(k, x)| (k.clone(), x)).collect())
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canon).collect()),
+            other => other.clone(),
+        }
+    }
+    hex::encode(Sha256::digest(canon(v).to_string().as_bytes()))
+}
+
+/// Names whose values are never recorded.
+pub fn is_secret(name: &str) -> bool {
+    let up = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|s| up.contains(s))
+}
+
+/// The environment without secrets, sorted.
+pub fn filtered_env(vars: impl Iterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    vars.filter(|(k, _)| !is_secret(k)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_dropped() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("HF_TOKEN", "x"),
+            ("db_password", "x"),
+            ("SSH_AUTH_SOCK", "/tmp/s"),
+            ("MY_API_KEY", "x"),
+            ("OMP_NUM_THREADS", "2"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let env = filtered_env(vars);
+        assert_eq!(
+            env.keys().collect::<Vec<_>>(),
+            vec!["OMP_NUM_THREADS", "PATH", "SSH_AUTH_SOCK"]
+        );
+    }
+
+    #[test]
+    fn json_hash_ignores_key_order() {
+        let a = serde_json::json!({"b": 1, "a": [1, {"y": 2, "x": 3}]});
+        let b = serde_json::json!({"a": [1, {"x": 3, "y": 2}], "b": 1});
+        assert_eq!(json_sha256(&a), json_sha256(&b));
+        assert_ne!(json_sha256(&a), json_sha256(&serde_json::json!({"b": 2})));
+    }
+
+    #[test]
+    fn code_identity_is_recorded() {
+        let c = CodeIdentity::current();
+        assert_eq!(c.referee_version, VERSION);
+        assert!(!c.git_commit.is_empty());
+        assert_eq!(c.binary_sha256.len(), 64);
+    }
+}
