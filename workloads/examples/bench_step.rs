@@ -1,0 +1,107 @@
+//! Times training steps of both mini benchmarks on synthetic data.
+//!
+//! ```text
+//! cargo run -p referee-workloads --release --example bench_step -- \
+//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
+//! ```
+//! Prints one JSON object per (model, batch): median / min ms per step and samples/s.
+
+use std::time::Instant;
+
+use referee_workloads::rng::Rng;
+use referee_workloads::{Device, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer};
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let threads: usize = arg(&args, "--threads")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(2);
+    // SAFETY: single-threaded at this point, before any candle/rayon use.
+    unsafe { referee_workloads::configure_cpu_threads(threads) };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()?;
+    let model = arg(&args, "--model").unwrap_or_else(|| "all".into());
+    let steps: usize = arg(&args, "--steps")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(20);
+    let warmup: usize = arg(&args, "--warmup")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(3);
+    let batches: Option<Vec<usize>> =
+        arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
+    let dev = Device::Cpu;
+    let mut rng = Rng::new(1);
+
+    if model == "resnet" || model == "all" {
+        for &b in batches.as_deref().unwrap_or(&[128]) {
+            let hp = ResnetHparams {
+                batch_size: b,
+                ..Default::default()
+            };
+            let mut tr = ResnetTrainer::new(&hp, 0, &dev)?;
+            let px: Vec<f32> = (0..b * 784).map(|_| rng.normal() as f32).collect();
+            let lb: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
+            let mut times = Vec::new();
+            for i in 0..warmup + steps {
+                let t0 = Instant::now();
+                tr.train_step(&px, &lb)?;
+                if i >= warmup {
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            let min = times.iter().cloned().fold(f64::MAX, f64::min);
+            let med = median(&mut times);
+            println!(
+                "{{\"impl\":\"referee\",\"model\":\"mini_resnet\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
+                b as f64 * 1e3 / med,
+                tr.flops_per_sample() * b as f64 / med / 1e6,
+                tr.num_parameters()
+            );
+        }
+    }
+    if model == "llm" || model == "all" {
+        for &b in batches.as_deref().unwrap_or(&[16]) {
+            let hp = LlmHparams {
+                batch_size: b,
+                ..Default::default()
+            };
+            let mut tr = LlmTrainer::new(&hp, 0, &dev)?;
+            let n = b * hp.seq_len;
+            let toks: Vec<u32> = (0..n + 1)
+                .map(|_| rng.below(hp.vocab_size) as u32)
+                .collect();
+            let mut times = Vec::new();
+            for i in 0..warmup + steps {
+                let t0 = Instant::now();
+                tr.train_step(&toks[..n], &toks[1..])?;
+                if i >= warmup {
+                    times.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            let min = times.iter().cloned().fold(f64::MAX, f64::min);
+            let med = median(&mut times);
+            println!(
+                "{{\"impl\":\"referee\",\"model\":\"mini_llm\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
+                b as f64 * 1e3 / med,
+                tr.flops_per_sample() * b as f64 / med / 1e6,
+                tr.num_parameters()
+            );
+        }
+    }
+    Ok(())
+}

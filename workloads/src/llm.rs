@@ -1,0 +1,392 @@
+//! `mini_llm`: a Llama-style decoder-only language model.
+//!
+//! ```text
+//! x = embed(tokens)                                   [B*T, d]
+//! repeat n_layers:
+//!   x = x + W_o  · attn(RoPE, causal, n_heads)(RMSNorm(x) · W_qkv)
+//!   x = x + W_down · (silu(h W_gate) * (h W_up)),  h = RMSNorm(x)
+//! logits = RMSNorm(x) · E^T        (head tied to the embedding E)
+//! ```
+//!
+//! Linear layers have no bias. The output head is **tied** to the token
+//! embedding (saves `vocab * d` parameters, standard for small models). Init:
+//! normal(0, 0.02) truncated at 2σ for the embedding and all projections, with
+//! the residual-output projections (`W_o`, `W_down`) scaled by `1/sqrt(2 L)`;
+//! RMSNorm gains 1.
+//!
+//! Optimiser: AdamW with the llama31_8b values (β1 0.9, β2 0.95, ε 1e-5, weight
+//! decay 0.1 on matrices and the embedding, none on RMSNorm gains), gradient
+//! clipping to global norm 1.0 (applied to the averaged gradient, i.e. after the
+//! data-parallel all-reduce), cosine schedule with linear warm-up to `end_lr`.
+//! Metric: mean cross-entropy in nats per token (log-perplexity).
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::ops::{self, Rope};
+use crate::optim::{AdamW, ParamStore, clip_grad_norm};
+use crate::rng::Rng;
+use crate::schedule::{DecayKind, LrSchedule};
+use crate::{Result, StepOutput, err};
+
+/// Hyperparameters of `mini_llm`. "fixed" = part of the benchmark definition
+/// (a Closed submission may not change it); "tunable" = a submitter may change it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmHparams {
+    /// (fixed) vocabulary size (the datasets crate's byte-level BPE: 2048).
+    pub vocab_size: usize,
+    /// (fixed) context length T (tokens per sample).
+    pub seq_len: usize,
+    /// (fixed) model width d.
+    pub d_model: usize,
+    /// (fixed) number of decoder blocks.
+    pub n_layers: usize,
+    /// (fixed) attention heads (head dim = d_model / n_heads, must be even).
+    pub n_heads: usize,
+    /// (fixed) SwiGLU hidden width.
+    pub ffn_hidden: usize,
+    /// (fixed) RoPE base.
+    pub rope_base: f64,
+    /// (fixed) RMSNorm epsilon.
+    pub norm_eps: f64,
+    /// (fixed) AdamW β1.
+    pub beta1: f64,
+    /// (fixed) AdamW β2.
+    pub beta2: f64,
+    /// (fixed) AdamW ε.
+    pub eps: f64,
+    /// (fixed) AdamW decoupled weight decay.
+    pub weight_decay: f64,
+    /// (fixed) gradient clipping threshold (global L2 norm).
+    pub grad_clip: f64,
+    /// (tunable) global batch size in sequences per optimizer step.
+    pub batch_size: usize,
+    /// (tunable) peak learning rate.
+    pub base_lr: f64,
+    /// (tunable) final learning rate of the cosine decay.
+    pub end_lr: f64,
+    /// (tunable) linear warm-up steps.
+    pub warmup_steps: u64,
+    /// (tunable) schedule length in optimizer steps (warm-up + cosine decay).
+    pub total_steps: u64,
+}
+
+impl Default for LlmHparams {
+    fn default() -> Self {
+        Self {
+            vocab_size: 2048,
+            seq_len: 128,
+            d_model: 128,
+            n_layers: 4,
+            n_heads: 4,
+            ffn_hidden: 384,
+            rope_base: 10_000.0,
+            norm_eps: 1e-5,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-5,
+            weight_decay: 0.1,
+            grad_clip: 1.0,
+            batch_size: 16,
+            base_lr: 2e-3,
+            end_lr: 2e-4,
+            warmup_steps: 60,
+            total_steps: 600,
+        }
+    }
+}
+
+impl LlmHparams {
+    pub fn schedule(&self) -> LrSchedule {
+        LrSchedule {
+            base_lr: self.base_lr,
+            end_lr: self.end_lr,
+            warmup_steps: self.warmup_steps,
+            total_steps: self.total_steps,
+            decay: DecayKind::Cosine,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.n_heads == 0
+            || self.d_model % self.n_heads != 0
+            || (self.d_model / self.n_heads) % 2 != 0
+        {
+            return Err(err(
+                "llm: d_model must be a multiple of n_heads with an even head dim",
+            ));
+        }
+        if self.vocab_size < 2 || self.seq_len == 0 || self.n_layers == 0 || self.ffn_hidden == 0 {
+            return Err(err(
+                "llm: vocab_size, seq_len, n_layers and ffn_hidden must be positive",
+            ));
+        }
+        Ok(())
+    }
+}
+
+struct Block {
+    attn_norm: Tensor,
+    w_qkv: Tensor,
+    w_o: Tensor,
+    mlp_norm: Tensor,
+    w_gate_up: Tensor,
+    w_down: Tensor,
+}
+
+/// The decoder.
+pub struct MiniLlm {
+    embed: Tensor,
+    blocks: Vec<Block>,
+    final_norm: Tensor,
+    rope: Rope,
+    hp: LlmHparams,
+}
+
+impl MiniLlm {
+    pub fn new(ps: &mut ParamStore, hp: &LlmHparams, seed: u64) -> Result<Self> {
+        hp.validate()?;
+        let (d, f, v) = (hp.d_model, hp.ffn_hidden, hp.vocab_size);
+        let std = 0.02;
+        let out_std = std / (2.0 * hp.n_layers as f64).sqrt();
+        let normal = |name: &str, rows: usize, cols: usize, s: f64, ps: &mut ParamStore| {
+            ps.add(
+                name,
+                (rows, cols),
+                Rng::derive(seed, name).normal_vec(rows * cols, s),
+                true,
+            )
+        };
+        let embed = normal("embed", v, d, std, ps)?;
+        let mut blocks = Vec::new();
+        for l in 0..hp.n_layers {
+            let p = format!("layer{l}");
+            let attn_norm = ps.add(&format!("{p}.attn_norm"), d, vec![1.0; d], false)?;
+            // columns: [q | k | v], each head-major (h * dh + i)
+            let w_qkv = normal(&format!("{p}.w_qkv"), d, 3 * d, std, ps)?;
+            let w_o = normal(&format!("{p}.w_o"), d, d, out_std, ps)?;
+            let mlp_norm = ps.add(&format!("{p}.mlp_norm"), d, vec![1.0; d], false)?;
+            // columns: [gate | up]
+            let w_gate_up = normal(&format!("{p}.w_gate_up"), d, 2 * f, std, ps)?;
+            let w_down = normal(&format!("{p}.w_down"), f, d, out_std, ps)?;
+            blocks.push(Block {
+                attn_norm,
+                w_qkv,
+                w_o,
+                mlp_norm,
+                w_gate_up,
+                w_down,
+            });
+        }
+        let final_norm = ps.add("final_norm", d, vec![1.0; d], false)?;
+        let rope = Rope::new(d / hp.n_heads, hp.seq_len, hp.rope_base);
+        Ok(Self {
+            embed,
+            blocks,
+            final_norm,
+            rope,
+            hp: hp.clone(),
+        })
+    }
+
+    /// `tokens: [B, T]` (u32) -> logits `[B*T, vocab]`.
+    pub fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let hp = &self.hp;
+        if t > hp.seq_len {
+            return Err(err(format!(
+                "llm: sequence of {t} tokens exceeds seq_len {}",
+                hp.seq_len
+            )));
+        }
+        let (d, nh) = (hp.d_model, hp.n_heads);
+        let eps = hp.norm_eps as f32;
+        let mut x = self.embed.embedding(&tokens.flatten_all()?)?; // [B*T, d]
+        for blk in &self.blocks {
+            let h = ops::rms_norm(&x, &blk.attn_norm, eps)?;
+            let qkv = h.matmul(&blk.w_qkv)?.reshape((b, t, 3, nh, d / nh))?;
+            let a = ops::causal_attention(&qkv, &self.rope)?.reshape((b * t, d))?;
+            x = (x + a.matmul(&blk.w_o)?)?;
+            let h = ops::rms_norm(&x, &blk.mlp_norm, eps)?;
+            let m = ops::swiglu(&h.matmul(&blk.w_gate_up)?)?;
+            x = (x + m.matmul(&blk.w_down)?)?;
+        }
+        let x = ops::rms_norm(&x, &self.final_norm, eps)?;
+        x.matmul(&self.embed.t()?)
+    }
+
+    /// Parameters that take part in matmuls (all but the RMSNorm gains), counting the tied head once.
+    fn matmul_params(&self) -> usize {
+        let (d, f, v) = (self.hp.d_model, self.hp.ffn_hidden, self.hp.vocab_size);
+        self.hp.n_layers * (3 * d * d + d * d + 2 * d * f + f * d) + v * d
+    }
+}
+
+/// Trainer for `mini_llm`: model, AdamW state, clipping and LR schedule.
+pub struct LlmTrainer {
+    hp: LlmHparams,
+    model: MiniLlm,
+    params: ParamStore,
+    opt: AdamW,
+    schedule: LrSchedule,
+    step: u64,
+    device: Device,
+    last_grad_norm: f64,
+}
+
+impl LlmTrainer {
+    /// Builds the model with weights drawn deterministically from `seed`.
+    pub fn new(hp: &LlmHparams, seed: u64, device: &Device) -> Result<Self> {
+        if device.is_cpu() {
+            crate::runtime::tune_cpu_allocator();
+        }
+        let mut params = ParamStore::new(device);
+        let model = MiniLlm::new(&mut params, hp, seed)?;
+        let opt = AdamW::new(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, params.len());
+        Ok(Self {
+            hp: hp.clone(),
+            model,
+            schedule: hp.schedule(),
+            params,
+            opt,
+            step: 0,
+            device: device.clone(),
+            last_grad_norm: 0.0,
+        })
+    }
+
+    pub fn hparams(&self) -> &LlmHparams {
+        &self.hp
+    }
+
+    fn batch(&self, inputs: &[u32], targets: &[u32]) -> Result<Tensor> {
+        let t = self.hp.seq_len;
+        if inputs.is_empty() || inputs.len() % t != 0 || inputs.len() != targets.len() {
+            return Err(err(format!(
+                "llm: inputs ({}) and targets ({}) must both be B x seq_len ({t}) tokens",
+                inputs.len(),
+                targets.len()
+            )));
+        }
+        if let Some(bad) = inputs
+            .iter()
+            .chain(targets)
+            .find(|&&x| x as usize >= self.hp.vocab_size)
+        {
+            return Err(err(format!("llm: token {bad} out of vocabulary")));
+        }
+        Tensor::from_slice(inputs, (inputs.len() / t, t), &self.device)
+    }
+
+    /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
+    pub fn train_step(&mut self, inputs: &[u32], targets: &[u32]) -> Result<StepOutput> {
+        let lr = self.current_lr();
+        let (loss, grads) = self.compute_gradients(inputs, targets)?;
+        self.apply_gradients(&grads)?;
+        Ok(StepOutput { loss, lr })
+    }
+
+    /// Forward + backward on the local batch (`inputs`/`targets`: B×T tokens,
+    /// row-major). Returns the mean loss per token and the flat gradient of that
+    /// mean in [`Self::parameter_layout`] order. Equal local batch sizes on every
+    /// rank make the average of the ranks' gradients the gradient of the global mean.
+    pub fn compute_gradients(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+    ) -> Result<(f32, Vec<f32>)> {
+        let x = self.batch(inputs, targets)?;
+        let logits = self.model.forward(&x)?;
+        let loss = ops::cross_entropy(&logits, targets)?;
+        let grads = loss.backward()?;
+        let flat = self.params.flat_grads(&grads)?;
+        Ok((loss.to_scalar::<f32>()?, flat))
+    }
+
+    /// Clips the (already averaged) flat gradient to the global norm, takes an
+    /// AdamW step, then advances the schedule.
+    pub fn apply_gradients(&mut self, flat_grads: &[f32]) -> Result<()> {
+        let lr = self.current_lr();
+        let mut g = flat_grads.to_vec();
+        self.last_grad_norm = clip_grad_norm(&mut g, self.hp.grad_clip);
+        self.opt.step(&mut self.params, &g, lr)?;
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Global gradient norm (before clipping) of the last step.
+    pub fn last_grad_norm(&self) -> f64 {
+        self.last_grad_norm
+    }
+
+    /// Mean NLL in nats per token over all batches of `(inputs, targets)`.
+    pub fn evaluate(
+        &mut self,
+        batches: &mut dyn Iterator<Item = (Vec<u32>, Vec<u32>)>,
+    ) -> Result<f64> {
+        let (mut sum, mut count) = (0f64, 0usize);
+        for (inputs, targets) in batches {
+            let x = self.batch(&inputs, &targets)?;
+            let logits = self.model.forward(&x)?.detach();
+            let loss = ops::cross_entropy(&logits, &targets)?.to_scalar::<f32>()?;
+            sum += f64::from(loss) * targets.len() as f64;
+            count += targets.len();
+        }
+        if count == 0 {
+            return Err(err("llm: empty evaluation set"));
+        }
+        Ok(sum / count as f64)
+    }
+
+    /// Model FLOPs per training sample (one sequence of `seq_len` tokens):
+    /// `T * (6 * N_matmul + 12 * L * T * d)` where `N_matmul` counts every
+    /// parameter used in a matmul (the tied embedding once, as the head) and the
+    /// second term is the attention score/value products (PaLM appendix B
+    /// convention, causal mask not discounted).
+    pub fn flops_per_sample(&self) -> f64 {
+        let hp = &self.hp;
+        let t = hp.seq_len as f64;
+        t * (6.0 * self.model.matmul_params() as f64
+            + 12.0 * hp.n_layers as f64 * t * hp.d_model as f64)
+    }
+
+    /// Tokens per sample (= `seq_len`).
+    pub fn tokens_per_sample(&self) -> usize {
+        self.hp.seq_len
+    }
+
+    pub fn num_parameters(&self) -> usize {
+        self.params.len()
+    }
+
+    /// Learning rate the next optimizer step will use.
+    pub fn current_lr(&self) -> f64 {
+        self.schedule.lr(self.step)
+    }
+
+    /// Optimizer steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// (name, offset, length) of every parameter in the flat vectors.
+    pub fn parameter_layout(&self) -> Vec<(String, usize, usize)> {
+        self.params
+            .params()
+            .iter()
+            .map(|p| (p.name.clone(), p.offset, p.len))
+            .collect()
+    }
+
+    /// All trainable parameters, flat, in [`Self::parameter_layout`] order.
+    pub fn flat_parameters(&self) -> &[f32] {
+        self.params.flat()
+    }
+
+    /// Logits `[B*T, vocab]` for `inputs` (B×T tokens), no gradient.
+    pub fn logits(&self, inputs: &[u32]) -> Result<Vec<f32>> {
+        let x = self.batch(inputs, inputs)?;
+        self.model.forward(&x)?.detach().flatten_all()?.to_vec1()
+    }
+}

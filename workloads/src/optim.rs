@@ -1,0 +1,281 @@
+//! Parameters as one flat f32 vector, and the optimizers that update it.
+//!
+//! Every trainer keeps its parameters in a [`ParamStore`]: candle `Var`s used by
+//! the model, plus a host-side master copy laid out in a fixed order (the order
+//! parameters were registered). Gradients are exported in the same order, so
+//! the harness can all-reduce one flat buffer, and the optimizers below update
+//! the host copy in place before it is written back to the `Var`s.
+
+use candle_core::{Device, Shape, Tensor, Var, backprop::GradStore};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, err};
+
+/// One registered parameter.
+#[derive(Debug)]
+pub struct Param {
+    pub name: String,
+    pub var: Var,
+    pub offset: usize,
+    pub len: usize,
+    /// Whether weight decay applies (matrices and conv kernels: yes; norm gains/biases: no).
+    pub decay: bool,
+}
+
+/// All parameters of a model in a fixed order.
+#[derive(Debug)]
+pub struct ParamStore {
+    params: Vec<Param>,
+    host: Vec<f32>,
+    device: Device,
+}
+
+impl ParamStore {
+    pub fn new(device: &Device) -> Self {
+        Self {
+            params: Vec::new(),
+            host: Vec::new(),
+            device: device.clone(),
+        }
+    }
+
+    /// Registers a parameter with its initial value; returns the tensor the model uses.
+    pub fn add(
+        &mut self,
+        name: &str,
+        shape: impl Into<Shape>,
+        init: Vec<f32>,
+        decay: bool,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.elem_count() != init.len() {
+            return Err(err(format!(
+                "param {name}: {} values for shape {shape:?}",
+                init.len()
+            )));
+        }
+        let var = Var::from_tensor(&Tensor::from_slice(&init, shape, &self.device)?)?;
+        let t = var.as_tensor().clone();
+        self.params.push(Param {
+            name: name.to_string(),
+            var,
+            offset: self.host.len(),
+            len: init.len(),
+            decay,
+        });
+        self.host.extend_from_slice(&init);
+        Ok(t)
+    }
+
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+    pub fn len(&self) -> usize {
+        self.host.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.host.is_empty()
+    }
+    /// Host copy of all parameters (flat, registration order).
+    pub fn flat(&self) -> &[f32] {
+        &self.host
+    }
+
+    /// Flattens the gradients in registration order (zeros for parameters without a gradient).
+    pub fn flat_grads(&self, grads: &GradStore) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; self.host.len()];
+        for p in &self.params {
+            if let Some(g) = grads.get(p.var.as_tensor()) {
+                let v = g.flatten_all()?.to_vec1::<f32>()?;
+                out[p.offset..p.offset + p.len].copy_from_slice(&v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Per-element weight-decay mask ranges: (offset, len, decay).
+    fn decay_ranges(&self) -> Vec<(usize, usize, bool)> {
+        self.params
+            .iter()
+            .map(|p| (p.offset, p.len, p.decay))
+            .collect()
+    }
+
+    /// Applies `f(params, state_a, state_b, grads, decay)` parameter by parameter (in
+    /// parallel) to the host copy and two optimizer-state vectors laid out like it
+    /// (pass empty vectors for unused state), then writes every parameter back to its `Var`.
+    fn update(
+        &mut self,
+        grads: &[f32],
+        sa: &mut [f32],
+        sb: &mut [f32],
+        f: impl Fn(&mut [f32], &mut [f32], &mut [f32], &[f32], bool) + Sync,
+    ) -> Result<()> {
+        let ranges = self.decay_ranges();
+        let parts = split_ranges(&mut self.host, &ranges)
+            .into_iter()
+            .zip(split_ranges(sa, &ranges))
+            .zip(split_ranges(sb, &ranges))
+            .zip(ranges.iter())
+            .collect::<Vec<_>>();
+        parts
+            .into_par_iter()
+            .for_each(|(((p, a), b), &(off, len, decay))| {
+                f(p, a, b, &grads[off..off + len], decay)
+            });
+        for p in &self.params {
+            let t = Tensor::from_slice(
+                &self.host[p.offset..p.offset + p.len],
+                p.var.shape(),
+                &self.device,
+            )?;
+            p.var.set(&t)?;
+        }
+        Ok(())
+    }
+
+    /// Overwrites all parameters from a flat vector (e.g. a checkpoint).
+    pub fn load_flat(&mut self, flat: &[f32]) -> Result<()> {
+        if flat.len() != self.host.len() {
+            return Err(err(format!(
+                "load_flat: {} values for {} parameters",
+                flat.len(),
+                self.host.len()
+            )));
+        }
+        self.update(flat, &mut [], &mut [], |p, _, _, g, _| p.copy_from_slice(g))
+    }
+}
+
+/// Scales `grads` in place so that their global L2 norm is at most `max_norm`
+/// (torch `clip_grad_norm_` semantics: factor `max_norm / (norm + 1e-6)` when
+/// `norm > max_norm`). Returns the norm before clipping.
+pub fn clip_grad_norm(grads: &mut [f32], max_norm: f64) -> f64 {
+    let norm = grads
+        .par_iter()
+        .map(|g| f64::from(*g) * f64::from(*g))
+        .sum::<f64>()
+        .sqrt();
+    if norm > max_norm {
+        let f = (max_norm / (norm + 1e-6)) as f32;
+        grads.par_iter_mut().for_each(|g| *g *= f);
+    }
+    norm
+}
+
+/// SGD with momentum and L2 weight decay, torch.optim.SGD semantics
+/// (`d = g + wd*p; buf = mu*buf + d` (buf = d at the first step); `p -= lr*buf`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SgdMomentum {
+    pub momentum: f64,
+    pub weight_decay: f64,
+    buf: Vec<f32>,
+    started: bool,
+}
+
+impl SgdMomentum {
+    pub fn new(momentum: f64, weight_decay: f64, n: usize) -> Self {
+        Self {
+            momentum,
+            weight_decay,
+            buf: vec![0.0; n],
+            started: false,
+        }
+    }
+
+    pub fn step(&mut self, store: &mut ParamStore, grads: &[f32], lr: f64) -> Result<()> {
+        check_len(store, grads)?;
+        let (mu, wd, lr, first) = (
+            self.momentum as f32,
+            self.weight_decay as f32,
+            lr as f32,
+            !self.started,
+        );
+        store.update(grads, &mut self.buf, &mut [], |p, buf, _, g, decay| {
+            for ((pv, b), &gv) in p.iter_mut().zip(buf.iter_mut()).zip(g) {
+                let d = if decay { gv + wd * *pv } else { gv };
+                *b = if first { d } else { mu * *b + d };
+                *pv -= lr * *b;
+            }
+        })?;
+        self.started = true;
+        Ok(())
+    }
+}
+
+/// AdamW (decoupled weight decay), torch.optim.AdamW semantics:
+/// `p *= 1 - lr*wd` (decayed params only); `m = b1 m + (1-b1) g`; `v = b2 v + (1-b2) g^2`;
+/// `p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdamW {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    m: Vec<f32>,
+    v: Vec<f32>,
+    t: u64,
+}
+
+impl AdamW {
+    pub fn new(beta1: f64, beta2: f64, eps: f64, weight_decay: f64, n: usize) -> Self {
+        Self {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+            t: 0,
+        }
+    }
+
+    pub fn step(&mut self, store: &mut ParamStore, grads: &[f32], lr: f64) -> Result<()> {
+        check_len(store, grads)?;
+        self.t += 1;
+        let bc1 = 1.0 - self.beta1.powi(self.t as i32);
+        let bc2 = 1.0 - self.beta2.powi(self.t as i32);
+        let step_size = (lr / bc1) as f32;
+        let bc2_sqrt = bc2.sqrt() as f32;
+        let (b1, b2, eps) = (self.beta1 as f32, self.beta2 as f32, self.eps as f32);
+        let decay_f = (1.0 - lr * self.weight_decay) as f32;
+        store.update(grads, &mut self.m, &mut self.v, |p, m, v, g, decay| {
+            for (((pv, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+                if decay {
+                    *pv *= decay_f;
+                }
+                *m = b1 * *m + (1.0 - b1) * g;
+                *v = b2 * *v + (1.0 - b2) * g * g;
+                *pv -= step_size * *m / (v.sqrt() / bc2_sqrt + eps);
+            }
+        })
+    }
+}
+
+/// Splits `v` into the given consecutive ranges (all empty slices if `v` is empty).
+fn split_ranges<'a>(v: &'a mut [f32], ranges: &[(usize, usize, bool)]) -> Vec<&'a mut [f32]> {
+    let mut out = Vec::with_capacity(ranges.len());
+    let mut rest = v;
+    for &(_, len, _) in ranges {
+        let take = len.min(rest.len());
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(take);
+        out.push(a);
+        rest = b;
+    }
+    out
+}
+
+fn check_len(store: &ParamStore, grads: &[f32]) -> Result<()> {
+    if grads.len() != store.len() {
+        return Err(err(format!(
+            "got {} gradient values for {} parameters",
+            grads.len(),
+            store.len()
+        )));
+    }
+    if grads.iter().any(|g| !g.is_finite()) {
+        return Err(err("non-finite gradient"));
+    }
+    Ok(())
+}

@@ -1,0 +1,518 @@
+//! `mini_resnet`: a small ResNet on 1×28×28 Fashion-MNIST images.
+//!
+//! Architecture (NHWC internally; the input `[B, 1, 28, 28]` NCHW slice has the
+//! same memory layout as NHWC because C = 1):
+//!
+//! ```text
+//! stem:   conv3x3(1 -> w0) + BN + ReLU                    28x28
+//! stage1: `blocks[0]` basic blocks, width w0, stride 1     28x28
+//! stage2: `blocks[1]` basic blocks, width 2*w0, first stride 2  14x14
+//! stage3: `blocks[2]` basic blocks, width 4*w0, first stride 2   7x7
+//! head:   global average pool -> linear(4*w0 -> classes)
+//! basic block: relu(BN(conv3x3(relu(BN(conv3x3_s(x))))) + shortcut(x)),
+//!              shortcut = identity, or conv1x1_s + BN when the shape changes.
+//! ```
+//!
+//! BatchNorm uses batch statistics in training (per rank, like MLPerf's local
+//! BN) and running statistics (momentum 0.1, unbiased variance) in evaluation.
+//! Optionally (`zero_init_residual`, off by default) the last BN of every block
+//! starts with gain 0.
+//!
+//! Optimiser: SGD with momentum 0.9 and L2 weight decay on conv/linear weights
+//! (not on BN gains/biases or the head bias), torch.optim.SGD semantics; LR:
+//! linear warm-up then cosine or polynomial decay, counted in optimizer steps.
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::ops::{self, BnStats};
+use crate::optim::{ParamStore, SgdMomentum};
+use crate::rng::Rng;
+use crate::schedule::{DecayKind, LrSchedule};
+use crate::{Result, StepOutput, err};
+
+/// Hyperparameters of `mini_resnet`. "fixed" = part of the benchmark definition
+/// (a Closed submission may not change it); "tunable" = a submitter may change it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResnetHparams {
+    /// (fixed) image side (square, 1 channel).
+    pub image_size: usize,
+    /// (fixed) number of classes.
+    pub num_classes: usize,
+    /// (fixed) width of the stem and stage 1; stages 2 and 3 use 2x and 4x.
+    pub base_width: usize,
+    /// (fixed) basic blocks per stage.
+    pub blocks: [usize; 3],
+    /// (fixed) start the last BN gain of every residual block at 0 instead of 1.
+    pub zero_init_residual: bool,
+    /// (fixed) BatchNorm epsilon.
+    pub bn_eps: f64,
+    /// (fixed) BatchNorm running-average momentum (torch convention).
+    pub bn_momentum: f64,
+    /// (tunable) global batch size (samples per optimizer step, all ranks together).
+    pub batch_size: usize,
+    /// (tunable) peak learning rate.
+    pub base_lr: f64,
+    /// (tunable) learning rate at the end of the decay.
+    pub end_lr: f64,
+    /// (tunable) linear warm-up length in optimizer steps.
+    pub warmup_steps: u64,
+    /// (tunable) schedule length (warm-up + decay) in optimizer steps.
+    pub total_steps: u64,
+    /// (tunable) decay shape after warm-up.
+    pub decay: DecayKind,
+    /// (tunable) SGD momentum.
+    pub momentum: f64,
+    /// (tunable) L2 weight decay on conv and linear weights.
+    pub weight_decay: f64,
+}
+
+impl Default for ResnetHparams {
+    fn default() -> Self {
+        Self {
+            image_size: 28,
+            num_classes: 10,
+            base_width: 16,
+            blocks: [1, 1, 1],
+            zero_init_residual: false,
+            bn_eps: 1e-5,
+            bn_momentum: 0.1,
+            batch_size: 128,
+            base_lr: 0.1,
+            end_lr: 0.0,
+            warmup_steps: 46,
+            total_steps: 468,
+            decay: DecayKind::Cosine,
+            momentum: 0.9,
+            weight_decay: 5e-4,
+        }
+    }
+}
+
+impl ResnetHparams {
+    pub fn schedule(&self) -> LrSchedule {
+        LrSchedule {
+            base_lr: self.base_lr,
+            end_lr: self.end_lr,
+            warmup_steps: self.warmup_steps,
+            total_steps: self.total_steps,
+            decay: self.decay,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.image_size % 4 != 0 || self.image_size == 0 {
+            return Err(err("resnet: image_size must be a positive multiple of 4"));
+        }
+        if self.base_width == 0 || self.blocks.contains(&0) || self.num_classes < 2 {
+            return Err(err(
+                "resnet: base_width, blocks and num_classes must be positive",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Convolution without bias; weight HWIO `[k*k*cin, cout]`.
+struct Conv {
+    w: Tensor,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    cin: usize,
+    cout: usize,
+}
+
+impl Conv {
+    fn new(
+        ps: &mut ParamStore,
+        seed: u64,
+        name: &str,
+        cin: usize,
+        cout: usize,
+        k: usize,
+        stride: usize,
+    ) -> Result<Self> {
+        // Kaiming normal, fan_out mode (torchvision ResNet).
+        let std = (2.0 / (k * k * cout) as f64).sqrt();
+        let init = Rng::derive(seed, name).normal_vec(k * k * cin * cout, std);
+        let w = ps.add(name, (k * k * cin, cout), init, true)?;
+        Ok(Self {
+            w,
+            k,
+            stride,
+            pad: k / 2,
+            cin,
+            cout,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        ops::conv2d_nhwc(x, &self.w, self.k, self.stride, self.pad)
+    }
+    /// Multiply-accumulates per sample for an input of side `hw`.
+    fn macs(&self, hw: usize) -> usize {
+        let o = (hw + 2 * self.pad - self.k) / self.stride + 1;
+        o * o * self.k * self.k * self.cin * self.cout
+    }
+}
+
+struct BatchNorm {
+    gamma: Tensor,
+    beta: Tensor,
+    running_mean: Vec<f32>,
+    running_var: Vec<f32>,
+    eps: f64,
+    momentum: f64,
+}
+
+impl BatchNorm {
+    fn new(
+        ps: &mut ParamStore,
+        name: &str,
+        c: usize,
+        hp: &ResnetHparams,
+        zero_gamma: bool,
+    ) -> Result<Self> {
+        let g = if zero_gamma { 0.0 } else { 1.0 };
+        let gamma = ps.add(&format!("{name}.gamma"), c, vec![g; c], false)?;
+        let beta = ps.add(&format!("{name}.beta"), c, vec![0.0; c], false)?;
+        Ok(Self {
+            gamma,
+            beta,
+            running_mean: vec![0.0; c],
+            running_var: vec![1.0; c],
+            eps: hp.bn_eps,
+            momentum: hp.bn_momentum,
+        })
+    }
+
+    /// `x: [N, H, W, C]`.
+    fn forward(&mut self, x: &Tensor, train: bool, relu: bool) -> Result<Tensor> {
+        let dims = x.dims().to_vec();
+        let c = dims[3];
+        let x2 = x.reshape((dims[0] * dims[1] * dims[2], c))?;
+        let y = if train {
+            let (y, st) =
+                ops::batch_norm_train(&x2, &self.gamma, &self.beta, self.eps as f32, relu)?;
+            self.update_running(&st);
+            y
+        } else {
+            let dev = x.device();
+            let g = self.gamma.detach().to_vec1::<f32>()?;
+            let b = self.beta.detach().to_vec1::<f32>()?;
+            let scale: Vec<f32> = (0..c)
+                .map(|j| g[j] / (self.running_var[j] + self.eps as f32).sqrt())
+                .collect();
+            let shift: Vec<f32> = (0..c)
+                .map(|j| b[j] - self.running_mean[j] * scale[j])
+                .collect();
+            let scale = Tensor::from_vec(scale, (1, c), dev)?;
+            let shift = Tensor::from_vec(shift, (1, c), dev)?;
+            let y = x2.broadcast_mul(&scale)?.broadcast_add(&shift)?;
+            if relu { y.relu()? } else { y }
+        };
+        y.reshape(dims)
+    }
+
+    fn update_running(&mut self, st: &BnStats) {
+        let mom = self.momentum as f32;
+        let unbias = if st.count > 1 {
+            st.count as f32 / (st.count - 1) as f32
+        } else {
+            1.0
+        };
+        for j in 0..self.running_mean.len() {
+            self.running_mean[j] = (1.0 - mom) * self.running_mean[j] + mom * st.mean[j];
+            self.running_var[j] = (1.0 - mom) * self.running_var[j] + mom * st.var[j] * unbias;
+        }
+    }
+}
+
+struct BasicBlock {
+    conv1: Conv,
+    bn1: BatchNorm,
+    conv2: Conv,
+    bn2: BatchNorm,
+    shortcut: Option<(Conv, BatchNorm)>,
+}
+
+impl BasicBlock {
+    fn new(
+        ps: &mut ParamStore,
+        seed: u64,
+        name: &str,
+        cin: usize,
+        cout: usize,
+        stride: usize,
+        hp: &ResnetHparams,
+    ) -> Result<Self> {
+        let conv1 = Conv::new(ps, seed, &format!("{name}.conv1"), cin, cout, 3, stride)?;
+        let bn1 = BatchNorm::new(ps, &format!("{name}.bn1"), cout, hp, false)?;
+        let conv2 = Conv::new(ps, seed, &format!("{name}.conv2"), cout, cout, 3, 1)?;
+        let bn2 = BatchNorm::new(ps, &format!("{name}.bn2"), cout, hp, hp.zero_init_residual)?;
+        let shortcut = if stride != 1 || cin != cout {
+            let c = Conv::new(ps, seed, &format!("{name}.down.conv"), cin, cout, 1, stride)?;
+            let b = BatchNorm::new(ps, &format!("{name}.down.bn"), cout, hp, false)?;
+            Some((c, b))
+        } else {
+            None
+        };
+        Ok(Self {
+            conv1,
+            bn1,
+            conv2,
+            bn2,
+            shortcut,
+        })
+    }
+
+    fn forward(&mut self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let y = self.bn1.forward(&self.conv1.forward(x)?, train, true)?;
+        let y = self.bn2.forward(&self.conv2.forward(&y)?, train, false)?;
+        let sc = match &mut self.shortcut {
+            Some((c, b)) => b.forward(&c.forward(x)?, train, false)?,
+            None => x.clone(),
+        };
+        ops::add_relu(&y, &sc)
+    }
+
+    fn macs(&self, hw: usize) -> usize {
+        let o = hw / self.conv1.stride;
+        self.conv1.macs(hw)
+            + self.conv2.macs(o)
+            + self.shortcut.as_ref().map_or(0, |(c, _)| c.macs(hw))
+    }
+}
+
+/// The model: stem, three stages of basic blocks, global average pool, linear head.
+pub struct MiniResnet {
+    stem: Conv,
+    stem_bn: BatchNorm,
+    blocks: Vec<BasicBlock>,
+    fc_w: Tensor,
+    fc_b: Tensor,
+    image_size: usize,
+    num_classes: usize,
+}
+
+impl MiniResnet {
+    pub fn new(ps: &mut ParamStore, hp: &ResnetHparams, seed: u64) -> Result<Self> {
+        hp.validate()?;
+        let w0 = hp.base_width;
+        let stem = Conv::new(ps, seed, "stem.conv", 1, w0, 3, 1)?;
+        let stem_bn = BatchNorm::new(ps, "stem.bn", w0, hp, false)?;
+        let mut blocks = Vec::new();
+        let mut cin = w0;
+        for (s, &nb) in hp.blocks.iter().enumerate() {
+            let cout = w0 << s;
+            for i in 0..nb {
+                let stride = if s > 0 && i == 0 { 2 } else { 1 };
+                blocks.push(BasicBlock::new(
+                    ps,
+                    seed,
+                    &format!("stage{}.block{i}", s + 1),
+                    cin,
+                    cout,
+                    stride,
+                    hp,
+                )?);
+                cin = cout;
+            }
+        }
+        let bound = 1.0 / (cin as f64).sqrt();
+        let fc_w = ps.add(
+            "fc.w",
+            (cin, hp.num_classes),
+            Rng::derive(seed, "fc.w").uniform_vec(cin * hp.num_classes, bound),
+            true,
+        )?;
+        let fc_b = ps.add(
+            "fc.b",
+            hp.num_classes,
+            Rng::derive(seed, "fc.b").uniform_vec(hp.num_classes, bound),
+            false,
+        )?;
+        Ok(Self {
+            stem,
+            stem_bn,
+            blocks,
+            fc_w,
+            fc_b,
+            image_size: hp.image_size,
+            num_classes: hp.num_classes,
+        })
+    }
+
+    /// `pixels`: `[B, 1, S, S]` normalised f32 (NCHW = NHWC for one channel). Returns logits `[B, classes]`.
+    pub fn forward(&mut self, pixels: &Tensor, train: bool) -> Result<Tensor> {
+        let b = pixels.dim(0)?;
+        let s = self.image_size;
+        let x = pixels.reshape((b, s, s, 1))?;
+        let mut x = self.stem_bn.forward(&self.stem.forward(&x)?, train, true)?;
+        for blk in &mut self.blocks {
+            x = blk.forward(&x, train)?;
+        }
+        let (n, h, w, c) = x.dims4()?;
+        let pooled = x.reshape((n, h * w, c))?.mean(1)?;
+        pooled.matmul(&self.fc_w)?.broadcast_add(&self.fc_b)
+    }
+
+    /// Forward multiply-accumulates per sample (convolutions + linear head).
+    pub fn macs_per_sample(&self) -> usize {
+        let mut hw = self.image_size;
+        let mut total = self.stem.macs(hw);
+        for b in &self.blocks {
+            total += b.macs(hw);
+            hw /= b.conv1.stride;
+        }
+        total + self.fc_w.dim(0).unwrap_or(0) * self.num_classes
+    }
+}
+
+/// Trainer for `mini_resnet`: model, SGD-momentum state and LR schedule.
+pub struct ResnetTrainer {
+    hp: ResnetHparams,
+    model: MiniResnet,
+    params: ParamStore,
+    opt: SgdMomentum,
+    schedule: LrSchedule,
+    step: u64,
+    device: Device,
+}
+
+impl ResnetTrainer {
+    /// Builds the model with weights drawn deterministically from `seed`.
+    pub fn new(hp: &ResnetHparams, seed: u64, device: &Device) -> Result<Self> {
+        if device.is_cpu() {
+            crate::runtime::tune_cpu_allocator();
+        }
+        let mut params = ParamStore::new(device);
+        let model = MiniResnet::new(&mut params, hp, seed)?;
+        let opt = SgdMomentum::new(hp.momentum, hp.weight_decay, params.len());
+        Ok(Self {
+            hp: hp.clone(),
+            model,
+            schedule: hp.schedule(),
+            params,
+            opt,
+            step: 0,
+            device: device.clone(),
+        })
+    }
+
+    pub fn hparams(&self) -> &ResnetHparams {
+        &self.hp
+    }
+
+    fn inputs(&self, pixels: &[f32], labels: &[u32]) -> Result<Tensor> {
+        let s = self.hp.image_size;
+        let b = labels.len();
+        if b == 0 || pixels.len() != b * s * s {
+            return Err(err(format!(
+                "resnet: {} pixels for {b} labels of {s}x{s} images",
+                pixels.len()
+            )));
+        }
+        if let Some(bad) = labels.iter().find(|&&l| l as usize >= self.hp.num_classes) {
+            return Err(err(format!("resnet: label {bad} out of range")));
+        }
+        Tensor::from_slice(pixels, (b, 1, s, s), &self.device)
+    }
+
+    /// One optimizer step on a batch: forward, loss, backward, SGD update, LR schedule.
+    pub fn train_step(&mut self, pixels: &[f32], labels: &[u32]) -> Result<StepOutput> {
+        let lr = self.current_lr();
+        let (loss, grads) = self.compute_gradients(pixels, labels)?;
+        self.apply_gradients(&grads)?;
+        Ok(StepOutput { loss, lr })
+    }
+
+    /// Forward + backward on the local batch (updates BN running statistics).
+    /// Returns the mean loss and the flat gradient of the mean loss, in
+    /// [`Self::parameter_layout`] order.
+    pub fn compute_gradients(&mut self, pixels: &[f32], labels: &[u32]) -> Result<(f32, Vec<f32>)> {
+        let x = self.inputs(pixels, labels)?;
+        let logits = self.model.forward(&x, true)?;
+        let loss = ops::cross_entropy(&logits, labels)?;
+        let grads = loss.backward()?;
+        let flat = self.params.flat_grads(&grads)?;
+        Ok((loss.to_scalar::<f32>()?, flat))
+    }
+
+    /// SGD step with the (already averaged) flat gradient, then advances the schedule.
+    pub fn apply_gradients(&mut self, flat_grads: &[f32]) -> Result<()> {
+        let lr = self.current_lr();
+        self.opt.step(&mut self.params, flat_grads, lr)?;
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Top-1 accuracy (running BN statistics) over all batches.
+    pub fn evaluate(
+        &mut self,
+        batches: &mut dyn Iterator<Item = (Vec<f32>, Vec<u32>)>,
+    ) -> Result<f64> {
+        let (mut correct, mut total) = (0usize, 0usize);
+        for (pixels, labels) in batches {
+            let x = self.inputs(&pixels, &labels)?;
+            let logits = self.model.forward(&x, false)?.detach();
+            let pred = logits.argmax(1)?.to_vec1::<u32>()?;
+            correct += pred.iter().zip(&labels).filter(|(p, l)| p == l).count();
+            total += labels.len();
+        }
+        if total == 0 {
+            return Err(err("resnet: empty evaluation set"));
+        }
+        Ok(correct as f64 / total as f64)
+    }
+
+    /// Model FLOPs per training sample: `3 * 2 * MACs_forward` (forward, plus
+    /// backward counted as twice the forward), MACs of all convolutions and the
+    /// linear head; BN, ReLU, pooling and the optimizer are not counted.
+    pub fn flops_per_sample(&self) -> f64 {
+        6.0 * self.model.macs_per_sample() as f64
+    }
+
+    pub fn num_parameters(&self) -> usize {
+        self.params.len()
+    }
+
+    /// Learning rate the next optimizer step will use.
+    pub fn current_lr(&self) -> f64 {
+        self.schedule.lr(self.step)
+    }
+
+    /// Optimizer steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// (name, offset, length) of every parameter in the flat vectors.
+    pub fn parameter_layout(&self) -> Vec<(String, usize, usize)> {
+        self.params
+            .params()
+            .iter()
+            .map(|p| (p.name.clone(), p.offset, p.len))
+            .collect()
+    }
+
+    /// Logits `[B, classes]` (flat) for a batch. `train = true` uses batch
+    /// statistics and updates the BN running averages (as a training forward
+    /// does); `train = false` uses the running statistics. No gradient.
+    pub fn logits(&mut self, pixels: &[f32], train: bool) -> Result<Vec<f32>> {
+        let s = self.hp.image_size;
+        let b = pixels.len() / (s * s);
+        let x = self.inputs(pixels, &vec![0; b])?;
+        self.model
+            .forward(&x, train)?
+            .detach()
+            .flatten_all()?
+            .to_vec1()
+    }
+
+    /// All trainable parameters, flat, in [`Self::parameter_layout`] order.
+    pub fn flat_parameters(&self) -> &[f32] {
+        self.params.flat()
+    }
+}

@@ -1,0 +1,47 @@
+//! Process-level CPU runtime settings that matter for step time on small machines.
+//!
+//! * Threads: candle's GEMM and this crate's fused ops use the global rayon pool
+//!   (size from `RAYON_NUM_THREADS`); candle 0.11's element-wise ops use a
+//!   separate spin-waiting "barrier pool" sized from `CANDLE_NUM_THREADS`. On a
+//!   2-core machine the two pools fight over the cores, so
+//!   [`configure_cpu_threads`] sets `RAYON_NUM_THREADS = n` and
+//!   `CANDLE_NUM_THREADS = 1` (element-wise candle ops then run on the calling
+//!   thread; the heavy ops are GEMMs and fused ops, which stay parallel).
+//! * Allocator: every step allocates and frees the same large activation
+//!   buffers; glibc serves allocations above its mmap threshold with fresh
+//!   `mmap`s, so each step pays page faults on all of them (≈30 % of a ResNet
+//!   step in a profile). [`tune_cpu_allocator`] turns `mmap` allocation off and
+//!   disables heap trimming so freed buffers are reused. The trainers call it
+//!   on construction for CPU devices.
+
+/// Sets the thread-count environment variables read by candle and rayon.
+///
+/// # Safety
+/// Must be called at program start, before any other thread exists (it calls
+/// `std::env::set_var`), and before the first candle or rayon operation.
+pub unsafe fn configure_cpu_threads(n: usize) {
+    let n = n.max(1).to_string();
+    // SAFETY: the caller guarantees no other thread is running.
+    unsafe {
+        std::env::set_var("RAYON_NUM_THREADS", &n);
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+}
+
+/// Makes glibc keep freed memory for reuse instead of `mmap`/`munmap`-ing large
+/// buffers on every step. Idempotent; a no-op on non-glibc targets. Affects
+/// the whole process (memory is not returned to the OS while it runs).
+pub fn tune_cpu_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only changes allocator parameters.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_MAX, 0);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+                libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+            }
+        });
+    }
+}
