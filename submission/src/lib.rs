@@ -1,1 +1,4 @@
 //! referee submission crate.
+
+pub mod manifest;
+pub mod sign;

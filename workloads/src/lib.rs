@@ -33,12 +33,14 @@
 //! backward and a composed-candle-ops fallback used on non-CPU devices (and by
 //! the tests as the reference).
 
+pub mod bench;
 pub mod device;
 pub mod llm;
 pub mod ops;
 pub mod optim;
 pub mod resnet;
 pub mod rng;
+pub mod rulegen;
 pub mod runtime;
 pub mod schedule;
 

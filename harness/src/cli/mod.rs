@@ -11,6 +11,7 @@ pub mod check;
 pub mod common;
 pub mod package_check;
 pub mod rcp;
+pub mod sign;
 pub mod summarize;
 
 pub const EXIT_OK: i32 = 0;
@@ -39,6 +40,12 @@ pub enum Command {
     Summarize(summarize::SummarizeArgs),
     /// Check a whole submission folder (layout, logs, seeds, RCP, systems); exit 0 only if acceptable.
     PackageCheck(package_check::PackageCheckArgs),
+    /// Generate an ed25519 signing key (OpenSSH format).
+    Keygen(sign::KeygenArgs),
+    /// Write MANIFEST and MANIFEST.sig for a submission directory.
+    Sign(sign::SignArgs),
+    /// Check a signed directory: signature, signer and every file.
+    Verify(sign::VerifyArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -60,6 +67,9 @@ where
         Command::Rcp(a) => rcp::run(a),
         Command::Summarize(a) => summarize::run(a),
         Command::PackageCheck(a) => package_check::run(a),
+        Command::Keygen(a) => sign::run_keygen(a),
+        Command::Sign(a) => sign::run_sign(a),
+        Command::Verify(a) => sign::run_verify(a),
     }
 }
 
