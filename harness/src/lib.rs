@@ -7,8 +7,12 @@
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod collective;
+pub mod fsutil;
 pub mod launch;
 pub mod logger;
 pub mod provenance;
+pub mod registry;
 pub mod rules_env;
+pub mod run;
 pub mod sysinfo;

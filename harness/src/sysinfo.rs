@@ -235,7 +235,7 @@ mod tests {
         let p = dir.path().join("box.json");
         std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
         let desc = referee_rules::sysdesc::SystemDesc::load(&p).unwrap();
-        assert!(referee_rules::sysdesc::check(&desc, &p, "training", "5.0.0").is_empty());
+        assert!(referee_rules::sysdesc::check(&desc, &p, true).is_empty());
         assert!(!host.cpu_model.is_empty() && host.logical_cpus >= 1 && host.memory_gib > 0.0);
     }
 }

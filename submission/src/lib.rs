@@ -1,4 +1,5 @@
 //! referee submission crate.
 
 pub mod manifest;
+pub mod package;
 pub mod sign;

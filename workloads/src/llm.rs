@@ -89,10 +89,10 @@ impl Default for LlmHparams {
             weight_decay: 0.1,
             grad_clip: 1.0,
             batch_size: 16,
-            base_lr: 2e-3,
-            end_lr: 2e-4,
+            base_lr: 3e-3,
+            end_lr: 3e-4,
             warmup_steps: 60,
-            total_steps: 600,
+            total_steps: 768,
         }
     }
 }

@@ -82,7 +82,7 @@ impl Default for ResnetHparams {
             base_lr: 0.1,
             end_lr: 0.0,
             warmup_steps: 46,
-            total_steps: 468,
+            total_steps: 480,
             decay: DecayKind::Cosine,
             momentum: 0.9,
             weight_decay: 5e-4,

@@ -109,10 +109,11 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
     } else {
         None
     };
-    let lib = match &official {
+    let mut lib = match &official {
         Some(o) => o.library(),
         None => RuleLibrary::embedded_only(),
     };
+    crate::registry::register_rules(&mut lib);
     let (choice, rules_desc) = if let Some(v) = a.ruleset {
         let available = lib.rulesets(usage);
         if !available.contains(&v) {
@@ -149,7 +150,8 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         werror: a.werror,
         quiet: a.no_warnings,
     };
-    let checker = Checker::new(Arc::new(lib), opts);
+    let mut checker = Checker::new(Arc::new(lib), opts);
+    crate::registry::register_own(&mut checker);
     let format = if a.json {
         Format::Json
     } else if a.markdown {

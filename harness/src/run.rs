@@ -1,0 +1,523 @@
+//! The life of one run, as the harness owns it:
+//!
+//! 1. `cache_clear` (the page cache is dropped where permitted);
+//! 2. `init_start`, the submission keys, the seed, every hyperparameter,
+//!    provenance; the model is built (initialisation touches no data);
+//!    `init_stop` — a run whose initialisation exceeds the budget (30 min
+//!    closed, 4 h open) stops there, aborted, and its log fails the check;
+//! 3. `run_start`, immediately before the first touch of training data;
+//! 4. training in blocks between evaluations; an evaluation happens after
+//!    the first step at which the samples seen reach k × the declared
+//!    cadence; throughput is logged per block;
+//! 5. `run_stop` with status `success` at the first evaluation that meets
+//!    the target, or `aborted` when the schedule (max samples) or the time
+//!    budget is exhausted;
+//! 6. the log is finalised atomically.
+
+use crate::cache::{CacheClear, drop_page_cache};
+use crate::clock::Clock;
+use crate::collective::Collective;
+use crate::logger::{IntoValue, MlLogger};
+use crate::provenance::CodeIdentity;
+use referee_rules::value::{Dict, Value};
+use referee_workloads::Device;
+use referee_workloads::bench::{Batch, Benchmark, Trainer, eval_point};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Everything a run needs, resolved and validated.
+pub struct RunPlan {
+    pub bench: &'static dyn Benchmark,
+    /// Full hyperparameter configuration (validated).
+    pub config: serde_json::Value,
+    pub config_sha256: String,
+    pub division: String,
+    pub org: String,
+    pub platform: String,
+    pub data_dir: PathBuf,
+    pub out_dir: PathBuf,
+    pub device: Device,
+    pub device_name: String,
+    /// Stop at the first evaluation that meets the target (off for
+    /// calibration runs, which follow the whole schedule).
+    pub stop_at_target: bool,
+    pub budget_minutes: f64,
+    pub init_budget_ms: u64,
+    pub cache_clear: bool,
+    pub dataset_fingerprints: BTreeMap<String, String>,
+    pub code: CodeIdentity,
+    pub env: BTreeMap<String, String>,
+    /// Peak FLOP/s of the device, when known (for MFU).
+    pub peak_flops: Option<f64>,
+    /// Throughput mode: a fixed number of steps, no evaluation.
+    pub throughput: Option<ThroughputPlan>,
+    /// An artificial delay added to every step (to test regression gates).
+    pub step_delay_ms: u64,
+}
+
+/// `--mode throughput --steps S --window A..B`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThroughputPlan {
+    pub steps: u64,
+    /// Steps [from, to) averaged (1-based step numbers).
+    pub window: (u64, u64),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Success,
+    Aborted(String),
+}
+
+impl Status {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Aborted(_) => "aborted",
+        }
+    }
+}
+
+/// Throughput figures.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct Throughput {
+    pub samples_per_second: f64,
+    pub tokens_per_second: Option<f64>,
+    pub flops_per_sample: f64,
+    pub achieved_flops: f64,
+    pub mfu: Option<f64>,
+    pub step_seconds: f64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunResult {
+    pub index: usize,
+    pub seed: u64,
+    pub status: String,
+    pub reason: Option<String>,
+    pub samples: u64,
+    /// (samples_count, metric, seconds since run_start).
+    pub evals: Vec<(u64, f64, f64)>,
+    pub init_ms: u64,
+    pub run_start_ms: u64,
+    pub run_stop_ms: u64,
+    pub time_to_train_minutes: f64,
+    pub throughput: Throughput,
+    pub initial_weights_sha256: String,
+    pub log: Option<PathBuf>,
+}
+
+/// Progress notifications (the CLI draws a progress bar from them).
+pub trait Observer {
+    fn phase(&self, _what: &str) {}
+    fn step(&self, _samples: u64, _max_samples: u64, _loss: f32, _samples_per_second: f64) {}
+    fn eval(&self, _samples: u64, _metric: f64) {}
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+fn dict(pairs: Vec<(&str, Value)>) -> Value {
+    let mut d = Dict::new();
+    for (k, v) in pairs {
+        d.insert(k.to_string(), v);
+    }
+    Value::Dict(d)
+}
+
+fn json_to_value(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::None,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Value::Int)
+            .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN))),
+        serde_json::Value::String(s) => Value::Str(s.clone()),
+        serde_json::Value::Array(a) => Value::List(a.iter().map(json_to_value).collect()),
+        serde_json::Value::Object(m) => {
+            let mut d = Dict::new();
+            for (k, x) in m {
+                d.insert(k.clone(), json_to_value(x));
+            }
+            Value::Dict(d)
+        }
+    }
+}
+
+/// Path of run `index`'s log in `out_dir`.
+pub fn log_path(out_dir: &Path, index: usize) -> PathBuf {
+    out_dir.join(format!("result_{index}.txt"))
+}
+
+fn samples_meta(samples: u64) -> Vec<(&'static str, Value)> {
+    vec![("samples_count", Value::Int(samples as i64))]
+}
+
+/// One training step, data-parallel when the world is larger than 1.
+fn step(
+    trainer: &mut dyn Trainer,
+    batch: &Batch,
+    coll: &mut dyn Collective,
+) -> Result<f32, String> {
+    if coll.world_size() == 1 {
+        return trainer
+            .train_step(batch)
+            .map(|o| o.loss)
+            .map_err(|e| e.to_string());
+    }
+    let (loss, mut grads) = trainer
+        .compute_gradients(batch)
+        .map_err(|e| e.to_string())?;
+    coll.all_reduce_mean(&mut grads)?;
+    trainer.apply_gradients(&grads).map_err(|e| e.to_string())?;
+    Ok(loss)
+}
+
+/// Execute run `index` with `seed`. Rank 0 writes the log. Errors (data,
+/// model, communication) leave the log unfinished (`.partial`).
+pub fn run_once(
+    plan: &RunPlan,
+    index: usize,
+    seed: u64,
+    clock: Arc<dyn Clock>,
+    coll: &mut dyn Collective,
+    obs: &dyn Observer,
+) -> Result<RunResult, String> {
+    let spec = plan.bench.spec();
+    let leader = coll.rank() == 0;
+    let path = log_path(&plan.out_dir, index);
+    let mut log = if leader {
+        MlLogger::create(&path, clock.clone()).map_err(|e| format!("{}: {e}", path.display()))?
+    } else {
+        MlLogger::silent(clock.clone())
+    };
+    let gbs = plan.bench.global_batch_size(&plan.config) as u64;
+    let max_samples = plan.bench.max_samples(&plan.config);
+
+    // 1. Cache clearing (once per node: local rank 0; here: rank 0).
+    obs.phase("clearing caches");
+    let cache = if !plan.cache_clear {
+        CacheClear::Skipped
+    } else if leader {
+        drop_page_cache()
+    } else {
+        CacheClear::Skipped
+    };
+    if let CacheClear::NotPermitted(why) = &cache {
+        if index == 0 {
+            eprintln!(
+                "referee: warning: page cache not dropped: {why}; the log says so (cache_clear metadata)"
+            );
+        }
+    }
+    log.event("cache_clear", cache.dropped(), &cache.metadata());
+
+    // 2. Initialisation.
+    let init_start = log.start("init_start", (), &[]);
+    log.event("submission_org", plan.org.as_str(), &[]);
+    log.event("submission_platform", plan.platform.as_str(), &[]);
+    log.event("submission_division", plan.division.as_str(), &[]);
+    log.event("submission_benchmark", spec.name, &[]);
+    log.event("submission_status", "research", &[]);
+    log.event("seed", seed, &[]);
+    log.event("train_samples", spec.train_samples, &[]);
+    log.event("eval_samples", spec.eval_samples, &[]);
+    for p in plan.bench.logged_params(&plan.config) {
+        log.event(p.key, json_to_value(&p.value), &[]);
+    }
+    obs.phase("building the model");
+    let mut trainer = plan
+        .bench
+        .build(&plan.config, seed, &plan.device)
+        .map_err(|e| format!("building {}: {e}", spec.name))?;
+    let weights = trainer.weights_sha256();
+    let env: Vec<(String, Value)> = plan
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::str(v.clone())))
+        .collect();
+    let mut env_dict = Dict::new();
+    for (k, v) in env {
+        env_dict.insert(k, v);
+    }
+    let fingerprints = {
+        let mut d = Dict::new();
+        for (k, v) in &plan.dataset_fingerprints {
+            d.insert(k.clone(), Value::str(v.clone()));
+        }
+        Value::Dict(d)
+    };
+    log.event(
+        "referee_provenance",
+        dict(vec![
+            (
+                "referee_version",
+                Value::str(plan.code.referee_version.clone()),
+            ),
+            ("git_commit", Value::str(plan.code.git_commit.clone())),
+            (
+                "uncommitted_diff_sha256",
+                Value::str(plan.code.uncommitted_diff_sha256.clone()),
+            ),
+            ("binary_sha256", Value::str(plan.code.binary_sha256.clone())),
+            ("config_sha256", Value::str(plan.config_sha256.clone())),
+            ("dataset_fingerprints", fingerprints),
+            ("seed", Value::Int(seed as i64)),
+            ("initial_weights_sha256", Value::str(weights.clone())),
+            ("device", Value::str(plan.device_name.clone())),
+            ("world_size", Value::Int(coll.world_size() as i64)),
+            ("environment", Value::Dict(env_dict)),
+        ]),
+        &[],
+    );
+    log.event(
+        "model_parameters",
+        trainer.num_parameters() as u64,
+        &[("flops_per_sample", Value::Float(trainer.flops_per_sample()))],
+    );
+    obs.phase("initialised");
+    coll.barrier()?;
+    let init_stop = log.end("init_stop", (), &[]);
+    let init_ms = init_stop.saturating_sub(init_start);
+
+    // 3. The clock starts; then the first touch of training data.
+    let run_start = log.start("run_start", (), &[]);
+    let start_s = clock.seconds();
+    let mut evals = Vec::new();
+    let mut samples: u64 = 0;
+    let mut status = Status::Aborted(if plan.stop_at_target {
+        "the schedule ended before the target".into()
+    } else {
+        "calibration run: the whole schedule, not stopping at the target".into()
+    });
+    let mut train_seconds = 0.0f64;
+    let mut train_samples = 0u64;
+
+    if init_ms >= plan.init_budget_ms {
+        status = Status::Aborted(format!(
+            "initialisation took {:.1} min; the {} division allows {:.0} min",
+            init_ms as f64 / 60_000.0,
+            plan.division,
+            plan.init_budget_ms as f64 / 60_000.0
+        ));
+    } else {
+        let mut train = plan
+            .bench
+            .open_train(
+                &plan.data_dir,
+                &plan.config,
+                seed,
+                coll.rank(),
+                coll.world_size(),
+            )
+            .map_err(|e| format!("opening training data: {e}"))?;
+        let mut k = 1u64;
+        let mut next_eval = eval_point(k, spec.eval_every_samples, gbs);
+        let throughput_steps = plan.throughput.map(|t| t.steps);
+        let mut window_time = 0.0f64;
+        let mut window_samples = 0u64;
+        let mut steps_done = 0u64;
+        log.start("block_start", (), &samples_meta(0));
+        let mut block_t = 0.0f64;
+        let mut block_samples = 0u64;
+        'train: loop {
+            if clock.seconds() - start_s > plan.budget_minutes * 60.0 {
+                status = Status::Aborted(format!(
+                    "the time budget of {} min ran out",
+                    plan.budget_minutes
+                ));
+                break;
+            }
+            let t0 = clock.seconds();
+            let batch = match train.next() {
+                Some(Ok(b)) => b,
+                Some(Err(e)) => return Err(format!("reading training data: {e}")),
+                None => return Err("the training data ended".into()),
+            };
+            let loss = step(trainer.as_mut(), &batch, coll)?;
+            if plan.step_delay_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(plan.step_delay_ms));
+            }
+            if !loss.is_finite() {
+                status = Status::Aborted(format!("the training loss is {loss}"));
+                break;
+            }
+            let dt = clock.seconds() - t0;
+            samples += gbs;
+            steps_done += 1;
+            train_seconds += dt;
+            train_samples += gbs;
+            block_t += dt;
+            block_samples += gbs;
+            if let Some(tp) = plan.throughput {
+                if steps_done >= tp.window.0 && steps_done < tp.window.1 {
+                    window_time += dt;
+                    window_samples += gbs;
+                }
+            }
+            obs.step(
+                samples,
+                throughput_steps.map(|s| s * gbs).unwrap_or(max_samples),
+                loss,
+                if dt > 0.0 { gbs as f64 / dt } else { 0.0 },
+            );
+            if let Some(steps) = throughput_steps {
+                if steps_done >= steps {
+                    let tp = plan.throughput.expect("throughput mode");
+                    let t = throughput_of(
+                        trainer.as_ref(),
+                        window_samples,
+                        window_time,
+                        tp.window.1 - tp.window.0,
+                        plan.peak_flops,
+                    );
+                    log.event(
+                        "throughput",
+                        throughput_value(&t),
+                        &[
+                            ("samples_count", Value::Int(samples as i64)),
+                            ("window_start_step", Value::Int(tp.window.0 as i64)),
+                            ("window_end_step", Value::Int(tp.window.1 as i64)),
+                        ],
+                    );
+                    status = Status::Aborted("throughput mode: fixed number of steps".into());
+                    break 'train;
+                }
+                continue;
+            }
+            let at_eval = samples >= next_eval;
+            let at_end = samples >= max_samples;
+            if at_eval || at_end {
+                log.end("block_stop", (), &samples_meta(samples));
+                let t = throughput_of(
+                    trainer.as_ref(),
+                    block_samples,
+                    block_t,
+                    block_samples / gbs,
+                    plan.peak_flops,
+                );
+                log.event("throughput", throughput_value(&t), &samples_meta(samples));
+                block_t = 0.0;
+                block_samples = 0;
+            }
+            if at_eval {
+                log.start("eval_start", (), &samples_meta(samples));
+                let mut eval = plan
+                    .bench
+                    .open_eval(&plan.data_dir, &plan.config)
+                    .map_err(|e| format!("opening evaluation data: {e}"))?;
+                let mut batches = std::iter::from_fn(|| match eval.next() {
+                    Some(Ok(b)) => Some(b),
+                    _ => None,
+                });
+                let local = trainer
+                    .evaluate(&mut batches)
+                    .map_err(|e| format!("evaluating: {e}"))?;
+                let metric = coll.broadcast_f64(local)?;
+                log.event(spec.metric.key, metric, &samples_meta(samples));
+                log.end("eval_stop", (), &samples_meta(samples));
+                obs.eval(samples, metric);
+                evals.push((samples, metric, clock.seconds() - start_s));
+                let reached = coll.all_agree(spec.metric.reached(metric))?;
+                if reached && plan.stop_at_target {
+                    status = Status::Success;
+                    break;
+                }
+                k += 1;
+                next_eval = eval_point(k, spec.eval_every_samples, gbs);
+            }
+            if at_end {
+                break;
+            }
+            if at_eval {
+                log.start("block_start", (), &samples_meta(samples));
+            }
+            if leader && steps_done % 32 == 0 {
+                let _ = log.flush();
+            }
+        }
+    }
+    let run_stop = log.end(
+        "run_stop",
+        (),
+        &[
+            ("samples_count", Value::Int(samples as i64)),
+            ("status", Value::str(status.as_str())),
+        ],
+    );
+    if let Status::Aborted(why) = &status {
+        log.event("run_stop_reason", why.as_str(), &[]);
+    }
+    let final_path = log
+        .finalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let throughput = throughput_of(
+        trainer.as_ref(),
+        train_samples,
+        train_seconds,
+        train_samples / gbs.max(1),
+        plan.peak_flops,
+    );
+    Ok(RunResult {
+        index,
+        seed,
+        status: status.as_str().to_string(),
+        reason: match &status {
+            Status::Aborted(w) => Some(w.clone()),
+            Status::Success => None,
+        },
+        samples,
+        evals,
+        init_ms,
+        run_start_ms: run_start,
+        run_stop_ms: run_stop,
+        time_to_train_minutes: (run_stop - run_start) as f64 / 60_000.0,
+        throughput,
+        initial_weights_sha256: weights,
+        log: final_path,
+    })
+}
+
+fn throughput_of(
+    trainer: &dyn Trainer,
+    samples: u64,
+    seconds: f64,
+    steps: u64,
+    peak: Option<f64>,
+) -> Throughput {
+    let sps = if seconds > 0.0 {
+        samples as f64 / seconds
+    } else {
+        0.0
+    };
+    let fps = trainer.flops_per_sample();
+    let achieved = sps * fps;
+    Throughput {
+        samples_per_second: sps,
+        tokens_per_second: trainer.tokens_per_sample().map(|t| sps * t as f64),
+        flops_per_sample: fps,
+        achieved_flops: achieved,
+        mfu: peak.filter(|p| *p > 0.0).map(|p| achieved / p),
+        step_seconds: if steps > 0 {
+            seconds / steps as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+fn throughput_value(t: &Throughput) -> Value {
+    dict(vec![
+        ("samples_per_second", Value::Float(t.samples_per_second)),
+        ("tokens_per_second", t.tokens_per_second.into_value()),
+        ("flops_per_sample", Value::Float(t.flops_per_sample)),
+        ("achieved_flops", Value::Float(t.achieved_flops)),
+        ("mfu", t.mfu.into_value()),
+        ("step_seconds", Value::Float(t.step_seconds)),
+    ])
+}
