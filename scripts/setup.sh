@@ -2,12 +2,17 @@
 # One-time set-up for referee on a fresh machine (idempotent):
 #   * .venv/ with the official MLCommons tools, mlperf-logging 4.1.68: referee
 #     reads their rule files and RCP tables at run time, and the tests use them
-#     as the peer to match.
+#     as the peer to match;
+#   * with --for-tests, the system packages the tests need (OpenSSH's
+#     ssh-keygen, headless Chromium, Open MPI) — see scripts/install-ci-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MLPERF_LOGGING_VERSION=4.1.68
 
+if [ "${1:-}" = "--for-tests" ] && [ -x scripts/install-ci-deps.sh ]; then
+  scripts/install-ci-deps.sh
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   python3 -m venv .venv

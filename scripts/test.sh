@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The test command: set-up (idempotent), then the whole test suite.
+# The test command (what CI runs): set-up (idempotent), then the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --for-tests
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$PWD/.venv/bin:$PATH"
+export REFEREE_DATA_DIR="${REFEREE_DATA_DIR:-$PWD/data}"
+cargo build --release -p referee-harness
+target/release/referee data prepare fashion_mnist
+target/release/referee data prepare shakespeare
 cargo test --release --workspace "$@"

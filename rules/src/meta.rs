@@ -404,6 +404,22 @@ impl Meta {
         out
     }
 
+    /// A ruleset defined at run time (referee's own), which follows the
+    /// current rules.
+    pub fn is_extra_ruleset(&self, ruleset: &str) -> bool {
+        self.extra_allowed.contains_key(ruleset)
+    }
+
+    /// Seed and RCP checks apply (closed division).
+    pub fn has_seed_and_rcp_checks(&self, ruleset: &str) -> bool {
+        self.is_extra_ruleset(ruleset) || has_seed_and_rcp_checks(ruleset)
+    }
+
+    /// The system-description `status` rule applies.
+    pub fn status_rule_applies(&self, usage: &str, ruleset: &str) -> bool {
+        self.is_extra_ruleset(ruleset) || status_rule_applies(usage, ruleset)
+    }
+
     /// Olympic drops for a benchmark (1 unless the table says otherwise).
     pub fn max_dropped(&self, usage: &str, name: &str) -> usize {
         self.benchmark(usage, name)

@@ -10,7 +10,6 @@
 //! package checker always exits 0).
 
 use crate::diag::{Diagnostic, Severity, Verdict};
-use crate::meta::has_seed_and_rcp_checks;
 use crate::rcp;
 use crate::score::{RunAnalysis, ScoreContext, analyze_run};
 use crate::seeds;
@@ -343,7 +342,11 @@ pub fn check_package(
                 .unwrap_or_default();
             match SystemDesc::load(&f) {
                 Ok(desc) => {
-                    diags.extend(sysdesc::check(&desc, &f, &ctx.usage, &ctx.ruleset));
+                    diags.extend(sysdesc::check(
+                        &desc,
+                        &f,
+                        ctx.meta.status_rule_applies(&ctx.usage, &ctx.ruleset),
+                    ));
                     systems.insert(id, Some(desc));
                 }
                 Err(d) => {
@@ -566,7 +569,7 @@ pub fn check_package(
             }
         }
         let mut rcp_col = None;
-        if division == "closed" && has_seed_and_rcp_checks(&ctx.ruleset) {
+        if division == "closed" && ctx.meta.has_seed_and_rcp_checks(&ctx.ruleset) {
             if opts.seed_checker_bypass {
                 local.push(
                     Diagnostic::note("seeds", "seed checker bypassed")

@@ -37,6 +37,8 @@ pub struct ScoreContext {
     /// RCP tables given as JSON text (referee's own benchmarks).
     pub rcp_json: HashMap<String, String>,
     pub pruning: Pruning,
+    /// The compliance rules per log (default: the official ruleset's chain).
+    pub choice: RulesetChoice,
     tables: Mutex<HashMap<String, Result<RcpTable, String>>>,
 }
 
@@ -56,16 +58,17 @@ impl ScoreContext {
             rcp_dir,
             rcp_json: HashMap::new(),
             pruning: Pruning::Official,
+            choice: RulesetChoice::Official {
+                usage: usage.to_string(),
+                version: ruleset.to_string(),
+            },
             tables: Mutex::new(HashMap::new()),
         }
     }
 
     /// The compliance rules used per log.
     pub fn choice(&self) -> RulesetChoice {
-        RulesetChoice::Official {
-            usage: self.usage.clone(),
-            version: self.ruleset.clone(),
-        }
+        self.choice.clone()
     }
 
     /// The RCP table of a benchmark (loaded once).

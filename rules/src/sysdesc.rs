@@ -8,7 +8,7 @@
 //! wording on the status diagnostic.
 
 use crate::diag::Diagnostic;
-use crate::meta::{SYSTEM_REQUIRED_FIELDS, SYSTEM_STATUS_VALUES, status_rule_applies};
+use crate::meta::{SYSTEM_REQUIRED_FIELDS, SYSTEM_STATUS_VALUES};
 use serde_json::Value as Json;
 use std::path::Path;
 
@@ -84,8 +84,9 @@ fn kind(v: &Json) -> &'static str {
     }
 }
 
-/// Check one system description; diagnostics name the file.
-pub fn check(desc: &SystemDesc, path: &Path, usage: &str, ruleset: &str) -> Vec<Diagnostic> {
+/// Check one system description; diagnostics name the file. `status_rule`:
+/// the `status` value is checked (see `Meta::status_rule_applies`).
+pub fn check(desc: &SystemDesc, path: &Path, status_rule: bool) -> Vec<Diagnostic> {
     let file = path.display().to_string();
     let mut out = Vec::new();
     let missing: Vec<&str> = SYSTEM_REQUIRED_FIELDS
@@ -107,7 +108,7 @@ pub fn check(desc: &SystemDesc, path: &Path, usage: &str, ruleset: &str) -> Vec<
                 .official(format!("Missing field {f}")),
         );
     }
-    if status_rule_applies(usage, ruleset) {
+    if status_rule {
         if let Some(status) = desc.json.get("status") {
             let ok =
                 matches!(status, Json::String(s) if SYSTEM_STATUS_VALUES.contains(&s.as_str()));

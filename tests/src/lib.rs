@@ -168,3 +168,20 @@ pub fn csv_fields(line: &str) -> Vec<String> {
     out.push(cur);
     out
 }
+
+/// The prepared data directory (`$REFEREE_DATA_DIR` or `./data` of the
+/// checkout); panics with the fix when a dataset is missing.
+pub fn data_dir(datasets: &[&str]) -> PathBuf {
+    let dir = std::env::var_os("REFEREE_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("data"));
+    for d in datasets {
+        assert!(
+            dir.join(d).join("MANIFEST.json").is_file(),
+            "dataset {d} is not prepared in {}: run `referee data prepare {d} --data-dir {}` (scripts/test.sh does)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    dir
+}
