@@ -1,0 +1,423 @@
+//! The HTML form: one self-contained page (no script, no external file)
+//! with inline SVG plots drawn by `plotters`' SVG backend.
+//!
+//! Fonts: plotters is built without its `ttf` and `ab_glyph` features, so
+//! it needs no fontconfig, freetype or font file. Its built-in ("naive")
+//! font only estimates text extents for the layout, and the SVG backend
+//! writes every label as an SVG `<text>` element with a generic family
+//! (`sans-serif`) that the browser renders with whatever font it has.
+
+use super::report::{detail_lines, fig, pct, setting, settings_line};
+use super::{Comparison, GroupComparison, Mode, RunSet};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+
+/// Colour of the baseline's series (`stroke`/`fill` in the SVG).
+pub const BASELINE_COLOR: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+/// Colour of the candidate's series.
+pub const CANDIDATE_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const TARGET_COLOR: RGBColor = RGBColor(0x55, 0x55, 0x55);
+
+/// `#RRGGBB` of a colour, as the SVG backend writes it.
+pub fn hex(c: RGBColor) -> String {
+    format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+}
+
+const W: u32 = 560;
+const H: u32 = 380;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn padded(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    };
+    let span = hi - lo;
+    let pad = if span > 0.0 {
+        span * 0.08
+    } else {
+        lo.abs().max(1.0) * 0.05
+    };
+    (lo - pad, hi + pad)
+}
+
+type PlotResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Evaluation metric against samples (or epochs) for every run of both
+/// sides; one polyline per run, in the side's colour.
+pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+    let sides: [(&RunSet, RGBColor, &str); 2] = [
+        (&g.baseline, BASELINE_COLOR, "baseline"),
+        (&g.candidate, CANDIDATE_COLOR, "candidate"),
+    ];
+    let pts: Vec<(f64, f64)> = sides
+        .iter()
+        .flat_map(|(s, _, _)| s.runs.iter().flat_map(|r| r.evals.iter().copied()))
+        .collect();
+    if pts.is_empty() {
+        return Ok(None);
+    }
+    let target = g.baseline.target.as_ref().and_then(|t| t["value"].as_f64());
+    let (x0, x1) = pts
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.0), b.max(p.0))
+        });
+    let (mut y0, mut y1) = pts
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.1), b.max(p.1))
+        });
+    if let Some(t) = target {
+        y0 = y0.min(t);
+        y1 = y1.max(t);
+    }
+    let (x0, x1) = padded(x0.min(0.0), x1);
+    let (y0, y1) = padded(y0, y1);
+    let metric = g
+        .baseline
+        .target
+        .as_ref()
+        .and_then(|t| t["metric"].as_str().map(str::to_string))
+        .or_else(|| g.baseline.eval_key.clone())
+        .unwrap_or_else(|| "evaluation".into());
+    let mut svg = String::new();
+    let r: PlotResult = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{}: evaluations", g.benchmark), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .x_desc(g.baseline.eval_unit)
+            .y_desc(metric.as_str())
+            .x_label_formatter(&|x| tick(*x))
+            .y_label_formatter(&|y| tick(*y))
+            .draw()?;
+        if let Some(t) = target {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(x0, t), (x1, t)],
+                    TARGET_COLOR.stroke_width(1),
+                ))?
+                .label(format!("target {}", fig(t)))
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], TARGET_COLOR.stroke_width(1))
+                });
+        }
+        for (s, color, name) in sides {
+            let mut first = true;
+            for run in s.runs.iter().filter(|r| !r.evals.is_empty()) {
+                let mut line = run.evals.clone();
+                line.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let series = chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+                if first {
+                    let n = s.runs.iter().filter(|r| !r.evals.is_empty()).count();
+                    series
+                        .label(format!("{name} ({n} run{})", if n == 1 { "" } else { "s" }))
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
+                    first = false;
+                }
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })();
+    r.map_err(|e| format!("drawing the evaluation plot: {e}"))?;
+    Ok(Some(svg))
+}
+
+/// Axis tick text: whole numbers without decimals.
+fn tick(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        fig(x)
+    }
+}
+
+/// Per-run values of both sides as a strip plot (baseline in the left
+/// column, candidate in the right, runs spread sideways so that equal
+/// values stay visible), with each side's figure — the olympic score or
+/// the mean — as a horizontal bar across its column.
+pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+    let ttt = g.time_to_train.is_some();
+    // Time to train per run × the side's scaling factor, so that the dots
+    // and the score (which includes it) share a scale.
+    let values = |s: &RunSet| -> Vec<f64> {
+        s.runs
+            .iter()
+            .filter_map(|r| {
+                if ttt {
+                    r.minutes.map(|m| m * s.scaling_factor)
+                } else {
+                    r.samples_per_second
+                }
+            })
+            .collect()
+    };
+    let (vb, vc) = (values(&g.baseline), values(&g.candidate));
+    if vb.is_empty() && vc.is_empty() {
+        return Ok(None);
+    }
+    let scaled = g.baseline.scaling_factor != 1.0 || g.candidate.scaling_factor != 1.0;
+    let (figure_b, figure_c, title, unit) = if let Some(t) = &g.time_to_train {
+        (
+            t.baseline,
+            t.candidate,
+            "time to train per run",
+            if scaled {
+                "minutes × scaling factor (bar: olympic score)"
+            } else {
+                "minutes (bar: olympic score)"
+            },
+        )
+    } else {
+        let m = g
+            .throughput
+            .iter()
+            .find(|m| m.metric == "samples_per_second");
+        (
+            m.and_then(|m| m.baseline),
+            m.and_then(|m| m.candidate),
+            if g.baseline.mode == Mode::Throughput {
+                "throughput per run (window)"
+            } else {
+                "throughput per run"
+            },
+            "samples/s (bar: mean)",
+        )
+    };
+    let all: Vec<f64> = vb
+        .iter()
+        .chain(&vc)
+        .copied()
+        .chain(figure_b)
+        .chain(figure_c)
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (y0, y1) = padded(lo, hi);
+    let failed = |s: &RunSet| s.runs.iter().filter(|r| ttt && r.minutes.is_none()).count();
+    let (fb, fc) = (failed(&g.baseline), failed(&g.candidate));
+    let side_label = |name: &str, n: usize, failed: usize| {
+        let mut s = format!("{name} ({n} run{}", if n == 1 { "" } else { "s" });
+        if failed > 0 {
+            let _ = write!(s, ", {failed} failed");
+        }
+        s.push(')');
+        s
+    };
+    let (lb, lc) = (
+        side_label("baseline", vb.len(), fb),
+        side_label("candidate", vc.len(), fc),
+    );
+    let mut svg = String::new();
+    let r: PlotResult = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        // x: the baseline's column is centred at 0.5, the candidate's at
+        // 1.5; ticks every 0.5 and only the two centres are labelled.
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{}: {title}", g.benchmark), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0f64..2.0f64, y0..y1)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .x_labels(5)
+            .y_desc(unit)
+            .y_label_formatter(&|y| tick(*y))
+            .x_label_formatter(&|x| {
+                if (x - 0.5).abs() < 1e-9 {
+                    lb.clone()
+                } else if (x - 1.5).abs() < 1e-9 {
+                    lc.clone()
+                } else {
+                    String::new()
+                }
+            })
+            .draw()?;
+        for (centre, vals, figure, color) in [
+            (0.5, &vb, figure_b, BASELINE_COLOR),
+            (1.5, &vc, figure_c, CANDIDATE_COLOR),
+        ] {
+            if let Some(f) = figure {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(centre - 0.35, f), (centre + 0.35, f)],
+                    color.stroke_width(3),
+                )))?;
+            }
+            let n = vals.len().max(1) as f64;
+            chart.draw_series(vals.iter().enumerate().map(|(i, &v)| {
+                // Spread the runs over ±0.25 of the column, in file order.
+                let dx = if n > 1.0 {
+                    (i as f64 / (n - 1.0) - 0.5) * 0.5
+                } else {
+                    0.0
+                };
+                Circle::new((centre + dx, v), 5, color.filled())
+            }))?;
+        }
+        root.present()?;
+        Ok(())
+    })();
+    r.map_err(|e| format!("drawing the distribution plot: {e}"))?;
+    Ok(Some(svg))
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\
+table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:14px}\
+th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0}\
+.verdict{font-weight:bold}.regression,.convergence-change{color:#b00020}.improvement{color:#1b7f2a}\
+.forced{background:#fff3cd;border:1px solid #e0c36b;padding:8px}li{margin:2px 0}\
+.key span{display:inline-block;width:14px;height:4px;margin:0 6px 3px 12px}";
+
+/// The whole page.
+pub fn html(c: &Comparison) -> Result<String, String> {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>referee compare</title><style>{STYLE}</style></head><body>\n"
+    );
+    let _ = writeln!(s, "<h1>referee compare</h1>");
+    let _ = writeln!(
+        s,
+        "<p>baseline <code>{}</code><br>candidate <code>{}</code></p>",
+        esc(&c.baseline),
+        esc(&c.candidate)
+    );
+    let _ = writeln!(
+        s,
+        "<p class=\"key\">{}<span style=\"background:{}\"></span>baseline<span style=\"background:{}\"></span>candidate</p>",
+        esc(&settings_line(c)),
+        hex(BASELINE_COLOR),
+        hex(CANDIDATE_COLOR)
+    );
+    if c.force {
+        let _ = writeln!(
+            s,
+            "<div class=\"forced\"><b>--force</b>: runs are compared across different benchmark definitions where they differ.<ul>"
+        );
+        if c.forced_differences.is_empty() {
+            let _ = writeln!(s, "<li>no difference of definition was found</li>");
+        }
+        for d in &c.forced_differences {
+            let _ = writeln!(s, "<li>{}</li>", esc(d));
+        }
+        let _ = writeln!(s, "</ul></div>");
+    }
+    let sm = &c.summary;
+    let _ = writeln!(
+        s,
+        "<p><b>{} regression(s), {} convergence change(s), {} improvement(s), {} without significant change, {} inconclusive — exit code {}</b></p>",
+        sm.regressions,
+        sm.convergence_changes,
+        sm.improvements,
+        sm.no_significant_change,
+        sm.inconclusive,
+        c.exit_code
+    );
+    let _ = writeln!(
+        s,
+        "<table><tr><th>benchmark · system</th><th>metric</th><th>baseline</th><th>candidate</th><th>change</th><th>{} % CI</th><th>MWU p</th><th>convergence</th><th>verdict</th></tr>",
+        setting(c.confidence * 100.0)
+    );
+    for (i, g) in c.groups.iter().enumerate() {
+        let p = g.primary();
+        let o = |x: Option<f64>| x.map(fig).unwrap_or_else(|| "—".into());
+        let _ = writeln!(
+            s,
+            "<tr><td><a href=\"#g{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"verdict {}\">{}</td></tr>",
+            i,
+            esc(&g.label),
+            esc(p.map(|m| m.label).unwrap_or("—")),
+            o(p.and_then(|m| m.baseline)),
+            o(p.and_then(|m| m.candidate)),
+            p.and_then(|m| m.relative_change)
+                .map(pct)
+                .unwrap_or_else(|| "—".into()),
+            p.and_then(|m| m.ci)
+                .map(|ci| format!("[{}, {}]", pct(ci.lo), pct(ci.hi)))
+                .unwrap_or_else(|| "—".into()),
+            p.and_then(|m| m.mann_whitney)
+                .map(|w| format!("{:.4}", w.p_two_sided))
+                .unwrap_or_else(|| "—".into()),
+            esc(g
+                .convergence
+                .as_ref()
+                .map(|cv| cv.test.change.as_str())
+                .unwrap_or("—")),
+            g.verdict.as_str().replace(' ', "-"),
+            esc(g.verdict.as_str())
+        );
+    }
+    let _ = writeln!(s, "</table>");
+    for (i, g) in c.groups.iter().enumerate() {
+        let _ = writeln!(s, "<section id=\"g{i}\"><h2>{}</h2>", esc(&g.label));
+        let _ = writeln!(s, "<div class=\"plots\">");
+        if let Some(svg) = eval_curves_svg(g)? {
+            let _ = writeln!(
+                s,
+                "<figure class=\"plot eval-curves\" data-baseline-runs=\"{}\" data-candidate-runs=\"{}\">{svg}</figure>",
+                g.baseline
+                    .runs
+                    .iter()
+                    .filter(|r| !r.evals.is_empty())
+                    .count(),
+                g.candidate
+                    .runs
+                    .iter()
+                    .filter(|r| !r.evals.is_empty())
+                    .count()
+            );
+        }
+        if let Some(svg) = distribution_svg(g)? {
+            let _ = writeln!(s, "<figure class=\"plot distribution\">{svg}</figure>");
+        }
+        let _ = writeln!(s, "</div><ul>");
+        for l in detail_lines(g) {
+            let _ = writeln!(s, "<li>{}</li>", esc(&l));
+        }
+        let _ = writeln!(s, "</ul></section>");
+    }
+    if !c.only_in_baseline.is_empty() || !c.only_in_candidate.is_empty() {
+        let _ = writeln!(s, "<h2>Not compared</h2><ul>");
+        for x in &c.only_in_baseline {
+            let _ = writeln!(s, "<li>only in the baseline: {}</li>", esc(x));
+        }
+        for x in &c.only_in_candidate {
+            let _ = writeln!(s, "<li>only in the candidate: {}</li>", esc(x));
+        }
+        let _ = writeln!(s, "</ul>");
+    }
+    let _ = writeln!(s, "<h2>How the verdicts are made</h2><ul>");
+    for r in &c.rules {
+        let _ = writeln!(s, "<li>{}</li>", esc(r));
+    }
+    let _ = writeln!(s, "</ul></body></html>");
+    Ok(s)
+}

@@ -1,0 +1,370 @@
+//! Text forms of a comparison: the human table (stdout), Markdown and JSON.
+
+use super::{Comparison, GroupComparison, MetricComparison};
+use std::fmt::Write as _;
+
+/// `+5.2 %`.
+pub fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.1} %", x * 100.0)
+    } else {
+        "—".into()
+    }
+}
+
+/// A figure with a sensible number of digits.
+pub fn fig(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() {
+        "—".into()
+    } else if a == 0.0 {
+        "0".into()
+    } else if a >= 1e5 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// A setting as typed: at most 3 decimals, trailing zeros dropped.
+pub fn setting(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(fig).unwrap_or_else(|| "—".into())
+}
+
+fn ci_text(m: &MetricComparison) -> String {
+    match m.ci {
+        Some(c) => format!("[{}, {}]", pct(c.lo), pct(c.hi)),
+        None => "—".into(),
+    }
+}
+
+fn p_text(m: &MetricComparison) -> String {
+    match m.mann_whitney {
+        Some(w) => format!("{:.4}", w.p_two_sided),
+        None => "—".into(),
+    }
+}
+
+/// The settings line every report carries.
+pub fn settings_line(c: &Comparison) -> String {
+    let mut s = format!(
+        "threshold {} %, confidence {}; {} ({} resamples, seed {}); Mann–Whitney U two-sided beside it",
+        setting(c.threshold_pct),
+        setting(c.confidence),
+        c.bootstrap.method,
+        c.bootstrap.resamples,
+        c.bootstrap.seed
+    );
+    if c.force {
+        s.push_str("; --force: definitions are not enforced");
+    }
+    s
+}
+
+fn forced_lines(c: &Comparison) -> Vec<String> {
+    if !c.force {
+        return Vec::new();
+    }
+    let mut v = vec!["--force was given: runs are compared across different benchmark definitions where they differ".to_string()];
+    if c.forced_differences.is_empty() {
+        v.push("(no difference of definition was found)".into());
+    }
+    for d in &c.forced_differences {
+        v.push(format!("forced: {d}"));
+    }
+    v
+}
+
+/// One row of the summary table.
+struct Row {
+    cells: Vec<String>,
+}
+
+fn rows(c: &Comparison) -> Vec<Row> {
+    let mut out = Vec::new();
+    for g in &c.groups {
+        let p = g.primary();
+        out.push(Row {
+            cells: vec![
+                g.label.clone(),
+                mode_text(g),
+                p.map(|m| m.label.to_string()).unwrap_or_else(|| "—".into()),
+                opt(p.and_then(|m| m.baseline)),
+                opt(p.and_then(|m| m.candidate)),
+                p.and_then(|m| m.relative_change)
+                    .map(pct)
+                    .unwrap_or_else(|| "—".into()),
+                p.map(ci_text).unwrap_or_else(|| "—".into()),
+                p.map(p_text).unwrap_or_else(|| "—".into()),
+                g.convergence
+                    .as_ref()
+                    .map(|cv| cv.test.change.as_str().to_string())
+                    .unwrap_or_else(|| "—".into()),
+                g.verdict.as_str().to_uppercase(),
+            ],
+        });
+    }
+    out
+}
+
+fn mode_text(g: &GroupComparison) -> String {
+    if g.baseline.mode == g.candidate.mode {
+        g.baseline.mode.as_str().to_string()
+    } else {
+        format!("{}→{}", g.baseline.mode.as_str(), g.candidate.mode.as_str())
+    }
+}
+
+fn header(c: &Comparison) -> Vec<String> {
+    [
+        "benchmark · system",
+        "mode",
+        "metric",
+        "baseline",
+        "candidate",
+        "change",
+        &format!("{} % CI", setting(c.confidence * 100.0)),
+        "MWU p",
+        "convergence",
+        "verdict",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn metric_line(m: &MetricComparison) -> String {
+    let mut s = format!(
+        "{}: baseline {}, candidate {}",
+        m.label,
+        opt(m.baseline),
+        opt(m.candidate)
+    );
+    if let Some(ch) = m.relative_change {
+        let _ = write!(s, ", change {}", pct(ch));
+    }
+    if m.ci.is_some() {
+        let _ = write!(s, ", CI {}", ci_text(m));
+    }
+    if let Some(w) = m.mann_whitney {
+        let _ = write!(s, ", Mann–Whitney p = {:.4} ({})", w.p_two_sided, w.method);
+    }
+    let _ = write!(
+        s,
+        " → {}{}",
+        m.change.as_str(),
+        if m.decides { "" } else { " (informational)" }
+    );
+    if let Some(r) = &m.reason {
+        let _ = write!(s, " [{r}]");
+    }
+    s
+}
+
+/// Detail lines of a group (shared by the text and Markdown forms).
+pub fn detail_lines(g: &GroupComparison) -> Vec<String> {
+    let mut v = Vec::new();
+    let side = |name: &str, s: &super::RunSet| {
+        let ok = s.runs.iter().filter(|r| r.minutes.is_some()).count();
+        let how = if s.mode == super::Mode::Throughput {
+            "throughput mode".to_string()
+        } else {
+            format!(
+                "{ok} counted, {} converged",
+                s.runs.iter().filter(|r| r.converged).count()
+            )
+        };
+        format!(
+            "{name}: {} run{} ({how}) of {} in {}; ruleset {} {}",
+            s.runs.len(),
+            if s.runs.len() == 1 { "" } else { "s" },
+            s.label(),
+            s.dirs.join(", "),
+            s.usage,
+            s.ruleset
+        )
+    };
+    v.push(side("baseline", &g.baseline));
+    v.push(side("candidate", &g.candidate));
+    if let Some(t) = &g.time_to_train {
+        v.push(metric_line(t));
+    }
+    for m in &g.throughput {
+        v.push(metric_line(m));
+    }
+    if let Some(cv) = &g.convergence {
+        let t = &cv.test;
+        let mut s = format!(
+            "convergence ({} to target, olympic mean of converged runs): baseline {} ({} runs), candidate {} ({} runs), change {}",
+            cv.unit,
+            fig(t.baseline_mean),
+            cv.baseline_points.len(),
+            fig(t.candidate_mean),
+            cv.candidate_points.len(),
+            pct(t.relative_change)
+        );
+        if let (Some(f), Some(b)) = (&t.candidate_vs_baseline, &t.baseline_vs_candidate) {
+            let _ = write!(
+                s,
+                "; candidate vs the baseline's minimum acceptable mean {}{}; baseline vs the candidate's minimum {}{}",
+                fig(f.min_acceptable_mean),
+                if f.faster { " (below)" } else { "" },
+                fig(b.min_acceptable_mean),
+                if b.faster { " (below)" } else { "" },
+            );
+        }
+        let _ = write!(s, " → {}", t.change.as_str());
+        if let Some(r) = &t.reason {
+            let _ = write!(s, " [{r}]");
+        }
+        v.push(s);
+    }
+    for d in &g.definition.differences {
+        v.push(format!("definition differs (forced): {d}"));
+    }
+    for n in &g.notes {
+        v.push(format!("note: {n}"));
+    }
+    v.push(format!(
+        "verdict: {} — {}",
+        g.verdict.as_str(),
+        g.reasons.join("; ")
+    ));
+    v
+}
+
+fn summary_line(c: &Comparison) -> String {
+    let s = &c.summary;
+    format!(
+        "{} group{} compared: {} regression{}, {} convergence change{}, {} improvement{}, {} without significant change, {} inconclusive → exit {}",
+        s.groups,
+        if s.groups == 1 { "" } else { "s" },
+        s.regressions,
+        if s.regressions == 1 { "" } else { "s" },
+        s.convergence_changes,
+        if s.convergence_changes == 1 { "" } else { "s" },
+        s.improvements,
+        if s.improvements == 1 { "" } else { "s" },
+        s.no_significant_change,
+        s.inconclusive,
+        c.exit_code
+    )
+}
+
+/// The human form: a table, then the details of every group.
+pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Result<()> {
+    writeln!(out, "referee compare")?;
+    writeln!(out, "  baseline:  {}", c.baseline)?;
+    writeln!(out, "  candidate: {}", c.candidate)?;
+    writeln!(out, "  {}", settings_line(c))?;
+    for l in forced_lines(c) {
+        writeln!(out, "  {l}")?;
+    }
+    writeln!(out)?;
+    let head = header(c);
+    let rows = rows(c);
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(&r.cells) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    writeln!(out, "{}", line(&head))?;
+    for r in &rows {
+        writeln!(out, "{}", line(&r.cells))?;
+    }
+    for g in &c.groups {
+        writeln!(out)?;
+        writeln!(out, "{}", g.label)?;
+        for l in detail_lines(g) {
+            writeln!(out, "  {l}")?;
+        }
+    }
+    if !c.only_in_baseline.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "only in the baseline (not compared): {}",
+            c.only_in_baseline.join(", ")
+        )?;
+    }
+    if !c.only_in_candidate.is_empty() {
+        writeln!(
+            out,
+            "only in the candidate (not compared): {}",
+            c.only_in_candidate.join(", ")
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", summary_line(c))?;
+    Ok(())
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// The Markdown form.
+pub fn markdown(c: &Comparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# referee compare\n");
+    let _ = writeln!(s, "* baseline: `{}`", c.baseline);
+    let _ = writeln!(s, "* candidate: `{}`", c.candidate);
+    let _ = writeln!(s, "* {}", settings_line(c));
+    for l in forced_lines(c) {
+        let _ = writeln!(s, "* **{}**", md_escape(&l));
+    }
+    let _ = writeln!(s, "\n**{}**\n", summary_line(c));
+    let head = header(c);
+    let _ = writeln!(s, "| {} |", head.join(" | "));
+    let _ = writeln!(s, "|{}", " --- |".repeat(head.len()));
+    for r in rows(c) {
+        let cells: Vec<String> = r.cells.iter().map(|x| md_escape(x)).collect();
+        let _ = writeln!(s, "| {} |", cells.join(" | "));
+    }
+    for g in &c.groups {
+        let _ = writeln!(s, "\n## {}\n", md_escape(&g.label));
+        for l in detail_lines(g) {
+            let _ = writeln!(s, "* {}", md_escape(&l));
+        }
+    }
+    if !c.only_in_baseline.is_empty() || !c.only_in_candidate.is_empty() {
+        let _ = writeln!(s, "\n## Not compared\n");
+        for x in &c.only_in_baseline {
+            let _ = writeln!(s, "* only in the baseline: {}", md_escape(x));
+        }
+        for x in &c.only_in_candidate {
+            let _ = writeln!(s, "* only in the candidate: {}", md_escape(x));
+        }
+    }
+    let _ = writeln!(s, "\n## How the verdicts are made\n");
+    for r in &c.rules {
+        let _ = writeln!(s, "* {}", md_escape(r));
+    }
+    s
+}
+
+/// The JSON form: one object.
+pub fn json(c: &Comparison) -> String {
+    serde_json::to_string(c).expect("a comparison serialises")
+}

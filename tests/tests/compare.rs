@@ -1,0 +1,623 @@
+//! `referee compare`: the release-to-release regression gate, end to end.
+//!
+//! Throughput-mode runs of mini_llm (40 steps, window 10..40, batch size 2,
+//! one thread) are made for three sides — a baseline, the same code again,
+//! and the same code with `--step-delay-ms 50` — interleaved run by run so
+//! that a drifting machine load hits every side alike. Time-to-train run
+//! sets for the convergence case are written from the headers of real
+//! logs (everything up to `run_start`) followed by synthetic training
+//! blocks, evaluations and a successful `run_stop`; they pass
+//! `referee check`. The corpus case compares two real MLPerf v5.0 entries
+//! and checks the scores against `score_dir` (through `summarize`).
+
+use referee_rules::checker::Checker;
+use referee_rules::compliance::CheckOptions;
+use referee_rules::meta::Meta;
+use referee_rules::ruleset::RuleLibrary;
+use referee_rules::score::{ScoreContext, summarize};
+use referee_submission::compare::html::{BASELINE_COLOR, CANDIDATE_COLOR, hex};
+use referee_tests::{corpus_dir, data_dir, mlperf_logging, referee, stderr, stdout};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+const RUNS: usize = 3;
+const CONV_RUNS: usize = 5;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn side(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+}
+
+fn run_throughput(out: &Path, seed: u64, delay_ms: u64, data: &Path) {
+    let o = referee(&[
+        "run",
+        "mini_llm",
+        "--mode",
+        "throughput",
+        "--steps",
+        "40",
+        "--window",
+        "10..40",
+        "--runs",
+        "1",
+        "--set",
+        "batch_size=2",
+        "--seed",
+        &seed.to_string(),
+        "--system",
+        "ci_host",
+        "--no-cache-clear",
+        "--quiet",
+        "-j",
+        "1",
+        "--step-delay-ms",
+        &delay_ms.to_string(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // Throughput-mode logs have no evaluation, so `referee run` reports
+    // them as failing the time-to-train rules (exit 1); 2 would be an error.
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        out.join("result_0.txt").is_file() && out.join("referee_run.json").is_file(),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// One synthetic time-to-train log: the real header (up to `run_start`)
+/// with its seed replaced, then one training block per evaluation, the
+/// evaluation metrics given, and `run_stop` success at the last one.
+fn synthetic_log(header: &str, seed: u64, metrics: &[f64], block_ms: u64) -> String {
+    const EVAL_EVERY: u64 = 1536; // mini_llm's cadence; a multiple of the batch size 2
+    let mut out = String::new();
+    let mut run_start = None;
+    for line in header.lines() {
+        let line = if line.contains("\"key\": \"seed\"") {
+            let (head, _) = line.split_once("\"value\": ").unwrap();
+            let (_, tail) = line.split_once(", \"metadata\"").unwrap();
+            format!("{head}\"value\": {seed}, \"metadata\"{tail}")
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains("\"key\": \"run_start\"") {
+            let v: Value = serde_json::from_str(line.split_once(":::MLLOG ").unwrap().1).unwrap();
+            run_start = v["time_ms"].as_u64();
+            break;
+        }
+    }
+    let mut t = run_start.expect("the header ends with run_start");
+    let ev = |t: u64, kind: &str, key: &str, value: &str, samples: u64, extra: &str| {
+        format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"{kind}\", \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{\"file\": \"tests/tests/compare.rs\", \"lineno\": 1, \"samples_count\": {samples}{extra}}}}}\n"
+        )
+    };
+    let mut samples = 0;
+    for (k, m) in metrics.iter().enumerate() {
+        out.push_str(&ev(
+            t + 1,
+            "INTERVAL_START",
+            "block_start",
+            "null",
+            samples,
+            "",
+        ));
+        t += block_ms;
+        samples = (k as u64 + 1) * EVAL_EVERY;
+        out.push_str(&ev(t, "INTERVAL_END", "block_stop", "null", samples, ""));
+        let sps = EVAL_EVERY as f64 / (block_ms as f64 / 1000.0);
+        out.push_str(&ev(
+            t,
+            "POINT_IN_TIME",
+            "throughput",
+            &format!("{{\"samples_per_second\": {sps}, \"tokens_per_second\": {}, \"flops_per_sample\": 1.0, \"achieved_flops\": {sps}, \"mfu\": null, \"step_seconds\": {}}}", sps * 128.0, 2.0 / sps),
+            samples,
+            "",
+        ));
+        out.push_str(&ev(t, "INTERVAL_START", "eval_start", "null", samples, ""));
+        t += 400;
+        out.push_str(&ev(
+            t,
+            "POINT_IN_TIME",
+            "eval_accuracy",
+            &m.to_string(),
+            samples,
+            "",
+        ));
+        out.push_str(&ev(t, "INTERVAL_END", "eval_stop", "null", samples, ""));
+    }
+    out.push_str(&ev(
+        t,
+        "INTERVAL_END",
+        "run_stop",
+        "null",
+        samples,
+        ", \"status\": \"success\"",
+    ));
+    out
+}
+
+/// Metrics of a run that reaches mini_llm's target (≤ 4.0) at evaluation
+/// `k` and not before.
+fn curve(k: usize, wobble: f64) -> Vec<f64> {
+    (1..=k)
+        .map(|j| {
+            if j == k {
+                3.95 - wobble
+            } else {
+                5.3 - 1.2 * j as f64 / k as f64 + wobble
+            }
+        })
+        .collect()
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let data = data_dir(&["shakespeare"]);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let started = std::time::Instant::now();
+        for i in 0..RUNS {
+            for (side, delay) in [("base", 0), ("same", 0), ("slow", 50)] {
+                run_throughput(
+                    &root.join(side).join(format!("run{i}")),
+                    100 + i as u64,
+                    delay,
+                    &data,
+                );
+            }
+        }
+        eprintln!(
+            "compare fixture: {} throughput runs in {:.1} s",
+            3 * RUNS,
+            started.elapsed().as_secs_f64()
+        );
+        // Time-to-train sets: the baseline converges at evaluation 4 or 5
+        // (6,144 or 7,680 samples), the candidate at evaluation 2 (3,072).
+        for (side, evals) in [
+            ("conv_base", [4, 5, 4, 5, 4]),
+            ("conv_fast", [2, 2, 2, 2, 2]),
+        ] {
+            let dir = root.join(side);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (k, &n) in evals.iter().enumerate() {
+                let header = std::fs::read_to_string(
+                    root.join("base")
+                        .join(format!("run{}", k % RUNS))
+                        .join("result_0.txt"),
+                )
+                .unwrap();
+                let log = synthetic_log(
+                    &header,
+                    7000 + k as u64,
+                    &curve(n, 0.01 * k as f64),
+                    20_000 + 500 * k as u64,
+                );
+                std::fs::write(dir.join(format!("result_{k}.txt")), log).unwrap();
+            }
+        }
+        Fixture { _tmp: tmp, root }
+    })
+}
+
+fn json_of(o: &std::process::Output) -> Value {
+    let out = stdout(o);
+    assert_eq!(out.trim().lines().count(), 1, "one JSON object: {out}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn same_code_is_no_significant_change() {
+    let f = fixture();
+    // One-second windows on a shared 2-core machine vary by several per
+    // cent between runs; the gate here tolerates 10 % (the verdict rule at
+    // the default 5 % is unit-tested in referee-submission).
+    let o = referee(&[
+        "compare",
+        "--json",
+        "--threshold",
+        "10",
+        &f.side("base"),
+        &f.side("same"),
+    ]);
+    let j = json_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{j:#}\n{}", stderr(&o));
+    assert_eq!(j["groups"].as_array().unwrap().len(), 1);
+    let g = &j["groups"][0];
+    assert_eq!(g["verdict"], "no-significant-change", "{g:#}");
+    assert_eq!(g["baseline"]["mode"], "throughput");
+    assert_eq!(g["baseline"]["runs"].as_array().unwrap().len(), RUNS);
+    let sps = &g["throughput"][0];
+    assert_eq!(sps["metric"], "samples_per_second");
+    assert_eq!(sps["decides"], true);
+    assert_eq!(sps["ci"]["resamples"], 10_000);
+    assert!(sps["mann_whitney"]["p_two_sided"].as_f64().is_some());
+    assert_eq!(j["threshold_pct"], 10.0);
+    assert_eq!(j["confidence"], 0.95);
+    assert_eq!(j["exit_code"], 0);
+    assert_eq!(j["force"], false);
+}
+
+#[test]
+fn injected_slowdown_is_a_regression() {
+    let f = fixture();
+    let o = referee(&["compare", "--json", &f.side("base"), &f.side("slow")]);
+    let j = json_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{j:#}\n{}", stderr(&o));
+    let g = &j["groups"][0];
+    assert_eq!(g["verdict"], "regression", "{g:#}");
+    let sps = &g["throughput"][0];
+    assert_eq!(sps["metric"], "samples_per_second");
+    assert!(sps["relative_change"].as_f64().unwrap() < -0.05, "{sps:#}");
+    assert!(sps["ci"]["hi"].as_f64().unwrap() < 0.0, "{sps:#}");
+    assert!(
+        g["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("--step-delay-ms 50")),
+        "{g:#}"
+    );
+    assert_eq!(j["summary"]["regressions"], 1);
+
+    // The human table says so too, and the exit code is the same.
+    let h = referee(&["compare", &f.side("base"), &f.side("slow")]);
+    assert_eq!(h.status.code(), Some(1));
+    let text = stdout(&h);
+    assert!(text.contains("REGRESSION"), "{text}");
+    assert!(text.contains("10000 resamples"), "{text}");
+    assert!(text.contains("threshold 5 %"), "{text}");
+    // A one-run side cannot give an interval: inconclusive, exit 0.
+    let one = referee(&[
+        "compare",
+        "--json",
+        &format!("{}/run0", f.side("base")),
+        &format!("{}/run0", f.side("slow")),
+    ]);
+    assert_eq!(one.status.code(), Some(0), "{}", stdout(&one));
+    assert_eq!(json_of(&one)["groups"][0]["verdict"], "inconclusive");
+}
+
+#[test]
+fn fewer_samples_to_target_is_a_convergence_change() {
+    let f = fixture();
+    // The synthetic logs are valid referee logs.
+    for side in ["conv_base", "conv_fast"] {
+        let c = referee(&["check", &f.side(side)]);
+        assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
+    }
+    let md = f.root.join("report.md");
+    let o = referee(&[
+        "compare",
+        "--json",
+        "--markdown",
+        md.to_str().unwrap(),
+        &f.side("conv_base"),
+        &f.side("conv_fast"),
+    ]);
+    let j = json_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{j:#}\n{}", stderr(&o));
+    let g = &j["groups"][0];
+    assert_eq!(g["verdict"], "convergence-change", "{g:#}");
+    let cv = &g["convergence"];
+    assert_eq!(cv["unit"], "samples");
+    assert_eq!(cv["test"]["change"], "faster");
+    assert_eq!(cv["test"]["baseline_mean"], 6656.0); // olympic mean of 6144, 6144, 6144, 7680, 7680
+    assert_eq!(cv["test"]["candidate_mean"], 3072.0);
+    let fwd = &cv["test"]["candidate_vs_baseline"];
+    assert!(fwd["other_mean"].as_f64().unwrap() < fwd["min_acceptable_mean"].as_f64().unwrap());
+    // Time to train: both sides scored; the candidate is faster.
+    let t = &g["time_to_train"];
+    assert!(t["baseline"].as_f64().unwrap() > t["candidate"].as_f64().unwrap());
+    assert_eq!(t["change"], "improvement", "{t:#}");
+    assert_eq!(j["summary"]["convergence_changes"], 1);
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("# referee compare"), "{md}");
+    assert!(md.contains("| benchmark · system |"), "{md}");
+    assert!(md.contains("CONVERGENCE CHANGE"), "{md}");
+    assert!(md.contains("How the verdicts are made"), "{md}");
+}
+
+fn chromium() -> PathBuf {
+    let candidates = [
+        std::env::var_os("REFEREE_CHROMIUM").map(PathBuf::from),
+        Some(PathBuf::from("/usr/bin/chromium")),
+        Some(PathBuf::from("/usr/bin/chromium-browser")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "headless Chromium is needed to check the HTML report: install it (`apt-get install -y chromium`) or set REFEREE_CHROMIUM"
+            )
+        })
+}
+
+/// The `<figure class="plot eval-curves" …>` element of the page.
+fn eval_figure(html: &str) -> &str {
+    let start = html
+        .find("<figure class=\"plot eval-curves\"")
+        .expect("an evaluation plot");
+    let end = start + html[start..].find("</figure>").unwrap();
+    &html[start..end]
+}
+
+fn polylines_with_stroke(svg: &str, color: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter(|p| p[..p.find("/>").unwrap_or(p.len())].contains(&format!("stroke=\"{color}\"")))
+        .count()
+}
+
+#[test]
+fn html_report_renders_the_plots() {
+    let f = fixture();
+    let page = f.root.join("report.html");
+    let o = referee(&[
+        "compare",
+        "--html",
+        page.to_str().unwrap(),
+        &f.side("conv_base"),
+        &f.side("conv_fast"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        !html.contains("<script") && !html.contains("src=\""),
+        "self-contained"
+    );
+    // One polyline per run and side, plus the legend's sample line.
+    let fig = eval_figure(&html);
+    assert!(fig.contains("<svg") && fig.contains("<text"), "{fig}");
+    assert_eq!(
+        polylines_with_stroke(fig, &hex(BASELINE_COLOR)),
+        CONV_RUNS + 1
+    );
+    assert_eq!(
+        polylines_with_stroke(fig, &hex(CANDIDATE_COLOR)),
+        CONV_RUNS + 1
+    );
+    // The time-to-train strip plot: one dot per run and side.
+    let dist = &html[html.find("<figure class=\"plot distribution\"").unwrap()..];
+    let dots = |c: &str| dist.matches(&format!("fill=\"{c}\"")).count();
+    assert!(dots(&hex(BASELINE_COLOR)) >= CONV_RUNS, "{dist}");
+    assert!(dots(&hex(CANDIDATE_COLOR)) >= CONV_RUNS, "{dist}");
+
+    // Rendered by a real browser: the screenshot shows both colours.
+    let png = f.root.join("report.png");
+    let profile = tempfile::tempdir().unwrap();
+    let shot = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,1600")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(
+        png.is_file(),
+        "chromium wrote no screenshot: {}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let (w, h, pixels) = decode_png(&png);
+    assert_eq!((w, h), (1200, 1600));
+    let near = |p: &[u8; 3], c: (u8, u8, u8)| {
+        (p[0] as i32 - c.0 as i32).abs() < 40
+            && (p[1] as i32 - c.1 as i32).abs() < 40
+            && (p[2] as i32 - c.2 as i32).abs() < 40
+    };
+    let non_white = pixels.iter().filter(|p| p.iter().any(|&v| v < 235)).count();
+    let blue = pixels
+        .iter()
+        .filter(|p| near(p, (BASELINE_COLOR.0, BASELINE_COLOR.1, BASELINE_COLOR.2)))
+        .count();
+    let red = pixels
+        .iter()
+        .filter(|p| near(p, (CANDIDATE_COLOR.0, CANDIDATE_COLOR.1, CANDIDATE_COLOR.2)))
+        .count();
+    eprintln!(
+        "screenshot: {non_white} non-white pixels, {blue} baseline-coloured, {red} candidate-coloured"
+    );
+    assert!(
+        non_white > 20_000,
+        "the page looks blank: {non_white} non-white pixels"
+    );
+    assert!(
+        blue > 500,
+        "the baseline series did not render: {blue} pixels"
+    );
+    assert!(
+        red > 500,
+        "the candidate series did not render: {red} pixels"
+    );
+}
+
+/// RGB pixels of a PNG screenshot.
+fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut reader = png::Decoder::new(file).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let step = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected PNG colour type {other:?}"),
+    };
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(step)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width, info.height, px)
+}
+
+#[test]
+fn different_definitions_need_force() {
+    let f = fixture();
+    // A copy of the same-code side whose quality target differs.
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..RUNS {
+        let from = f.root.join("same").join(format!("run{i}"));
+        let to = tmp.path().join(format!("run{i}"));
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(&from).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+        let rec = to.join("referee_run.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+        v["target"]["value"] = serde_json::json!(3.5);
+        std::fs::write(&rec, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    }
+    let other = tmp.path().to_str().unwrap();
+    let o = referee(&["compare", &f.side("base"), other]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("target"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+
+    let forced = referee(&["compare", "--force", "--json", &f.side("base"), other]);
+    assert_ne!(forced.status.code(), Some(2), "{}", stderr(&forced));
+    let j = json_of(&forced);
+    assert_eq!(j["force"], true);
+    assert!(
+        j["forced_differences"][0]
+            .as_str()
+            .unwrap()
+            .contains("target")
+    );
+    let text = referee(&["compare", "--force", &f.side("base"), other]);
+    assert!(stdout(&text).contains("--force"), "{}", stdout(&text));
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let f = fixture();
+    let missing = referee(&["compare", "/nonexistent/a", &f.side("base")]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("/nonexistent/a"),
+        "{}",
+        stderr(&missing)
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let none = referee(&["compare", empty.path().to_str().unwrap(), &f.side("base")]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(stderr(&none).contains("no result_"), "{}", stderr(&none));
+    // Throughput runs against time-to-train runs of another benchmark
+    // definition: nothing is on both sides… (mini_llm in both, but the
+    // modes differ: that is a difference of definition).
+    let modes = referee(&["compare", &f.side("base"), &f.side("conv_base")]);
+    assert_eq!(modes.status.code(), Some(2), "{}", stdout(&modes));
+    assert!(stderr(&modes).contains("mode"), "{}", stderr(&modes));
+    let amd = corpus_dir().join("training_results_v5.0/AMD");
+    let nothing = referee(&["compare", &f.side("base"), amd.to_str().unwrap()]);
+    assert_eq!(nothing.status.code(), Some(2));
+    assert!(
+        stderr(&nothing).contains("nothing to compare"),
+        "{}",
+        stderr(&nothing)
+    );
+    let conf = referee(&[
+        "compare",
+        "--confidence",
+        "1.5",
+        &f.side("base"),
+        &f.side("same"),
+    ]);
+    assert_eq!(conf.status.code(), Some(2));
+}
+
+#[test]
+fn two_real_submissions_compare_with_summarize_scores() {
+    // Wait for the throughput runs: nothing else of this file competes
+    // with them for the CPU.
+    fixture();
+    let corpus = corpus_dir();
+    let org = corpus.join("training_results_v5.0/AMD");
+    let a = org.join("results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora");
+    let b = org.join("results/MI325X_EPYC_9575F_pytorch/llama2_70b_lora");
+    let o = referee(&[
+        "compare",
+        "--json",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let j = json_of(&o);
+    let g = &j["groups"][0];
+    assert_eq!(g["benchmark"], "llama2_70b_lora");
+    assert_eq!(g["baseline"]["ruleset"], "5.0.0");
+    assert_eq!(g["baseline"]["org"], "AMD");
+
+    // The scores are score_dir's (as `referee summarize` computes them).
+    let pkg = mlperf_logging();
+    let lib = Arc::new(RuleLibrary::from_package(pkg.clone()));
+    let checker = Arc::new(Checker::new(lib, CheckOptions::default()));
+    let ctx = ScoreContext::new(
+        checker,
+        "training",
+        "5.0.0",
+        Meta::official(),
+        Some(pkg.rcp_dir()),
+    );
+    let (rows, problems) = summarize(&ctx, &[org], &|| {});
+    assert!(problems.is_empty(), "{problems:?}");
+    let score = |system: &str| {
+        rows.iter()
+            .find(|r| r.system == system && r.score.benchmark == "llama2_70b_lora")
+            .unwrap()
+            .score
+            .score_minutes
+            .unwrap()
+    };
+    let (sa, sb) = (
+        score("MI300X_EPYC_9575F_pytorch"),
+        score("MI325X_EPYC_9575F_pytorch"),
+    );
+    assert_eq!(g["baseline"]["score_minutes"].as_f64().unwrap(), sa);
+    assert_eq!(g["candidate"]["score_minutes"].as_f64().unwrap(), sb);
+    assert_eq!(g["time_to_train"]["baseline"].as_f64().unwrap(), sa);
+    assert_eq!(g["time_to_train"]["candidate"].as_f64().unwrap(), sb);
+    assert_eq!(format!("{sa:.3} {sb:.3}"), "29.250 22.037");
+    let change = g["time_to_train"]["relative_change"].as_f64().unwrap();
+    assert_eq!(change, sb / sa - 1.0);
+    assert_eq!(g["time_to_train"]["mann_whitney"]["method"], "asymptotic"); // 10 runs a side
+    assert_eq!(g["baseline"]["runs"].as_array().unwrap().len(), 10);
+    assert_eq!(g["convergence"]["unit"], "samples");
+    // Exit code follows the verdict.
+    let fails = matches!(
+        g["verdict"].as_str(),
+        Some("regression" | "convergence-change")
+    );
+    assert_eq!(o.status.code(), Some(if fails { 1 } else { 0 }));
+
+    let h = referee(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let text = stdout(&h);
+    assert!(text.contains("29.250") && text.contains("22.037"), "{text}");
+}
