@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod collective;
 pub mod fsutil;
+pub mod gpu;
 pub mod launch;
 pub mod logger;
 pub mod provenance;

@@ -80,6 +80,16 @@ impl<T: IntoValue> IntoValue for Option<T> {
 /// Metadata given by a call site (added after `file` and `lineno`).
 pub type Meta<'a> = &'a [(&'a str, Value)];
 
+/// One event, before rendering.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    pub time_ms: u64,
+    pub event_type: &'a str,
+    pub key: &'a str,
+    pub value: &'a Value,
+    pub meta: Meta<'a>,
+}
+
 pub struct MlLogger {
     out: Option<BufWriter<File>>,
     tmp: Option<PathBuf>,
@@ -125,28 +135,19 @@ impl MlLogger {
     }
 
     /// Render one line (without writing it).
-    pub fn render(
-        namespace: &str,
-        time_ms: u64,
-        event_type: &str,
-        key: &str,
-        value: &Value,
-        file: &str,
-        lineno: u32,
-        meta: Meta,
-    ) -> String {
+    pub fn render(namespace: &str, ev: &Event, file: &str, lineno: u32) -> String {
         let mut m = Dict::new();
         m.insert("file".into(), Value::Str(file.to_string()));
         m.insert("lineno".into(), Value::Int(lineno as i64));
-        for (k, v) in meta {
+        for (k, v) in ev.meta {
             m.insert((*k).to_string(), v.clone());
         }
         let mut d = Dict::new();
         d.insert("namespace".into(), Value::Str(namespace.to_string()));
-        d.insert("time_ms".into(), Value::Int(time_ms as i64));
-        d.insert("event_type".into(), Value::Str(event_type.to_string()));
-        d.insert("key".into(), Value::Str(key.to_string()));
-        d.insert("value".into(), value.clone());
+        d.insert("time_ms".into(), Value::Int(ev.time_ms as i64));
+        d.insert("event_type".into(), Value::Str(ev.event_type.to_string()));
+        d.insert("key".into(), Value::Str(ev.key.to_string()));
+        d.insert("value".into(), ev.value.clone());
         d.insert("metadata".into(), Value::Dict(m));
         format!(":::MLLOG {}", Value::Dict(d).json_compact())
     }
@@ -161,16 +162,14 @@ impl MlLogger {
     ) -> u64 {
         let t = self.clock.now_ms();
         if let Some(out) = &mut self.out {
-            let line = Self::render(
-                &self.namespace,
-                t,
+            let ev = Event {
+                time_ms: t,
                 event_type,
                 key,
-                &value,
-                at.file(),
-                at.line(),
+                value: &value,
                 meta,
-            );
+            };
+            let line = Self::render(&self.namespace, &ev, at.file(), at.line());
             if let Err(e) = writeln!(out, "{line}") {
                 self.error.get_or_insert(e);
             }
@@ -261,8 +260,21 @@ mod tests {
 
     #[test]
     fn lines_match_the_official_writer_format() {
-        let line = MlLogger::render(
-            "",
+        let render = |time_ms, event_type, key, value: &Value, file, lineno, meta: Meta| {
+            MlLogger::render(
+                "",
+                &Event {
+                    time_ms,
+                    event_type,
+                    key,
+                    value,
+                    meta,
+                },
+                file,
+                lineno,
+            )
+        };
+        let line = render(
             1_700_000_000_123,
             INTERVAL_END,
             "run_stop",
@@ -275,8 +287,7 @@ mod tests {
             line,
             r#":::MLLOG {"namespace": "", "time_ms": 1700000000123, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, "metadata": {"file": "gen.py", "lineno": 11, "status": "success"}}"#
         );
-        let v = MlLogger::render(
-            "",
+        let v = render(
             1,
             POINT_IN_TIME,
             "opt_adamw_epsilon",
@@ -287,17 +298,8 @@ mod tests {
         );
         assert!(v.contains(r#""value": 1e-05"#), "{v}");
         assert!(
-            MlLogger::render(
-                "",
-                1,
-                POINT_IN_TIME,
-                "x",
-                &0.1f32.into_value(),
-                "a.rs",
-                1,
-                &[]
-            )
-            .contains(r#""value": 0.1,"#)
+            render(1, POINT_IN_TIME, "x", &0.1f32.into_value(), "a.rs", 1, &[])
+                .contains(r#""value": 0.1,"#)
         );
     }
 

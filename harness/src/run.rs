@@ -13,6 +13,14 @@
 //!    the target, or `aborted` when the schedule (max samples) or the time
 //!    budget is exhausted;
 //! 6. the log is finalised atomically.
+//!
+//! With several ranks (see [`crate::collective`]), a failed peer ends the
+//! run on the others: a collective that fails (an error, the launcher's
+//! SIGTERM, or no progress for the peer timeout) makes rank 0 log
+//! `run_stop` aborted with the reason (naming the failed rank when its
+//! pid file shows it gone), finalise the log, and return an error, so the
+//! process exits non-zero. Errors of the model or the data still leave the
+//! log unfinished (`.partial`).
 
 use crate::cache::{CacheClear, drop_page_cache};
 use crate::clock::Clock;
@@ -158,28 +166,56 @@ fn samples_meta(samples: u64) -> Vec<(&'static str, Value)> {
     vec![("samples_count", Value::Int(samples as i64))]
 }
 
+/// Why a step failed: the model (the run errs, its log stays `.partial`)
+/// or the communication between ranks (the run ends aborted).
+enum StepError {
+    Compute(String),
+    Comm(String),
+}
+
 /// One training step, data-parallel when the world is larger than 1.
 fn step(
     trainer: &mut dyn Trainer,
     batch: &Batch,
     coll: &mut dyn Collective,
-) -> Result<f32, String> {
+) -> Result<f32, StepError> {
     if coll.world_size() == 1 {
         return trainer
             .train_step(batch)
             .map(|o| o.loss)
-            .map_err(|e| e.to_string());
+            .map_err(|e| StepError::Compute(e.to_string()));
     }
     let (loss, mut grads) = trainer
         .compute_gradients(batch)
-        .map_err(|e| e.to_string())?;
-    coll.all_reduce_mean(&mut grads)?;
-    trainer.apply_gradients(&grads).map_err(|e| e.to_string())?;
+        .map_err(|e| StepError::Compute(e.to_string()))?;
+    coll.all_reduce_mean(&mut grads).map_err(StepError::Comm)?;
+    trainer
+        .apply_gradients(&grads)
+        .map_err(|e| StepError::Compute(e.to_string()))?;
     Ok(loss)
 }
 
-/// Execute run `index` with `seed`. Rank 0 writes the log. Errors (data,
-/// model, communication) leave the log unfinished (`.partial`).
+/// A communication failure as the log's `run_stop_reason` gives it.
+fn peer_failure(plan: &RunPlan, coll: &dyn Collective, e: &str) -> String {
+    let dead = crate::launch::dead_peers(&plan.out_dir, coll.world_size(), coll.rank());
+    let who = if dead.is_empty() {
+        String::new()
+    } else {
+        format!("; {} exited", dead.join(", "))
+    };
+    format!(
+        "rank {} of {} stopped: {e}{who}",
+        coll.rank(),
+        coll.world_size()
+    )
+}
+
+/// Execute run `index` with `seed` (rank 0's, on every rank). Rank 0 writes
+/// the log. Errors of the data or the model, and communication errors
+/// before training, leave the log unfinished (`.partial`); a communication
+/// failure during training (a peer failed, the launcher's SIGTERM, the peer
+/// timeout) ends the log with `run_stop` aborted and is returned as an
+/// error, since the ranks cannot go on to another run.
 pub fn run_once(
     plan: &RunPlan,
     index: usize,
@@ -191,6 +227,19 @@ pub fn run_once(
     let spec = plan.bench.spec();
     let leader = coll.rank() == 0;
     let path = log_path(&plan.out_dir, index);
+    if coll.world_size() > 1 {
+        // The launcher's SIGTERM (a peer failed, the job was cancelled)
+        // becomes an aborted log instead of a torn one.
+        crate::launch::install_termination_handlers();
+    }
+    // Every rank uses rank 0's seed (ranks started without --seed draw
+    // different ones): identical initial weights on every rank; the data
+    // loaders split each global batch by rank.
+    let seed = if coll.world_size() > 1 {
+        coll.broadcast_f64(seed as f64)? as u64
+    } else {
+        seed
+    };
     let mut log = if leader {
         MlLogger::create(&path, clock.clone()).map_err(|e| format!("{}: {e}", path.display()))?
     } else {
@@ -230,6 +279,11 @@ pub fn run_once(
     for p in plan.bench.logged_params(&plan.config) {
         log.event(p.key, json_to_value(&p.value), &[]);
     }
+    log.event(
+        "lowest_numerical_precision_in_linear",
+        referee_workloads::device::linear_precision(&plan.device),
+        &[],
+    );
     obs.phase("building the model");
     let mut trainer = plan
         .bench
@@ -281,7 +335,28 @@ pub fn run_once(
         &[("flops_per_sample", Value::Float(trainer.flops_per_sample()))],
     );
     obs.phase("initialised");
+    if coll.world_size() > 1 {
+        // Every rank must start from the same weights (same seed).
+        let mine = u64::from_str_radix(weights.get(..12).unwrap_or("0"), 16).unwrap_or(0) as f64;
+        let root = coll.broadcast_f64(mine)?;
+        if !coll.all_agree(root == mine)? {
+            return Err(format!(
+                "the ranks built different initial weights from seed {seed} (rank {} has {}…)",
+                coll.rank(),
+                weights.get(..12).unwrap_or("")
+            ));
+        }
+    }
     coll.barrier()?;
+    if coll.world_size() > 1 {
+        if let Err(e) = crate::launch::write_pid_file(&plan.out_dir, coll.rank()) {
+            eprintln!(
+                "referee: warning: rank {}: cannot write its pid file under {}: {e}",
+                coll.rank(),
+                plan.out_dir.display()
+            );
+        }
+    }
     let init_stop = log.end("init_stop", (), &[]);
     let init_ms = init_stop.saturating_sub(init_start);
 
@@ -297,6 +372,9 @@ pub fn run_once(
     });
     let mut train_seconds = 0.0f64;
     let mut train_samples = 0u64;
+    // Set when the ranks can no longer communicate: the run ends aborted
+    // and the process must not go on to another run.
+    let mut fatal: Option<String> = None;
 
     if init_ms >= plan.init_budget_ms {
         status = Status::Aborted(format!(
@@ -326,6 +404,19 @@ pub fn run_once(
         let mut block_t = 0.0f64;
         let mut block_samples = 0u64;
         'train: loop {
+            if let Some(sig) = crate::launch::termination_signal() {
+                let why = peer_failure(
+                    plan,
+                    coll,
+                    &format!(
+                        "interrupted by {} (the launcher stops every rank when one fails or the job is cancelled)",
+                        crate::launch::signal_name(sig)
+                    ),
+                );
+                status = Status::Aborted(why.clone());
+                fatal = Some(why);
+                break;
+            }
             if clock.seconds() - start_s > plan.budget_minutes * 60.0 {
                 status = Status::Aborted(format!(
                     "the time budget of {} min ran out",
@@ -339,7 +430,16 @@ pub fn run_once(
                 Some(Err(e)) => return Err(format!("reading training data: {e}")),
                 None => return Err("the training data ended".into()),
             };
-            let loss = step(trainer.as_mut(), &batch, coll)?;
+            let loss = match step(trainer.as_mut(), &batch, coll) {
+                Ok(l) => l,
+                Err(StepError::Compute(e)) => return Err(e),
+                Err(StepError::Comm(e)) => {
+                    let why = peer_failure(plan, coll, &e);
+                    status = Status::Aborted(why.clone());
+                    fatal = Some(why);
+                    break;
+                }
+            };
             if plan.step_delay_ms > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(plan.step_delay_ms));
             }
@@ -411,19 +511,54 @@ pub fn run_once(
                     .bench
                     .open_eval(&plan.data_dir, &plan.config)
                     .map_err(|e| format!("opening evaluation data: {e}"))?;
-                let mut batches = std::iter::from_fn(|| match eval.next() {
-                    Some(Ok(b)) => Some(b),
-                    _ => None,
+                let mut batches = std::iter::from_fn(|| {
+                    // The launcher's SIGTERM cuts an evaluation short; its
+                    // result is then discarded, never logged.
+                    if crate::launch::termination_signal().is_some() {
+                        return None;
+                    }
+                    match eval.next() {
+                        Some(Ok(b)) => Some(b),
+                        _ => None,
+                    }
                 });
-                let local = trainer
-                    .evaluate(&mut batches)
-                    .map_err(|e| format!("evaluating: {e}"))?;
-                let metric = coll.broadcast_f64(local)?;
+                let local = trainer.evaluate(&mut batches);
+                if let Some(sig) = crate::launch::termination_signal() {
+                    let why = peer_failure(
+                        plan,
+                        coll,
+                        &format!(
+                            "interrupted by {} during an evaluation (the launcher stops every rank when one fails or the job is cancelled)",
+                            crate::launch::signal_name(sig)
+                        ),
+                    );
+                    status = Status::Aborted(why.clone());
+                    fatal = Some(why);
+                    break;
+                }
+                let local = local.map_err(|e| format!("evaluating: {e}"))?;
+                let metric = match coll.broadcast_f64(local) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let why = peer_failure(plan, coll, &e);
+                        status = Status::Aborted(why.clone());
+                        fatal = Some(why);
+                        break;
+                    }
+                };
                 log.event(spec.metric.key, metric, &samples_meta(samples));
                 log.end("eval_stop", (), &samples_meta(samples));
                 obs.eval(samples, metric);
                 evals.push((samples, metric, clock.seconds() - start_s));
-                let reached = coll.all_agree(spec.metric.reached(metric))?;
+                let reached = match coll.all_agree(spec.metric.reached(metric)) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let why = peer_failure(plan, coll, &e);
+                        status = Status::Aborted(why.clone());
+                        fatal = Some(why);
+                        break;
+                    }
+                };
                 if reached && plan.stop_at_target {
                     status = Status::Success;
                     break;
@@ -456,6 +591,12 @@ pub fn run_once(
     let final_path = log
         .finalize()
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(why) = fatal {
+        return Err(match &final_path {
+            Some(p) => format!("{why}; {} ends with run_stop aborted", p.display()),
+            None => why,
+        });
+    }
     let throughput = throughput_of(
         trainer.as_ref(),
         train_samples,

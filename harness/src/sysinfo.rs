@@ -106,17 +106,32 @@ pub struct Accelerator {
     pub count: usize,
 }
 
+/// Who and what a system description is about (besides the probed facts).
+#[derive(Debug, Clone, Copy)]
+pub struct SystemIdentity<'a> {
+    pub submitter: &'a str,
+    pub division: &'a str,
+    /// One of the four MLCommons availability values.
+    pub status: &'a str,
+    pub system_name: &'a str,
+    pub framework: &'a str,
+    pub nodes: usize,
+}
+
 /// The 33-field system description JSON.
 pub fn system_description(
-    submitter: &str,
-    division: &str,
-    status: &str,
-    system_name: &str,
+    id: &SystemIdentity,
     host: &HostFacts,
     accel: Option<&Accelerator>,
-    framework: &str,
-    nodes: usize,
 ) -> Value {
+    let SystemIdentity {
+        submitter,
+        division,
+        status,
+        system_name,
+        framework,
+        nodes,
+    } = *id;
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
@@ -217,16 +232,15 @@ mod tests {
     #[test]
     fn description_has_the_33_fields_and_passes_the_checker() {
         let host = HostFacts::probe();
-        let v = system_description(
-            "ACME",
-            "closed",
-            "Research, Development, or Internal (RDI)",
-            "box",
-            &host,
-            None,
-            "referee",
-            1,
-        );
+        let id = SystemIdentity {
+            submitter: "ACME",
+            division: "closed",
+            status: "Research, Development, or Internal (RDI)",
+            system_name: "box",
+            framework: "referee",
+            nodes: 1,
+        };
+        let v = system_description(&id, &host, None);
         let obj = v.as_object().unwrap();
         for f in referee_rules::meta::SYSTEM_REQUIRED_FIELDS {
             assert!(obj.contains_key(f), "missing {f}");

@@ -185,3 +185,80 @@ pub fn data_dir(datasets: &[&str]) -> PathBuf {
     }
     dir
 }
+
+/// Path of a `referee` binary built with referee-harness's `mpi` feature
+/// (data parallelism over MPI), in the profile these tests were built with.
+/// It is built in the same target directory (the dependencies are shared,
+/// only referee-harness is compiled again) and copied to `referee-mpi`,
+/// since cargo puts every feature set's binary at the same path. Panics
+/// with the fix when MPI is not installed.
+pub fn referee_mpi_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps/<test>")
+            .to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let built = profile_dir.join("referee");
+        let copy = profile_dir.join("referee-mpi");
+        for _ in 0..3 {
+            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cmd.args([
+                "build",
+                "--quiet",
+                "-p",
+                "referee-harness",
+                "--bin",
+                "referee",
+                "--features",
+                "mpi",
+            ]);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd
+                .current_dir(repo_root())
+                .status()
+                .expect("run cargo build");
+            assert!(
+                status.success(),
+                "building referee with --features mpi failed: is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
+            );
+            let tmp = profile_dir.join(format!("referee-mpi.tmp-{}", std::process::id()));
+            std::fs::copy(&built, &tmp).expect("copy the referee binary");
+            // Another test may have rebuilt the default binary in between:
+            // keep the copy only if it is the MPI build.
+            let bytes = std::fs::read(&tmp).expect("read the copied binary");
+            if memchr_find(&bytes, b"MPI_Iallreduce") {
+                std::fs::rename(&tmp, &copy).expect("rename the MPI binary");
+                return copy;
+            }
+            let _ = std::fs::remove_file(&tmp);
+        }
+        panic!("could not obtain an MPI build of referee at {}", built.display());
+    })
+    .clone()
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `mpirun` with the flags the tests need on a CI machine (root allowed,
+/// more ranks than cores), or a panic naming the fix.
+pub fn mpirun() -> Command {
+    let ok = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "mpirun is not installed: scripts/install-ci-deps.sh installs openmpi-bin"
+    );
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe"]);
+    c
+}

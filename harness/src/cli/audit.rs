@@ -46,13 +46,23 @@ pub struct AuditArgs {
     pub threads: Option<usize>,
 }
 
-/// (samples_count, metric) of every evaluation, and the convergence point
-/// (the last evaluation before a successful run_stop).
-fn curve(log: &Path, key: &str) -> Result<(Vec<(u64, f64)>, Option<u64>, Value), String> {
+/// What an original log says about its run.
+struct Curve {
+    /// (samples_count, metric) of every evaluation.
+    points: Vec<(u64, f64)>,
+    /// The last evaluation before a successful run_stop.
+    converged_at: Option<u64>,
+    /// The `referee_provenance` value.
+    provenance: Value,
+}
+
+fn curve(log: &Path, key: &str) -> Result<Curve, String> {
     let p = mllog::read_file(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let mut pts = Vec::new();
-    let mut conv = None;
-    let mut prov = Value::Null;
+    let mut c = Curve {
+        points: Vec::new(),
+        converged_at: None,
+        provenance: Value::Null,
+    };
     for r in &p.records {
         match r.key() {
             k if k == key => {
@@ -60,19 +70,17 @@ fn curve(log: &Path, key: &str) -> Result<(Vec<(u64, f64)>, Option<u64>, Value),
                     r.meta("samples_count").and_then(|x| x.as_f64()),
                     r.value().as_f64(),
                 ) {
-                    pts.push((s as u64, v));
+                    c.points.push((s as u64, v));
                 }
             }
-            "run_stop" => {
-                if r.meta("status").and_then(|s| s.as_str()) == Some("success") {
-                    conv = pts.last().map(|x| x.0);
-                }
+            "run_stop" if r.meta("status").and_then(|s| s.as_str()) == Some("success") => {
+                c.converged_at = c.points.last().map(|x| x.0);
             }
-            "referee_provenance" => prov = serde_json::Value::from(r.value()),
+            "referee_provenance" => c.provenance = serde_json::Value::from(r.value()),
             _ => {}
         }
     }
-    Ok((pts, conv, prov))
+    Ok(c)
 }
 
 /// Relative tolerance on each common evaluation point of original and re-run.
@@ -205,7 +213,11 @@ pub fn run(a: AuditArgs) -> i32 {
         .unwrap_or_else(|| "closed".into());
         let logs = tree::result_files(&d.path).unwrap_or_default();
         for log in logs.iter().take(a.rerun) {
-            let (orig, orig_conv, prov) = match curve(log, key) {
+            let Curve {
+                points: orig,
+                converged_at: orig_conv,
+                provenance: prov,
+            } = match curve(log, key) {
                 Ok(c) => c,
                 Err(e) => return usage_error(e),
             };
@@ -370,7 +382,7 @@ fn compare(
             .find(|x| x.bs == gbs)
             .cloned()
             .or_else(|| {
-                let lo = t.records.iter().filter(|x| x.bs < gbs).next_back()?;
+                let lo = t.records.iter().rfind(|x| x.bs < gbs)?;
                 let hi = t.records.iter().find(|x| x.bs > gbs)?;
                 Some(t.interpolate(gbs, lo, hi))
             })?;

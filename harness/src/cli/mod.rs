@@ -10,6 +10,7 @@ use std::ffi::OsString;
 pub mod audit;
 pub mod check;
 pub mod common;
+pub mod compare;
 pub mod data;
 pub mod package;
 pub mod package_check;
@@ -17,6 +18,7 @@ pub mod rcp;
 pub mod rules;
 pub mod run;
 pub mod sign;
+pub mod slurm;
 pub mod summarize;
 
 pub const EXIT_OK: i32 = 0;
@@ -51,6 +53,8 @@ pub enum Command {
     Summarize(summarize::SummarizeArgs),
     /// Check a whole submission folder (layout, logs, seeds, RCP, systems); exit 0 only if acceptable.
     PackageCheck(package_check::PackageCheckArgs),
+    /// Compare release A with release B: time to train, convergence, throughput; exit 1 on a regression.
+    Compare(compare::CompareArgs),
     /// Build an MLCommons submission folder from `referee run` outputs.
     Package(package::PackageArgs),
     /// Verify, check and re-run results of a signed submission folder.
@@ -61,6 +65,8 @@ pub enum Command {
     Sign(sign::SignArgs),
     /// Check a signed directory: signature, signer and every file.
     Verify(sign::VerifyArgs),
+    /// Write an sbatch script that runs a benchmark's runs on a Slurm cluster.
+    Slurm(slurm::SlurmArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -85,11 +91,13 @@ where
         Command::Rcp(a) => rcp::run(a),
         Command::Summarize(a) => summarize::run(a),
         Command::PackageCheck(a) => package_check::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Package(a) => package::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Keygen(a) => sign::run_keygen(a),
         Command::Sign(a) => sign::run_sign(a),
         Command::Verify(a) => sign::run_verify(a),
+        Command::Slurm(a) => slurm::run(a),
     }
 }
 

@@ -12,7 +12,7 @@ use crate::launch::Placement;
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
 use crate::registry;
 use crate::run::{Observer, RunPlan, RunResult, ThroughputPlan, run_once};
-use crate::sysinfo::{HostFacts, system_description};
+use crate::sysinfo::{HostFacts, SystemIdentity, system_description};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::checker::RulesetChoice;
@@ -112,6 +112,8 @@ pub struct RunConfig {
     pub quiet: bool,
     pub json: bool,
     pub placement: Placement,
+    /// The GPU of this rank (None on CPU).
+    pub gpu: Option<crate::gpu::GpuInfo>,
 }
 
 /// Parse a `--set` value as YAML (numbers, booleans, lists, strings).
@@ -329,6 +331,8 @@ pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
     };
     let device = referee_workloads::device_from_str(&a.device)
         .map_err(|e| format!("--device {}: {e}", a.device))?;
+    let gpu = crate::gpu::for_device(&a.device, placement.local_rank)
+        .map_err(|e| format!("--device {}: {e}", a.device))?;
     let data_dir = a
         .data_dir
         .clone()
@@ -378,12 +382,14 @@ pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
     plan.cache_clear = !a.no_cache_clear;
     plan.throughput = throughput;
     plan.step_delay_ms = a.step_delay_ms;
+    plan.peak_flops = gpu.as_ref().and_then(|g| g.peak_flops());
     Ok(RunConfig {
         plan,
         seeds,
         quiet: a.quiet || !std::io::stderr().is_terminal(),
         json: a.json,
         placement,
+        gpu,
     })
 }
 
@@ -574,16 +580,21 @@ fn write_records(cfg: &RunConfig, results: &[RunResult]) -> Result<(), String> {
         crate::provenance::VERSION,
         "0.11"
     );
-    let sys = system_description(
-        &plan.org,
-        &plan.division,
-        "Research, Development, or Internal (RDI)",
-        &plan.platform,
-        &host,
-        None,
-        &framework,
-        cfg.placement.world_size.max(1),
-    );
+    // One GPU per rank: a node holds as many as it has ranks.
+    let per_node = cfg
+        .placement
+        .world_size
+        .div_ceil(cfg.placement.nodes.max(1));
+    let accel = cfg.gpu.as_ref().map(|g| g.accelerator(per_node));
+    let id = SystemIdentity {
+        submitter: &plan.org,
+        division: &plan.division,
+        status: "Research, Development, or Internal (RDI)",
+        system_name: &plan.platform,
+        framework: &framework,
+        nodes: cfg.placement.nodes.max(1),
+    };
+    let sys = system_description(&id, &host, accel.as_ref());
     let write = |name: &str, v: &Value| -> Result<(), String> {
         let p = plan.out_dir.join(name);
         crate::fsutil::write_atomic(
@@ -643,7 +654,7 @@ pub fn run(a: RunArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    let mut coll: Box<dyn Collective> = match crate::collective::from_placement(&placement) {
+    let mut coll: Box<dyn Collective> = match crate::collective::for_device(&placement, &a.device) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };

@@ -1,0 +1,243 @@
+//! GPU discovery through cudarc (the driver API): name, memory, compute
+//! capability, device count, and the peak bf16 tensor throughput from a
+//! table of known parts. It feeds the system description's accelerator
+//! fields and the MFU of throughput logs (`RunPlan.peak_flops`).
+//!
+//! Built in with the cargo feature `cuda` (training on GPUs, candle's CUDA
+//! back end) or `gpu` (cudarc only, no candle kernels: compiles without a
+//! CUDA toolkit). Without either, or without a driver, every probe returns
+//! a clear error; nothing here panics (cudarc panics when it calls into a
+//! missing library, so presence is checked first).
+
+/// What referee knows of one GPU.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub memory_bytes: u64,
+    /// (major, minor).
+    pub compute_capability: (i32, i32),
+    /// GPUs visible to this process.
+    pub count: usize,
+    /// Dense bf16 tensor-core peak, TFLOP/s (None for parts not in the table).
+    pub peak_bf16_tflops: Option<f64>,
+}
+
+impl GpuInfo {
+    /// Peak FLOP/s for MFU (dense bf16).
+    pub fn peak_flops(&self) -> Option<f64> {
+        self.peak_bf16_tflops.map(|t| t * 1e12)
+    }
+
+    /// The system description's view (`accelerators_per_node` = `per_node`).
+    pub fn accelerator(&self, per_node: usize) -> crate::sysinfo::Accelerator {
+        crate::sysinfo::Accelerator {
+            name: self.name.clone(),
+            memory_gib: self.memory_bytes as f64 / (1u64 << 30) as f64,
+            count: per_node,
+        }
+    }
+}
+
+/// Dense (no sparsity) bf16 tensor peak of known parts, TFLOP/s, from the
+/// vendors' data sheets. Matched in order against the device name, so
+/// specific names come before their prefixes.
+pub const PEAK_BF16_TFLOPS: &[(&str, f64)] = &[
+    ("GB200", 2500.0),
+    ("B200", 2250.0),
+    ("B100", 1750.0),
+    ("GH200", 989.0),
+    ("H200", 989.0),
+    ("H100 NVL", 835.0),
+    ("H100 PCIe", 756.0),
+    ("H100", 989.0), // SXM5 (HBM3)
+    ("H800", 989.0),
+    ("H20", 148.0),
+    ("A100", 312.0),
+    ("A800", 312.0),
+    ("L40S", 362.0),
+    ("L40", 181.0),
+    ("L4", 121.0),
+    ("A10", 125.0),
+    ("A30", 165.0),
+    ("RTX 6000 Ada", 364.0),
+    ("RTX 4090", 165.0),
+];
+
+/// The table's entry for a device name (`NVIDIA H100 80GB HBM3` → 989).
+pub fn peak_bf16_tflops(name: &str) -> Option<f64> {
+    PEAK_BF16_TFLOPS
+        .iter()
+        .find(|(needle, _)| name.contains(needle))
+        .map(|(_, t)| *t)
+}
+
+/// The ordinal a device string names: `cuda:N` → N; `cuda` → the local
+/// rank (one GPU per rank on a node), or 0 for a single process.
+pub fn ordinal_for(device: &str, local_rank: usize) -> Result<usize, String> {
+    let d = device.trim();
+    match d.strip_prefix("cuda") {
+        Some("") => Ok(local_rank),
+        Some(rest) => rest
+            .strip_prefix(':')
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| format!("bad device {d:?}: expected \"cuda:N\"")),
+        None => Err(format!("{d:?} is not a GPU device")),
+    }
+}
+
+/// Why GPUs cannot be used here, or None when the driver is present.
+pub fn driver_problem() -> Option<String> {
+    #[cfg(feature = "gpu")]
+    {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Some(
+                "no NVIDIA driver: libcuda.so could not be loaded (no GPU, or the driver is not installed)"
+                    .into(),
+            );
+        }
+        None
+    }
+    #[cfg(all(feature = "cuda", not(feature = "gpu")))]
+    {
+        // Linked at build time: the process would not have started without it.
+        None
+    }
+    #[cfg(not(any(feature = "cuda", feature = "gpu")))]
+    {
+        Some("this referee build has no GPU support (rebuild with `--features cuda`)".into())
+    }
+}
+
+/// NCCL must be loadable before cudarc touches it.
+pub fn require_nccl() -> Result<(), String> {
+    if let Some(p) = driver_problem() {
+        return Err(p);
+    }
+    #[cfg(feature = "gpu")]
+    {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+            return Err("NCCL could not be loaded: libnccl.so is not on the library path (NCCL from PyPI ships only libnccl.so.2: add a libnccl.so link to it)".into());
+        }
+    }
+    Ok(())
+}
+
+/// Probe GPU `ordinal`.
+pub fn probe(ordinal: usize) -> Result<GpuInfo, String> {
+    if let Some(p) = driver_problem() {
+        return Err(p);
+    }
+    #[cfg(any(feature = "cuda", feature = "gpu"))]
+    {
+        match std::panic::catch_unwind(|| probe_driver(ordinal)) {
+            Ok(r) => r,
+            Err(_) => Err(format!("cuda:{ordinal}: the CUDA driver library panicked")),
+        }
+    }
+    #[cfg(not(any(feature = "cuda", feature = "gpu")))]
+    {
+        let _ = ordinal;
+        unreachable!("driver_problem() is Some without GPU support")
+    }
+}
+
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+fn probe_driver(ordinal: usize) -> Result<GpuInfo, String> {
+    use cudarc::driver::result::{self, device};
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let e =
+        |what: &str, err: cudarc::driver::DriverError| format!("cuda:{ordinal}: {what}: {err:?}");
+    result::init().map_err(|x| e("cuInit", x))?;
+    let count = device::get_count().map_err(|x| e("cuDeviceGetCount", x))? as usize;
+    if ordinal >= count {
+        return Err(format!(
+            "cuda:{ordinal} does not exist: this process sees {count} GPU(s) (CUDA_VISIBLE_DEVICES={})",
+            std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into())
+        ));
+    }
+    let dev = device::get(ordinal as i32).map_err(|x| e("cuDeviceGet", x))?;
+    let name = device::get_name(dev).map_err(|x| e("cuDeviceGetName", x))?;
+    // SAFETY: a valid device handle from cuDeviceGet.
+    let memory_bytes =
+        unsafe { device::total_mem(dev) }.map_err(|x| e("cuDeviceTotalMem", x))? as u64;
+    // SAFETY: as above.
+    let attr = |a: A| unsafe { device::get_attribute(dev, a) };
+    let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        .map_err(|x| e("compute capability", x))?;
+    let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        .map_err(|x| e("compute capability", x))?;
+    Ok(GpuInfo {
+        ordinal,
+        peak_bf16_tflops: peak_bf16_tflops(&name),
+        name,
+        memory_bytes,
+        compute_capability: (major, minor),
+        count,
+    })
+}
+
+/// The GPU a run's `--device` names, probed; None for `cpu`.
+pub fn for_device(device: &str, local_rank: usize) -> Result<Option<GpuInfo>, String> {
+    let d = device.trim().to_ascii_lowercase();
+    if d == "cpu" {
+        return Ok(None);
+    }
+    let ordinal = ordinal_for(&d, local_rank)?;
+    probe(ordinal).map(Some)
+}
+
+#[cfg(all(feature = "cuda", feature = "gpu"))]
+compile_error!(
+    "the features `cuda` and `gpu` exclude each other: `gpu` loads CUDA at run time, candle's `cuda` links it at build time; use one"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_table() {
+        assert_eq!(peak_bf16_tflops("NVIDIA H100 80GB HBM3"), Some(989.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA H100 PCIe"), Some(756.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA H200"), Some(989.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA GH200 480GB"), Some(989.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA B200"), Some(2250.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA A100-SXM4-80GB"), Some(312.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA L40S"), Some(362.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA L4"), Some(121.0));
+        assert_eq!(peak_bf16_tflops("NVIDIA A10"), Some(125.0));
+        assert_eq!(peak_bf16_tflops("Tesla T4"), None);
+        let g = GpuInfo {
+            ordinal: 0,
+            name: "NVIDIA H200".into(),
+            memory_bytes: 141 << 30,
+            compute_capability: (9, 0),
+            count: 8,
+            peak_bf16_tflops: Some(989.0),
+        };
+        assert_eq!(g.peak_flops(), Some(989e12));
+        let a = g.accelerator(8);
+        assert_eq!((a.count, a.memory_gib.round()), (8, 141.0));
+    }
+
+    #[test]
+    fn ordinals() {
+        assert_eq!(ordinal_for("cuda:3", 0), Ok(3));
+        assert_eq!(ordinal_for("cuda", 2), Ok(2));
+        assert!(ordinal_for("cuda:x", 0).is_err());
+        assert!(ordinal_for("cpu", 0).is_err());
+        assert_eq!(for_device("cpu", 0), Ok(None));
+    }
+
+    #[test]
+    fn no_gpu_is_an_error_not_a_panic() {
+        if driver_problem().is_some() {
+            let e = for_device("cuda:0", 0).unwrap_err();
+            assert!(!e.is_empty());
+            assert!(require_nccl().is_err());
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! `referee run` end to end on the real data: each benchmark trains to its
+//! target, and its log passes both referee's check and the official
+//! compliance checker run with referee's rule file (`--config`).
+
+use referee_tests::{data_dir, python, referee, referee_bin, repo_root, stderr, stdout};
+use std::path::Path;
+use std::process::Command;
+
+/// A seed whose calibration run reaches the target (calibration seeds are
+/// 1000…; see workloads/rcps/calibration_*.json).
+const SEED: &str = "1000";
+
+fn run_and_check(bench: &str, dataset: &str) {
+    let data = data_dir(&[dataset]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let o = Command::new(referee_bin())
+        .args(["run", bench, "--runs", "1", "-j", "1", "--seed", SEED, "--no-cache-clear", "--quiet", "--json", "--out"])
+        .arg(&out)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{bench}: {}\n{}", stdout(&o), stderr(&o));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(summary["runs"][0]["status"], "success", "{summary}");
+    assert_eq!(summary["checks"][0]["verdict"], "PASS");
+    let log = out.join("result_0.txt");
+    assert!(log.is_file());
+    assert!(out.join("system.json").is_file() && out.join("referee_run.json").is_file());
+
+    // referee check picks referee's own rules by itself.
+    let c = referee(&["check", log.to_str().unwrap()]);
+    assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
+    assert!(stdout(&c).contains(&format!("({bench}, ruleset referee-1.0)")), "{}", stdout(&c));
+
+    // The official checker accepts it with referee's rule file.
+    let rules = repo_root().join("workloads/rules").join(format!("{bench}.yaml"));
+    let off = Command::new(python())
+        .args(["-m", "mlperf_logging.compliance_checker", "--log_output", "/dev/null", "--config"])
+        .arg(&rules)
+        .arg(&log)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert_eq!(off.status.code(), Some(0), "official checker on {}:\n{err}", log.display());
+    assert!(err.contains("SUCCESS"), "{err}");
+
+    // The log's eval points fall on the declared cadence and carry provenance.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("\"key\": \"referee_provenance\""));
+    assert!(text.contains("\"key\": \"throughput\""));
+}
+
+#[test]
+fn mini_llm_trains_to_target_and_passes_both_checkers() {
+    run_and_check("mini_llm", "shakespeare");
+}
+
+#[test]
+fn mini_resnet_trains_to_target_and_passes_both_checkers() {
+    run_and_check("mini_resnet", "fashion_mnist");
+}
+
+#[test]
+fn committed_rule_files_are_current() {
+    let o = Command::new(referee_bin())
+        .args(["rules", "export", "--check", "--dir"])
+        .arg(repo_root().join("workloads/rules"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_killed_run_leaves_no_finished_log() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let mut child = Command::new(referee_bin())
+        .args(["run", "mini_llm", "--runs", "1", "-j", "1", "--no-cache-clear", "--quiet", "--out"])
+        .arg(&out)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let partial = out.join("result_0.txt.partial");
+    // Wait until training has started (run_start flushed with the first block).
+    let t0 = std::time::Instant::now();
+    loop {
+        let started = std::fs::read_to_string(&partial).map(|t| t.contains("\"block_start\"")).unwrap_or(false);
+        if started {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 120, "the run did not start training within 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SIGKILL: no chance to clean up.
+    // SAFETY: kill(2) on our own child's pid.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    assert_eq!(rc, 0);
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(!out.join("result_0.txt").exists(), "a killed run must not leave a finished log");
+    assert!(partial.exists(), "the unfinished log stays visible as .partial");
+    // Nothing that looks like a result is found by the checkers.
+    let files = referee_rules::tree::result_files(&out).unwrap();
+    assert!(files.is_empty(), "{files:?}");
+    // And packaging refuses the directory.
+    let p = referee(&["package", out.to_str().unwrap(), "--out", tmp.path().join("pkg").to_str().unwrap()]);
+    assert_eq!(p.status.code(), Some(2));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn data_verify_rejects_a_corrupted_file() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("shakespeare");
+    copy_dir(&data.join("shakespeare"), &copy);
+    let ok = referee(&["data", "verify", "shakespeare", "--data-dir", tmp.path().to_str().unwrap()]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let f = copy.join("val.bin");
+    let mut bytes = std::fs::read(&f).unwrap();
+    bytes[1000] ^= 0x01;
+    std::fs::write(&f, bytes).unwrap();
+    let bad = referee(&["data", "verify", "shakespeare", "--data-dir", tmp.path().to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(1));
+    let e = stderr(&bad);
+    assert!(e.contains("val.bin"), "{e}");
+    assert!(e.contains("referee data prepare shakespeare"), "the error says how to fix it: {e}");
+    // A run refuses nothing at start (verification is explicit), but an
+    // unprepared directory is named with the fix.
+    let empty = tmp.path().join("empty");
+    let r = referee(&["run", "mini_llm", "--runs", "1", "--data-dir", empty.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(stderr(&r).contains("referee data prepare shakespeare"), "{}", stderr(&r));
+}
+
+#[test]
+fn run_usage_errors() {
+    let r = referee(&["run", "resnet50"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(stderr(&r).contains("mini_llm") && stderr(&r).contains("mini_resnet"), "{}", stderr(&r));
+    let r = referee(&["run", "mini_resnet", "--set", "base_width=64"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(stderr(&r).contains("fixed in the closed division"), "{}", stderr(&r));
+}
