@@ -281,7 +281,7 @@ pub fn run_once(
     }
     log.event(
         "lowest_numerical_precision_in_linear",
-        referee_workloads::device::linear_precision(&plan.device),
+        plan.bench.linear_precision(&plan.config),
         &[],
     );
     obs.phase("building the model");

@@ -186,10 +186,13 @@ pub fn data_dir(datasets: &[&str]) -> PathBuf {
     dir
 }
 
-/// Path of a `referee` binary built with referee-harness's `mpi` feature
-/// (data parallelism over MPI), in the profile these tests were built with.
+/// Path of a `referee` binary built with referee-harness's `mpi` and `gpu`
+/// features (data parallelism over MPI; GPU discovery and the NCCL back
+/// end through cudarc, which compiles without a CUDA toolkit: CI thereby
+/// builds every GPU code path that does not need nvcc), in the profile
+/// these tests were built with.
 /// It is built in the same target directory (the dependencies are shared,
-/// only referee-harness is compiled again) and copied to `referee-mpi`,
+/// only referee-harness and cudarc are compiled again) and copied to `referee-mpi`,
 /// since cargo puts every feature set's binary at the same path. Panics
 /// with the fix when MPI is not installed.
 pub fn referee_mpi_bin() -> PathBuf {
@@ -214,7 +217,7 @@ pub fn referee_mpi_bin() -> PathBuf {
                 "--bin",
                 "referee",
                 "--features",
-                "mpi",
+                "mpi,gpu",
             ]);
             if release {
                 cmd.arg("--release");
@@ -225,14 +228,14 @@ pub fn referee_mpi_bin() -> PathBuf {
                 .expect("run cargo build");
             assert!(
                 status.success(),
-                "building referee with --features mpi failed: is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
+                "building referee with --features mpi,gpu failed: is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
             );
             let tmp = profile_dir.join(format!("referee-mpi.tmp-{}", std::process::id()));
             std::fs::copy(&built, &tmp).expect("copy the referee binary");
             // Another test may have rebuilt the default binary in between:
             // keep the copy only if it is the MPI build.
             let bytes = std::fs::read(&tmp).expect("read the copied binary");
-            if memchr_find(&bytes, b"MPI_Iallreduce") {
+            if memchr_find(&bytes, b"MPI_Iallreduce") && memchr_find(&bytes, b"ncclCommInitRank") {
                 std::fs::rename(&tmp, &copy).expect("rename the MPI binary");
                 return copy;
             }

@@ -5,12 +5,11 @@
 //!
 //! The comparison uses a short schedule (two evaluations, ~1 min per run),
 //! so its logs fail `referee check` on `target-not-reached` and on nothing
-//! else. (A run to the target would take the whole 768-step schedule,
-//! ~5 min per run here, and with the current default hyperparameters
-//! mini_llm ends at 4.15 > 4.0 on 1 and on 2 ranks alike.)
+//! else. (A run to the target takes ~9,000 samples, 4–5 min per run on
+//! 2 ranks here; tests/tests/run_e2e.rs trains one process to the target.)
 //!
 //! Needs Open MPI (scripts/install-ci-deps.sh) and the prepared
-//! Shakespeare data; the `referee` binary is built with `--features mpi`.
+//! Shakespeare data; the `referee` binary is built with `--features mpi,gpu`.
 
 use referee_tests::{data_dir, mpirun, referee_mpi_bin, stderr, stdout};
 use std::path::Path;
@@ -352,4 +351,51 @@ fn a_hung_rank_times_out() {
             libc::kill(pid, libc::SIGKILL);
         }
     }
+}
+
+/// GPU ranks on a machine without GPUs (or with a build without candle's
+/// CUDA back end): every rank stops before any collective with the device
+/// problem and exit code 2, within seconds, and no log is started.
+#[test]
+fn gpu_ranks_without_a_gpu_stop_cleanly() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = referee_mpi_bin();
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let mut child = mpirun()
+        .args(["-np", "2"])
+        .arg(&bin)
+        .args([
+            "run", "mini_llm", "--runs", "1", "--quiet", "--device", "cuda",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("--device cuda"), "the device is named: {err}");
+    assert!(
+        err.contains("--features cuda") || err.contains("CUDA"),
+        "the message says what is missing: {err}"
+    );
+    let logs: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !logs
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("result_")),
+        "{logs:?}"
+    );
 }

@@ -15,13 +15,32 @@ fn run_and_check(bench: &str, dataset: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
     let o = Command::new(referee_bin())
-        .args(["run", bench, "--runs", "1", "-j", "1", "--seed", SEED, "--no-cache-clear", "--quiet", "--json", "--out"])
+        .args([
+            "run",
+            bench,
+            "--runs",
+            "1",
+            "-j",
+            "1",
+            "--seed",
+            SEED,
+            "--no-cache-clear",
+            "--quiet",
+            "--json",
+            "--out",
+        ])
         .arg(&out)
         .arg("--data-dir")
         .arg(&data)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{bench}: {}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{bench}: {}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let summary: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(summary["runs"][0]["status"], "success", "{summary}");
     assert_eq!(summary["checks"][0]["verdict"], "PASS");
@@ -32,18 +51,35 @@ fn run_and_check(bench: &str, dataset: &str) {
     // referee check picks referee's own rules by itself.
     let c = referee(&["check", log.to_str().unwrap()]);
     assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
-    assert!(stdout(&c).contains(&format!("({bench}, ruleset referee-1.0)")), "{}", stdout(&c));
+    assert!(
+        stdout(&c).contains(&format!("({bench}, ruleset referee-1.0)")),
+        "{}",
+        stdout(&c)
+    );
 
     // The official checker accepts it with referee's rule file.
-    let rules = repo_root().join("workloads/rules").join(format!("{bench}.yaml"));
+    let rules = repo_root()
+        .join("workloads/rules")
+        .join(format!("{bench}.yaml"));
     let off = Command::new(python())
-        .args(["-m", "mlperf_logging.compliance_checker", "--log_output", "/dev/null", "--config"])
+        .args([
+            "-m",
+            "mlperf_logging.compliance_checker",
+            "--log_output",
+            "/dev/null",
+            "--config",
+        ])
         .arg(&rules)
         .arg(&log)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&off.stderr);
-    assert_eq!(off.status.code(), Some(0), "official checker on {}:\n{err}", log.display());
+    assert_eq!(
+        off.status.code(),
+        Some(0),
+        "official checker on {}:\n{err}",
+        log.display()
+    );
     assert!(err.contains("SUCCESS"), "{err}");
 
     // The log's eval points fall on the declared cadence and carry provenance.
@@ -78,7 +114,17 @@ fn a_killed_run_leaves_no_finished_log() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
     let mut child = Command::new(referee_bin())
-        .args(["run", "mini_llm", "--runs", "1", "-j", "1", "--no-cache-clear", "--quiet", "--out"])
+        .args([
+            "run",
+            "mini_llm",
+            "--runs",
+            "1",
+            "-j",
+            "1",
+            "--no-cache-clear",
+            "--quiet",
+            "--out",
+        ])
         .arg(&out)
         .arg("--data-dir")
         .arg(&data)
@@ -90,11 +136,16 @@ fn a_killed_run_leaves_no_finished_log() {
     // Wait until training has started (run_start flushed with the first block).
     let t0 = std::time::Instant::now();
     loop {
-        let started = std::fs::read_to_string(&partial).map(|t| t.contains("\"block_start\"")).unwrap_or(false);
+        let started = std::fs::read_to_string(&partial)
+            .map(|t| t.contains("\"block_start\""))
+            .unwrap_or(false);
         if started {
             break;
         }
-        assert!(t0.elapsed().as_secs() < 120, "the run did not start training within 2 minutes");
+        assert!(
+            t0.elapsed().as_secs() < 120,
+            "the run did not start training within 2 minutes"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     // SIGKILL: no chance to clean up.
@@ -103,13 +154,24 @@ fn a_killed_run_leaves_no_finished_log() {
     assert_eq!(rc, 0);
     let status = child.wait().unwrap();
     assert!(!status.success());
-    assert!(!out.join("result_0.txt").exists(), "a killed run must not leave a finished log");
-    assert!(partial.exists(), "the unfinished log stays visible as .partial");
+    assert!(
+        !out.join("result_0.txt").exists(),
+        "a killed run must not leave a finished log"
+    );
+    assert!(
+        partial.exists(),
+        "the unfinished log stays visible as .partial"
+    );
     // Nothing that looks like a result is found by the checkers.
     let files = referee_rules::tree::result_files(&out).unwrap();
     assert!(files.is_empty(), "{files:?}");
     // And packaging refuses the directory.
-    let p = referee(&["package", out.to_str().unwrap(), "--out", tmp.path().join("pkg").to_str().unwrap()]);
+    let p = referee(&[
+        "package",
+        out.to_str().unwrap(),
+        "--out",
+        tmp.path().join("pkg").to_str().unwrap(),
+    ]);
     assert_eq!(p.status.code(), Some(2));
 }
 
@@ -128,31 +190,117 @@ fn data_verify_rejects_a_corrupted_file() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("shakespeare");
     copy_dir(&data.join("shakespeare"), &copy);
-    let ok = referee(&["data", "verify", "shakespeare", "--data-dir", tmp.path().to_str().unwrap()]);
+    let ok = referee(&[
+        "data",
+        "verify",
+        "shakespeare",
+        "--data-dir",
+        tmp.path().to_str().unwrap(),
+    ]);
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
     let f = copy.join("val.bin");
     let mut bytes = std::fs::read(&f).unwrap();
     bytes[1000] ^= 0x01;
     std::fs::write(&f, bytes).unwrap();
-    let bad = referee(&["data", "verify", "shakespeare", "--data-dir", tmp.path().to_str().unwrap()]);
+    let bad = referee(&[
+        "data",
+        "verify",
+        "shakespeare",
+        "--data-dir",
+        tmp.path().to_str().unwrap(),
+    ]);
     assert_eq!(bad.status.code(), Some(1));
     let e = stderr(&bad);
     assert!(e.contains("val.bin"), "{e}");
-    assert!(e.contains("referee data prepare shakespeare"), "the error says how to fix it: {e}");
+    assert!(
+        e.contains("referee data prepare shakespeare"),
+        "the error says how to fix it: {e}"
+    );
     // A run refuses nothing at start (verification is explicit), but an
     // unprepared directory is named with the fix.
     let empty = tmp.path().join("empty");
-    let r = referee(&["run", "mini_llm", "--runs", "1", "--data-dir", empty.to_str().unwrap()]);
+    let r = referee(&[
+        "run",
+        "mini_llm",
+        "--runs",
+        "1",
+        "--data-dir",
+        empty.to_str().unwrap(),
+    ]);
     assert_eq!(r.status.code(), Some(2));
-    assert!(stderr(&r).contains("referee data prepare shakespeare"), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("referee data prepare shakespeare"),
+        "{}",
+        stderr(&r)
+    );
 }
 
 #[test]
 fn run_usage_errors() {
     let r = referee(&["run", "resnet50"]);
     assert_eq!(r.status.code(), Some(2));
-    assert!(stderr(&r).contains("mini_llm") && stderr(&r).contains("mini_resnet"), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("mini_llm") && stderr(&r).contains("mini_resnet"),
+        "{}",
+        stderr(&r)
+    );
     let r = referee(&["run", "mini_resnet", "--set", "base_width=64"]);
     assert_eq!(r.status.code(), Some(2));
-    assert!(stderr(&r).contains("fixed in the closed division"), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("fixed in the closed division"),
+        "{}",
+        stderr(&r)
+    );
+}
+
+/// The precision of the linear layers is a tunable of mini_llm and the log
+/// says which was used (a two-step run: it ends before any evaluation).
+#[test]
+fn linear_precision_is_logged() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    for (precision, want) in [(None, "fp32"), (Some("precision=bf16"), "bf16")] {
+        let out = tmp.path().join(want);
+        let mut cmd = Command::new(referee_bin());
+        cmd.args([
+            "run",
+            "mini_llm",
+            "--runs",
+            "1",
+            "-j",
+            "1",
+            "--seed",
+            SEED,
+            "--no-cache-clear",
+            "--quiet",
+        ])
+        .args(["--set", "total_steps=2", "--set", "warmup_steps=1", "--out"])
+        .arg(&out)
+        .arg("--data-dir")
+        .arg(&data);
+        if let Some(p) = precision {
+            cmd.args(["--set", p]);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "ends before the target: {}",
+            stderr(&o)
+        );
+        let text = std::fs::read_to_string(out.join("result_0.txt")).unwrap();
+        let line =
+            format!("\"key\": \"lowest_numerical_precision_in_linear\", \"value\": \"{want}\"");
+        assert!(text.contains(&line), "{want} logged");
+    }
+    let bad = referee(&[
+        "run",
+        "mini_llm",
+        "--set",
+        "precision=fp8",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("precision"), "{}", stderr(&bad));
 }

@@ -16,19 +16,43 @@ fn runs() -> &'static PathBuf {
         let _ = std::fs::remove_dir_all(&dir);
         let out = dir.join("runs");
         let o = Command::new(referee_bin())
-            .args(["run", "mini_llm", "--runs", "5", "--seed", "7", "--org", "ACME", "--system", "cpu_box", "--no-cache-clear", "--quiet", "--json", "--out"])
+            .args([
+                "run",
+                "mini_llm",
+                "--runs",
+                "5",
+                "--seed",
+                "7",
+                "--org",
+                "ACME",
+                "--system",
+                "cpu_box",
+                "--no-cache-clear",
+                "--quiet",
+                "--json",
+                "--out",
+            ])
             .arg(&out)
             .arg("--data-dir")
             .arg(&data)
             .output()
             .unwrap();
-        assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}", stderr(&o));
+        assert!(
+            o.status.code() == Some(0) || o.status.code() == Some(1),
+            "{}",
+            stderr(&o)
+        );
         out
     })
 }
 
 fn package(to: &Path) -> PathBuf {
-    let o = referee(&["package", runs().to_str().unwrap(), "--out", to.to_str().unwrap()]);
+    let o = referee(&[
+        "package",
+        runs().to_str().unwrap(),
+        "--out",
+        to.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     to.join("ACME")
 }
@@ -59,21 +83,43 @@ fn files(dir: &Path, base: &Path, out: &mut Vec<String>) {
 fn package_sign_verify_and_catch_every_change() {
     let tmp = tempfile::tempdir().unwrap();
     let org = package(&tmp.path().join("pkg"));
-    for f in ["systems/cpu_box.json", "results/cpu_box/mini_llm/result_4.txt"] {
+    for f in [
+        "systems/cpu_box.json",
+        "results/cpu_box/mini_llm/result_4.txt",
+    ] {
         assert!(org.join(f).is_file(), "{f}");
     }
     let imp = org.join("benchmarks/mini_llm/implementations");
-    let readme = std::fs::read_dir(&imp).unwrap().flatten().next().unwrap().path().join("README.md");
+    let readme = std::fs::read_dir(&imp)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path()
+        .join("README.md");
     let text = std::fs::read_to_string(&readme).unwrap();
-    assert!(text.contains("referee run mini_llm") && text.contains("git_commit"), "{text}");
+    assert!(
+        text.contains("referee run mini_llm") && text.contains("git_commit"),
+        "{text}"
+    );
     // It passes referee's package check (the official package checker skips
     // benchmarks it does not know, so only the system description applies there).
     let pc = referee(&["package-check", org.to_str().unwrap()]);
     assert_eq!(pc.status.code(), Some(0), "{}", stdout(&pc));
 
     let key = tmp.path().join("key");
-    assert_eq!(referee(&["keygen", "--out", key.to_str().unwrap()]).status.code(), Some(0));
-    let s = referee(&["sign", org.to_str().unwrap(), "--key", key.to_str().unwrap()]);
+    assert_eq!(
+        referee(&["keygen", "--out", key.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    let s = referee(&[
+        "sign",
+        org.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
     assert_eq!(s.status.code(), Some(0), "{}", stderr(&s));
     let v = referee(&["verify", org.to_str().unwrap()]);
     assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
@@ -106,25 +152,58 @@ fn package_sign_verify_and_catch_every_change() {
     std::fs::remove_file(removed.join("results/cpu_box/mini_llm/result_2.txt")).unwrap();
     let o = referee(&["verify", removed.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("removed") && stdout(&o).contains("result_2.txt"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("removed") && stdout(&o).contains("result_2.txt"),
+        "{}",
+        stdout(&o)
+    );
     let added = tmp.path().join("added");
     copy_tree(&org, &added);
     std::fs::write(added.join("results/cpu_box/mini_llm/result_5.txt"), "extra").unwrap();
     let o = referee(&["verify", added.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("added") && stdout(&o).contains("result_5.txt"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("added") && stdout(&o).contains("result_5.txt"),
+        "{}",
+        stdout(&o)
+    );
     let other = tmp.path().join("other");
-    assert_eq!(referee(&["keygen", "--out", other.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        referee(&["keygen", "--out", other.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
     let resigned = tmp.path().join("resigned");
     copy_tree(&org, &resigned);
-    assert_eq!(referee(&["sign", resigned.to_str().unwrap(), "--key", other.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        referee(&[
+            "sign",
+            resigned.to_str().unwrap(),
+            "--key",
+            other.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
     let pubkey = std::fs::read_to_string(tmp.path().join("key.pub")).unwrap();
     let signers = tmp.path().join("allowed_signers");
     std::fs::write(&signers, format!("release@acme {pubkey}")).unwrap();
-    let o = referee(&["verify", resigned.to_str().unwrap(), "--allowed-signers", signers.to_str().unwrap()]);
+    let o = referee(&[
+        "verify",
+        resigned.to_str().unwrap(),
+        "--allowed-signers",
+        signers.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("unknown key"), "{}", stdout(&o));
-    let o = referee(&["verify", org.to_str().unwrap(), "--allowed-signers", signers.to_str().unwrap()]);
+    let o = referee(&[
+        "verify",
+        org.to_str().unwrap(),
+        "--allowed-signers",
+        signers.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 
     // Stock OpenSSH accepts the signature and rejects it after a byte flip.
@@ -139,7 +218,11 @@ fn package_sign_verify_and_catch_every_change() {
             .output()
             .expect("ssh-keygen (Debian openssh-client) is needed: scripts/install-ci-deps.sh installs it")
     };
-    assert!(verify_ssh(&org).status.success(), "{}", stderr(&verify_ssh(&org)));
+    assert!(
+        verify_ssh(&org).status.success(),
+        "{}",
+        stderr(&verify_ssh(&org))
+    );
     let flipped = tmp.path().join("flip").join("MANIFEST");
     assert!(!verify_ssh(&flipped).status.success());
 }
@@ -149,8 +232,23 @@ fn audit_reruns_a_result_and_catches_edits() {
     let tmp = tempfile::tempdir().unwrap();
     let org = package(&tmp.path().join("pkg"));
     let key = tmp.path().join("key");
-    assert_eq!(referee(&["keygen", "--out", key.to_str().unwrap()]).status.code(), Some(0));
-    assert_eq!(referee(&["sign", org.to_str().unwrap(), "--key", key.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        referee(&["keygen", "--out", key.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        referee(&[
+            "sign",
+            org.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
     let data = data_dir(&["shakespeare"]);
     let report = tmp.path().join("audit");
     let o = Command::new(referee_bin())
@@ -162,24 +260,45 @@ fn audit_reruns_a_result_and_catches_edits() {
         .arg(&data)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), std::fs::read_to_string(report.join("audit.md")).unwrap_or_default());
-    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report.join("audit.json")).unwrap()).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&o),
+        std::fs::read_to_string(report.join("audit.md")).unwrap_or_default()
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("audit.json")).unwrap()).unwrap();
     assert_eq!(j["verdict"], "PASS");
     let c = &j["reruns"][0]["comparison"];
     assert_eq!(c["verdict"], "PASS", "{c}");
     assert!(c["common_eval_points"].as_u64().unwrap() >= 1);
-    assert!(std::fs::read_to_string(report.join("audit.md")).unwrap().contains("## 3. Re-runs"));
+    assert!(
+        std::fs::read_to_string(report.join("audit.md"))
+            .unwrap()
+            .contains("## 3. Re-runs")
+    );
 
     // An edited log: the audit stops at verification.
     let log = org.join("results/cpu_box/mini_llm/result_0.txt");
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::write(&log, text.replacen("\"success\"", "\"aborted\"", 1)).unwrap();
     let report2 = tmp.path().join("audit2");
-    let o = referee(&["audit", org.to_str().unwrap(), "--rerun", "1", "--out", report2.to_str().unwrap()]);
+    let o = referee(&[
+        "audit",
+        org.to_str().unwrap(),
+        "--rerun",
+        "1",
+        "--out",
+        report2.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let md = std::fs::read_to_string(report2.join("audit.md")).unwrap();
     assert!(md.contains("FAILED") && md.contains("result_0.txt"), "{md}");
-    assert!(!report2.join("rerun-mini_llm-result_0").exists(), "nothing is re-run from an unverified package");
+    assert!(
+        !report2.join("rerun-mini_llm-result_0").exists(),
+        "nothing is re-run from an unverified package"
+    );
 }
 
 #[test]
@@ -192,14 +311,29 @@ fn packaging_is_atomic() {
     std::fs::remove_file(&victim).unwrap();
     std::os::unix::fs::symlink("/nonexistent/result_3.txt", &victim).unwrap();
     let out = tmp.path().join("pkg");
-    let o = referee(&["package", broken.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = referee(&[
+        "package",
+        broken.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("result_3.txt"), "{}", stderr(&o));
-    let left: Vec<_> = std::fs::read_dir(&out).map(|r| r.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
-    assert!(left.is_empty(), "an interrupted package leaves nothing behind: {left:?}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|r| r.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "an interrupted package leaves nothing behind: {left:?}"
+    );
     // A good package, then packaging again refuses to overwrite it.
     package(&out);
-    let again = referee(&["package", runs().to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let again = referee(&[
+        "package",
+        runs().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(again.status.code(), Some(2));
     assert!(stderr(&again).contains("already exists"));
 }

@@ -147,6 +147,11 @@ pub trait Benchmark: Sync {
     fn max_samples(&self, config: &Value) -> u64;
     /// The hyperparameters as logged.
     fn logged_params(&self, config: &Value) -> Vec<LoggedParam>;
+    /// The lowest precision of the linear layers under `config`, as logged
+    /// under `lowest_numerical_precision_in_linear`.
+    fn linear_precision(&self, _config: &Value) -> &'static str {
+        "fp32"
+    }
     /// Build the model (the initialisation phase; touches no data).
     fn build(&self, config: &Value, seed: u64, device: &Device) -> Result<Box<dyn Trainer>>;
     /// Open the training data: an endless stream of global-batch slices for
@@ -169,8 +174,26 @@ pub trait Benchmark: Sync {
     fn rcp_json(&self) -> &'static str;
 }
 
-fn parse<T: serde::de::DeserializeOwned>(config: &Value) -> std::result::Result<T, String> {
-    serde_json::from_value(config.clone()).map_err(|e| e.to_string())
+/// A configuration as the benchmark's hyperparameters; an error names the
+/// offending key (the first whose value alone, on the defaults, fails).
+fn parse<T>(config: &Value) -> std::result::Result<T, String>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize + Default,
+{
+    serde_json::from_value(config.clone()).map_err(|e| {
+        let defaults = serde_json::to_value(T::default()).unwrap_or(Value::Null);
+        let culprit = config.as_object().and_then(|obj| {
+            obj.iter().find_map(|(k, v)| {
+                let mut one = defaults.clone();
+                one.as_object_mut()?.insert(k.clone(), v.clone());
+                serde_json::from_value::<T>(one).is_err().then_some(k)
+            })
+        });
+        match culprit {
+            Some(k) => format!("`{k}`: {e}"),
+            None => e.to_string(),
+        }
+    })
 }
 
 fn weights_hash(params: &[f32]) -> String {
@@ -583,6 +606,11 @@ impl Benchmark for MiniLlm {
         parse::<LlmHparams>(config)
             .map(|h| h.total_steps * h.batch_size as u64)
             .unwrap_or(0)
+    }
+    fn linear_precision(&self, config: &Value) -> &'static str {
+        parse::<LlmHparams>(config)
+            .map(|h| h.precision.as_str())
+            .unwrap_or("fp32")
     }
     fn logged_params(&self, config: &Value) -> Vec<LoggedParam> {
         let hp: LlmHparams = parse(config).unwrap_or_default();

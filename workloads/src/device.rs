@@ -52,7 +52,7 @@ pub fn device_from_str(s: &str) -> Result<Device> {
 #[cfg(not(feature = "cuda"))]
 fn open_cuda(s: &str, _ordinal: usize) -> Result<Device> {
     Err(err(format!(
-        "device {s:?}: this build has no GPU support (referee-workloads was built without the `cuda` feature); rebuild with `cargo build --release --features cuda` on a machine with a CUDA toolkit"
+        "device {s:?}: this build has no GPU support (referee-workloads was built without the `cuda` feature); rebuild with `cargo build --release -p referee-harness --features cuda` on a machine with a CUDA toolkit (see the README)"
     )))
 }
 
@@ -76,19 +76,6 @@ fn open_cuda(s: &str, ordinal: usize) -> Result<Device> {
     }
 }
 
-/// The lowest precision the trainers use in linear layers (matrix
-/// multiplications) on `device`, as logged under
-/// `lowest_numerical_precision_in_linear`.
-///
-/// The trainers compute in f32 on every device today: candle's CUDA back
-/// end runs their composed ops in f32 (tensor cores use TF32 only if the
-/// process enables it, and referee does not). A trainer that adopts bf16
-/// autocast on GPUs must change this function with it, so the log never
-/// claims a precision the run did not use.
-pub fn linear_precision(_device: &Device) -> &'static str {
-    "fp32"
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +88,6 @@ mod tests {
             let e = device_from_str(bad).unwrap_err().to_string();
             assert!(e.contains("bad device"), "{bad}: {e}");
         }
-        assert_eq!(linear_precision(&Device::Cpu), "fp32");
     }
 
     #[cfg(not(feature = "cuda"))]

@@ -46,7 +46,7 @@ pub mod schedule;
 
 pub use candle_core::{Device, Result};
 pub use device::device_from_str;
-pub use llm::{LlmHparams, LlmTrainer};
+pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};
 pub use schedule::{DecayKind, LrSchedule};

@@ -70,6 +70,31 @@ pub struct LlmHparams {
     pub warmup_steps: u64,
     /// (tunable) schedule length in optimizer steps (warm-up + cosine decay).
     pub total_steps: u64,
+    /// (tunable) precision of the matrix multiplications (linear layers and the
+    /// head); weights, optimiser state, norms, attention scores and the
+    /// loss stay f32.
+    pub precision: Precision,
+}
+
+/// Arithmetic of the linear layers: `fp32`, or `bf16` mixed precision
+/// (operands rounded to bf16, products in bf16; master weights and
+/// gradients f32, as automatic mixed precision does on GPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    Bf16,
+}
+
+impl Precision {
+    /// The name logged under `lowest_numerical_precision_in_linear`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+        }
+    }
 }
 
 impl Default for LlmHparams {
@@ -93,6 +118,7 @@ impl Default for LlmHparams {
             end_lr: 3e-4,
             warmup_steps: 60,
             total_steps: 768,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -205,15 +231,31 @@ impl MiniLlm {
         let mut x = self.embed.embedding(&tokens.flatten_all()?)?; // [B*T, d]
         for blk in &self.blocks {
             let h = ops::rms_norm(&x, &blk.attn_norm, eps)?;
-            let qkv = h.matmul(&blk.w_qkv)?.reshape((b, t, 3, nh, d / nh))?;
+            let qkv = self
+                .linear(&h, &blk.w_qkv)?
+                .reshape((b, t, 3, nh, d / nh))?;
             let a = ops::causal_attention(&qkv, &self.rope)?.reshape((b * t, d))?;
-            x = (x + a.matmul(&blk.w_o)?)?;
+            x = (x + self.linear(&a, &blk.w_o)?)?;
             let h = ops::rms_norm(&x, &blk.mlp_norm, eps)?;
-            let m = ops::swiglu(&h.matmul(&blk.w_gate_up)?)?;
-            x = (x + m.matmul(&blk.w_down)?)?;
+            let m = ops::swiglu(&self.linear(&h, &blk.w_gate_up)?)?;
+            x = (x + self.linear(&m, &blk.w_down)?)?;
         }
         let x = ops::rms_norm(&x, &self.final_norm, eps)?;
-        x.matmul(&self.embed.t()?)
+        self.linear(&x, &self.embed.t()?)
+    }
+
+    /// `x · w` in the configured precision; the result is f32 (gradients
+    /// flow back through the casts to the f32 weights).
+    fn linear(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        match self.hp.precision {
+            Precision::Fp32 => x.matmul(w),
+            Precision::Bf16 => {
+                let bf = candle_core::DType::BF16;
+                x.to_dtype(bf)?
+                    .matmul(&w.to_dtype(bf)?)?
+                    .to_dtype(candle_core::DType::F32)
+            }
+        }
     }
 
     /// Parameters that take part in matmuls (all but the RMSNorm gains), counting the tied head once.

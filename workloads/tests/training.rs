@@ -3,7 +3,7 @@
 use referee_workloads::optim::clip_grad_norm;
 use referee_workloads::rng::Rng;
 use referee_workloads::{
-    DecayKind, Device, LlmHparams, LlmTrainer, LrSchedule, ResnetHparams, ResnetTrainer,
+    DecayKind, Device, LlmHparams, LlmTrainer, LrSchedule, Precision, ResnetHparams, ResnetTrainer,
     device_from_str,
 };
 
@@ -125,6 +125,43 @@ fn llm_loss_decreases() {
         .evaluate(&mut std::iter::once(token_batch(4, 4, 8)))
         .unwrap();
     assert!(nll < 0.5 * f64::from(first), "held-out nll {nll}");
+}
+
+/// bf16 mixed precision: the linear layers really compute in bf16 (the
+/// first gradients differ from f32 by about bf16's resolution, not by f32
+/// round-off), the master weights stay f32, and training still learns.
+#[test]
+fn bf16_linear_layers_train_close_to_f32() {
+    let bf16 = LlmHparams {
+        precision: Precision::Bf16,
+        ..tiny_llm()
+    };
+    let (x, y) = token_batch(3, 4, 8);
+    let mut a = LlmTrainer::new(&tiny_llm(), 1, &Device::Cpu).unwrap();
+    let mut b = LlmTrainer::new(&bf16, 1, &Device::Cpu).unwrap();
+    assert_eq!(
+        a.flat_parameters(),
+        b.flat_parameters(),
+        "same initial weights"
+    );
+    let (la, ga) = a.compute_gradients(&x, &y).unwrap();
+    let (lb, gb) = b.compute_gradients(&x, &y).unwrap();
+    let rel = max_abs_diff(&ga, &gb) / ga.iter().fold(0f32, |m, g| m.max(g.abs()));
+    eprintln!("first step: loss {la} vs {lb}, max gradient difference {rel:e} of the largest");
+    assert!((la - lb).abs() < 0.02, "loss {la} vs {lb}");
+    // bf16 keeps 8 significant bits (relative step 2^-8 ≈ 4e-3).
+    assert!(rel > 1e-4, "bf16 must change the arithmetic: {rel:e}");
+    assert!(rel < 0.1, "but only by rounding: {rel:e}");
+    b.apply_gradients(&gb).unwrap();
+    let mut last = lb;
+    for _ in 0..60 {
+        last = b.train_step(&x, &y).unwrap().loss;
+    }
+    assert!(last < 0.3 * lb, "bf16 loss {lb} -> {last}");
+    assert!(bf16.precision.as_str() == "bf16" && tiny_llm().precision.as_str() == "fp32");
+    let parsed: LlmHparams = serde_json::from_str(r#"{"precision": "bf16"}"#).unwrap();
+    assert_eq!(parsed.precision, Precision::Bf16);
+    assert!(serde_json::from_str::<LlmHparams>(r#"{"precision": "fp8"}"#).is_err());
 }
 
 #[test]
