@@ -66,6 +66,68 @@ pub(crate) fn sgemm(
     b_cs: usize,
     scale: f32,
 ) {
+    sgemm_with(
+        gemm::Parallelism::None,
+        m,
+        n,
+        k,
+        dst,
+        dst_rs,
+        acc,
+        a,
+        a_rs,
+        a_cs,
+        b,
+        b_rs,
+        b_cs,
+        scale,
+    )
+}
+
+/// [`sgemm`] on the rayon pool (all its threads), for the large GEMMs of
+/// convolutions.
+#[allow(clippy::too_many_arguments)]
+fn sgemm_par(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    dst_rs: usize,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &[f32],
+    b_rs: usize,
+    b_cs: usize,
+) {
+    let threads = rayon::current_num_threads();
+    let par = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    sgemm_with(
+        par, m, n, k, dst, dst_rs, false, a, a_rs, a_cs, b, b_rs, b_cs, 1.0,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sgemm_with(
+    parallelism: gemm::Parallelism,
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    dst_rs: usize,
+    acc: bool,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &[f32],
+    b_rs: usize,
+    b_cs: usize,
+    scale: f32,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -93,7 +155,7 @@ pub(crate) fn sgemm(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         )
     }
 }
@@ -188,35 +250,89 @@ fn col2im_f32(g: &ConvGeom, cols: &[f32]) -> Vec<f32> {
     out
 }
 
-struct Im2Col(ConvGeom);
-struct Col2Im(ConvGeom);
+/// The convolution as one graph node: `im2col(x) · w` forward; backward
+/// recomputes the im2col matrix for `dw = colsᵀ · dy` and scatters
+/// `dcols = dy · wᵀ` back with col2im. The im2col matrix (9× the input for
+/// a 3×3 kernel) never enters the autograd graph, so its gradient is never
+/// zero-filled and accumulated by candle's backward pass.
+struct Conv2dOp(ConvGeom);
 
-impl CustomOp1 for Im2Col {
-    fn name(&self) -> &'static str {
-        "im2col-nhwc"
+impl Conv2dOp {
+    /// 1×1, stride 1, no padding: the input is its own im2col matrix.
+    fn pointwise(&self) -> bool {
+        self.0.k == 1 && self.0.stride == 1 && self.0.pad == 0
     }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let g = &self.0;
-        let out = im2col_f32(g, cpu_f32(s, l)?);
-        Ok((
-            CpuStorage::F32(out),
-            Shape::from((g.n * g.oh() * g.ow(), g.kcols())),
-        ))
-    }
-    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
-        let grad = grad.contiguous()?;
-        Ok(Some(grad.apply_op1_no_bwd(&Col2Im(self.0))?))
+    fn rows(&self) -> usize {
+        self.0.n * self.0.oh() * self.0.ow()
     }
 }
 
-impl CustomOp1 for Col2Im {
+impl CustomOp2 for Conv2dOp {
     fn name(&self) -> &'static str {
-        "col2im-nhwc"
+        "conv2d-nhwc"
     }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
         let g = &self.0;
-        let out = col2im_f32(g, cpu_f32(s, l)?);
-        Ok((CpuStorage::F32(out), Shape::from((g.n, g.h, g.w, g.c))))
+        let (x, w) = (cpu_f32(s1, l1)?, cpu_f32(s2, l2)?);
+        let (kc, cout) = l2.shape().dims2()?;
+        let rows = self.rows();
+        let owned;
+        let cols: &[f32] = if self.pointwise() {
+            x
+        } else {
+            owned = im2col_f32(g, x);
+            &owned
+        };
+        let mut y = vec![0f32; rows * cout];
+        sgemm_par(rows, cout, kc, &mut y, cout, cols, kc, 1, w, cout, 1);
+        Ok((CpuStorage::F32(y), Shape::from((g.n, g.oh(), g.ow(), cout))))
+    }
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let g = self.0;
+        let (kc, cout) = w.dims2()?;
+        let rows = self.rows();
+        let dw = with_f32(x, |x| {
+            with_f32(grad, |dy| {
+                let owned;
+                let cols: &[f32] = if self.pointwise() {
+                    x
+                } else {
+                    owned = im2col_f32(&g, x);
+                    &owned
+                };
+                let mut dw = vec![0f32; kc * cout];
+                sgemm_par(kc, cout, rows, &mut dw, cout, cols, 1, kc, dy, cout, 1);
+                dw
+            })
+        })??;
+        let dcols = with_f32(w, |w| {
+            with_f32(grad, |dy| {
+                let mut dc = vec![0f32; rows * kc];
+                sgemm_par(rows, kc, cout, &mut dc, kc, dy, cout, 1, w, 1, cout);
+                dc
+            })
+        })??;
+        let dx = if self.pointwise() {
+            dcols
+        } else {
+            col2im_f32(&g, &dcols)
+        };
+        Ok((
+            Some(from_vec(dx, (g.n, g.h, g.w, g.c))?),
+            Some(from_vec(dw, (kc, cout))?),
+        ))
     }
 }
 
@@ -233,8 +349,7 @@ pub fn conv2d_nhwc(x: &Tensor, w: &Tensor, k: usize, stride: usize, pad: usize) 
         stride,
         pad,
     };
-    let cout = w.dim(1)?;
-    if w.dim(0)? != g.kcols() {
+    if w.dims().len() != 2 || w.dim(0)? != g.kcols() {
         return Err(err(format!(
             "conv2d_nhwc: weight {:?} does not match k={k} cin={c}",
             w.shape()
@@ -243,13 +358,7 @@ pub fn conv2d_nhwc(x: &Tensor, w: &Tensor, k: usize, stride: usize, pad: usize) 
     if !use_fused(x) {
         return conv2d_nhwc_reference(x, w, k, stride, pad);
     }
-    let x = x.contiguous()?;
-    let cols = if k == 1 && stride == 1 && pad == 0 {
-        x.reshape((n * h * wd, c))?
-    } else {
-        x.apply_op1(Im2Col(g))?
-    };
-    cols.matmul(w)?.reshape((n, g.oh(), g.ow(), cout))
+    x.contiguous()?.apply_op2(&w.contiguous()?, Conv2dOp(g))
 }
 
 /// The same convolution through candle's NCHW `conv2d` (reference / non-CPU path).

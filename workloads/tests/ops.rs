@@ -50,6 +50,8 @@ fn conv_im2col_matches_candle_conv2d() {
         (3, 2, 4, 6, 8),
         (1, 2, 4, 6, 8),
         (1, 1, 3, 2, 5),
+        // stage-1 shape of mini_resnet: GEMMs large enough to be split over threads
+        (3, 1, 16, 16, 28),
     ] {
         let x = rand_var(1, &[2, hw, hw, cin]);
         let w = rand_var(2, &[k * k * cin, cout]);
