@@ -199,9 +199,10 @@ impl ConvGeom {
     }
 }
 
-fn im2col_f32(g: &ConvGeom, inp: &[f32]) -> Vec<f32> {
+/// im2col into `out` (`N·OH·OW × K·K·C`, every element written: padding
+/// taps get zeros, so `out` may hold stale data from an earlier use).
+fn im2col_into(g: &ConvGeom, inp: &[f32], out: &mut [f32]) {
     let (oh, ow, kc, c) = (g.oh(), g.ow(), g.kcols(), g.c);
-    let mut out = vec![0f32; g.n * oh * ow * kc];
     out.par_chunks_mut(oh * ow * kc)
         .enumerate()
         .for_each(|(b, o)| {
@@ -211,16 +212,37 @@ fn im2col_f32(g: &ConvGeom, inp: &[f32]) -> Vec<f32> {
                     let row = &mut o[(oy * ow + ox) * kc..(oy * ow + ox + 1) * kc];
                     for ky in 0..g.k {
                         for kx in 0..g.k {
-                            if let Some(p) = g.src(oy, ox, ky, kx) {
-                                let d = (ky * g.k + kx) * c;
-                                row[d..d + c].copy_from_slice(&img[p * c..(p + 1) * c]);
+                            let d = (ky * g.k + kx) * c;
+                            match g.src(oy, ox, ky, kx) {
+                                Some(p) => row[d..d + c].copy_from_slice(&img[p * c..(p + 1) * c]),
+                                None => row[d..d + c].fill(0.0),
                             }
                         }
                     }
                 }
             }
         });
-    out
+}
+
+thread_local! {
+    /// Reusable buffers for the convolution's im2col matrices: at 9× the
+    /// input they are larger than what the allocator keeps around, and a
+    /// fresh mapping per call costs page faults and kernel page clearing.
+    static SCRATCH: [std::cell::RefCell<Vec<f32>>; 2] = Default::default();
+}
+
+/// Runs `f` on scratch buffer `slot` of length `len` (stale contents), or on
+/// a fresh buffer when that slot is in use.
+fn with_scratch<R>(slot: usize, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SCRATCH.with(|s| match s[slot].try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            f(&mut buf[..len])
+        }
+        Err(_) => f(&mut vec![0f32; len]),
+    })
 }
 
 fn col2im_f32(g: &ConvGeom, cols: &[f32]) -> Vec<f32> {
@@ -252,9 +274,10 @@ fn col2im_f32(g: &ConvGeom, cols: &[f32]) -> Vec<f32> {
 
 /// The convolution as one graph node: `im2col(x) · w` forward; backward
 /// recomputes the im2col matrix for `dw = colsᵀ · dy` and scatters
-/// `dcols = dy · wᵀ` back with col2im. The im2col matrix (9× the input for
-/// a 3×3 kernel) never enters the autograd graph, so its gradient is never
-/// zero-filled and accumulated by candle's backward pass.
+/// `dcols = dy · wᵀ` back with col2im. The im2col matrices (9× the input
+/// for a 3×3 kernel) live in reusable scratch buffers and never enter the
+/// autograd graph, so their gradients are never zero-filled and accumulated
+/// by candle's backward pass.
 struct Conv2dOp(ConvGeom);
 
 impl Conv2dOp {
@@ -264,6 +287,16 @@ impl Conv2dOp {
     }
     fn rows(&self) -> usize {
         self.0.n * self.0.oh() * self.0.ow()
+    }
+    /// Runs `f` on the im2col matrix of `x`.
+    fn with_cols<R>(&self, x: &[f32], f: impl FnOnce(&[f32]) -> R) -> R {
+        if self.pointwise() {
+            return f(x);
+        }
+        with_scratch(0, self.rows() * self.0.kcols(), |cols| {
+            im2col_into(&self.0, x, cols);
+            f(cols)
+        })
     }
 }
 
@@ -282,15 +315,10 @@ impl CustomOp2 for Conv2dOp {
         let (x, w) = (cpu_f32(s1, l1)?, cpu_f32(s2, l2)?);
         let (kc, cout) = l2.shape().dims2()?;
         let rows = self.rows();
-        let owned;
-        let cols: &[f32] = if self.pointwise() {
-            x
-        } else {
-            owned = im2col_f32(g, x);
-            &owned
-        };
         let mut y = vec![0f32; rows * cout];
-        sgemm_par(rows, cout, kc, &mut y, cout, cols, kc, 1, w, cout, 1);
+        self.with_cols(x, |cols| {
+            sgemm_par(rows, cout, kc, &mut y, cout, cols, kc, 1, w, cout, 1)
+        });
         Ok((CpuStorage::F32(y), Shape::from((g.n, g.oh(), g.ow(), cout))))
     }
     fn bwd(
@@ -305,30 +333,29 @@ impl CustomOp2 for Conv2dOp {
         let rows = self.rows();
         let dw = with_f32(x, |x| {
             with_f32(grad, |dy| {
-                let owned;
-                let cols: &[f32] = if self.pointwise() {
-                    x
-                } else {
-                    owned = im2col_f32(&g, x);
-                    &owned
-                };
                 let mut dw = vec![0f32; kc * cout];
-                sgemm_par(kc, cout, rows, &mut dw, cout, cols, 1, kc, dy, cout, 1);
+                self.with_cols(x, |cols| {
+                    sgemm_par(kc, cout, rows, &mut dw, cout, cols, 1, kc, dy, cout, 1)
+                });
                 dw
             })
         })??;
-        let dcols = with_f32(w, |w| {
+        let dx = with_f32(w, |w| {
             with_f32(grad, |dy| {
-                let mut dc = vec![0f32; rows * kc];
-                sgemm_par(rows, kc, cout, &mut dc, kc, dy, cout, 1, w, 1, cout);
-                dc
+                let mm =
+                    |dc: &mut [f32]| sgemm_par(rows, kc, cout, dc, kc, dy, cout, 1, w, 1, cout);
+                if self.pointwise() {
+                    let mut dc = vec![0f32; rows * kc];
+                    mm(&mut dc);
+                    dc
+                } else {
+                    with_scratch(1, rows * kc, |dc| {
+                        mm(dc);
+                        col2im_f32(&g, dc)
+                    })
+                }
             })
         })??;
-        let dx = if self.pointwise() {
-            dcols
-        } else {
-            col2im_f32(&g, &dcols)
-        };
         Ok((
             Some(from_vec(dx, (g.n, g.h, g.w, g.c))?),
             Some(from_vec(dw, (kc, cout))?),
@@ -394,6 +421,11 @@ pub struct BnStats {
     pub count: usize,
 }
 
+/// Row `r` of a row-major matrix with `c` columns.
+fn chunk_row(v: &[f32], c: usize, r: usize) -> &[f32] {
+    &v[r * c..(r + 1) * c]
+}
+
 struct BatchNormTrain {
     eps: f32,
     relu: bool,
@@ -437,19 +469,24 @@ impl CustomOp3 for BatchNormTrain {
     ) -> Result<(CpuStorage, Shape)> {
         let (m, c) = l1.shape().dims2()?;
         let (x, gamma, beta) = (cpu_f32(s1, l1)?, cpu_f32(s2, l2)?, cpu_f32(s3, l3)?);
-        let sums = col_sums(m, c, |r, acc| {
-            for (a, v) in acc.iter_mut().zip(&x[r * c..(r + 1) * c]) {
-                *a += f64::from(*v);
+        // One pass: per-channel sum and sum of squares, accumulated in f64
+        // (so E[x²] − mean² does not lose the variance to cancellation).
+        let sums = col_sums(m, 2 * c, |r, acc| {
+            let (s, s2) = acc.split_at_mut(c);
+            for ((a, a2), v) in s.iter_mut().zip(s2.iter_mut()).zip(&x[r * c..(r + 1) * c]) {
+                let v = f64::from(*v);
+                *a += v;
+                *a2 += v * v;
             }
         });
-        let mean: Vec<f32> = sums.iter().map(|s| (s / m as f64) as f32).collect();
-        let sq = col_sums(m, c, |r, acc| {
-            for ((a, v), mu) in acc.iter_mut().zip(&x[r * c..(r + 1) * c]).zip(&mean) {
-                let d = f64::from(*v - *mu);
-                *a += d * d;
-            }
-        });
-        let var: Vec<f32> = sq.iter().map(|s| (s / m as f64) as f32).collect();
+        let mf = m as f64;
+        let mean: Vec<f32> = sums[..c].iter().map(|s| (s / mf) as f32).collect();
+        let var: Vec<f32> = (0..c)
+            .map(|j| {
+                let mu = sums[j] / mf;
+                (sums[c + j] / mf - mu * mu).max(0.0) as f32
+            })
+            .collect();
         let invstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + self.eps).sqrt()).collect();
         let scale: Vec<f32> = invstd.iter().zip(gamma).map(|(i, g)| i * g).collect();
         let shift: Vec<f32> = (0..c).map(|j| beta[j] - mean[j] * scale[j]).collect();
@@ -492,33 +529,48 @@ impl CustomOp3 for BatchNormTrain {
         let (dx, dg, db) = with_f32(x, |x| {
             with_f32(res, |y| {
                 with_f32(grad, |dy| {
-                    let dyv = |r: usize, j: usize| {
-                        let i = r * c + j;
-                        if relu && y[i] <= 0.0 { 0.0 } else { dy[i] }
-                    };
-                    let sdy = col_sums(m, c, |r, acc| {
-                        for (j, a) in acc.iter_mut().enumerate() {
-                            *a += f64::from(dyv(r, j));
+                    // dy through the fused ReLU's mask.
+                    let masked = |yv: f32, d: f32| if relu && yv <= 0.0 { 0.0 } else { d };
+                    let row = |v, r| chunk_row(v, c, r);
+                    let (mean, invstd) = (&st.mean[..c], &st.invstd[..c]);
+                    // One pass: Σ dy and Σ dy·x̂ per channel.
+                    let sums = col_sums(m, 2 * c, |r, acc| {
+                        let (s, s2) = acc.split_at_mut(c);
+                        let it = s.iter_mut().zip(s2.iter_mut());
+                        let it = it.zip(row(x, r).iter().zip(row(y, r)).zip(row(dy, r)));
+                        for (((a, a2), ((xv, yv), d)), (mu, is)) in it.zip(mean.iter().zip(invstd))
+                        {
+                            let d = masked(*yv, *d);
+                            *a += f64::from(d);
+                            *a2 += f64::from(d * (xv - mu) * is);
                         }
                     });
-                    let sdyx = col_sums(m, c, |r, acc| {
-                        for (j, a) in acc.iter_mut().enumerate() {
-                            let xh = (x[r * c + j] - st.mean[j]) * st.invstd[j];
-                            *a += f64::from(dyv(r, j) * xh);
-                        }
-                    });
+                    let (sdy, sdyx) = sums.split_at(c);
                     let mf = m as f32;
-                    let k1: Vec<f32> = (0..c).map(|j| gamma[j] * st.invstd[j]).collect();
-                    let mdy: Vec<f32> = sdy.iter().map(|s| (*s as f32) / mf).collect();
-                    let mdyx: Vec<f32> = sdyx.iter().map(|s| (*s as f32) / mf).collect();
+                    // dx = γ·invstd · (dy − mean(dy) − x̂·mean(dy·x̂)), folded into
+                    // dx = k1·dy + k2·x + k3 per channel.
+                    let mut k1 = vec![0f32; c];
+                    let mut k2 = vec![0f32; c];
+                    let mut k3 = vec![0f32; c];
+                    for j in 0..c {
+                        let g = gamma[j] * invstd[j];
+                        let (mdy, mdyx) = ((sdy[j] as f32) / mf, (sdyx[j] as f32) / mf);
+                        k1[j] = g;
+                        k2[j] = -g * mdyx * invstd[j];
+                        k3[j] = -g * mdy + g * mdyx * invstd[j] * mean[j];
+                    }
                     let mut dx = vec![0f32; m * c];
                     dx.par_chunks_mut(c * 256).enumerate().for_each(|(bi, db)| {
                         let r0 = bi * 256;
                         for (rr, dr) in db.chunks_mut(c).enumerate() {
                             let r = r0 + rr;
-                            for j in 0..c {
-                                let xh = (x[r * c + j] - st.mean[j]) * st.invstd[j];
-                                dr[j] = k1[j] * (dyv(r, j) - mdy[j] - xh * mdyx[j]);
+                            let it = dr
+                                .iter_mut()
+                                .zip(row(x, r).iter().zip(row(y, r)).zip(row(dy, r)));
+                            for ((o, ((xv, yv), d)), ((a, b), k)) in
+                                it.zip(k1.iter().zip(&k2).zip(&k3))
+                            {
+                                *o = a * masked(*yv, *d) + b * xv + k;
                             }
                         }
                     });
