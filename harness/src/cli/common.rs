@@ -40,7 +40,8 @@ pub struct RulesetArgs {
     #[arg(long, value_enum, default_value_t = UsageArg::Training)]
     pub usage: UsageArg,
     /// Ruleset version (e.g. 5.0.0). Default: read from a path component
-    /// such as training_results_v5.0.
+    /// such as training_results_v5.0, or referee's own ruleset when the
+    /// results are all of referee's benchmarks.
     #[arg(long, value_name = "X.Y.Z")]
     pub ruleset: Option<String>,
     /// The mlperf_logging package directory (or its compliance_checker
@@ -99,6 +100,35 @@ fn only_referee_benchmarks(paths: &[PathBuf]) -> bool {
     !names.is_empty() && names.iter().all(|n| crate::registry::find(n).is_some())
 }
 
+/// Do the result logs directly under these paths (a `referee run` output
+/// folder, a benchmark folder, or log files) all name one of referee's own
+/// benchmarks in `submission_benchmark`?
+fn logs_name_referee_benchmarks(paths: &[PathBuf]) -> bool {
+    let mut logs = Vec::new();
+    for p in paths {
+        if p.is_file() {
+            logs.push(p.clone());
+        } else if let Ok(dir) = std::fs::read_dir(p) {
+            logs.extend(dir.flatten().map(|e| e.path()).filter(|f| {
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
+            }));
+        }
+    }
+    !logs.is_empty()
+        && logs.iter().all(|log| {
+            referee_rules::mllog::read_file(log).is_ok_and(|parsed| {
+                parsed
+                    .records
+                    .iter()
+                    .find(|r| r.key.as_deref() == Some("submission_benchmark"))
+                    .and_then(|r| r.value().as_str().map(str::to_string))
+                    .is_some_and(|name| crate::registry::find(&name).is_some())
+            })
+        })
+}
+
 impl RulesetArgs {
     pub fn resolve(&self, paths: &[PathBuf]) -> Result<Resolved, String> {
         let usage = self.usage.as_str();
@@ -107,7 +137,9 @@ impl RulesetArgs {
             Some(r) => (r.clone(), false),
             None => match infer_ruleset(paths) {
                 Some(r) => (r, true),
-                None if only_referee_benchmarks(paths) => (own.to_string(), true),
+                None if only_referee_benchmarks(paths) || logs_name_referee_benchmarks(paths) => {
+                    (own.to_string(), true)
+                }
                 None => {
                     return Err(format!(
                         "give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0), or --ruleset {own} for referee's benchmarks"
@@ -166,4 +198,49 @@ pub fn existing_dirs(paths: &[PathBuf]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_naming(dir: &std::path::Path, file: &str, bench: &str) {
+        std::fs::write(
+            dir.join(file),
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"submission_benchmark\", \"value\": \"{bench}\", \"metadata\": {{\"file\": \"x.py\", \"lineno\": 1}}}}\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn run_output_of_own_benchmarks_gets_the_own_ruleset() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        assert!(!logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        log_naming(&dir, "result_0.txt", "mini_llm");
+        log_naming(&dir, "result_1.txt", "mini_llm");
+        assert!(logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        assert!(logs_name_referee_benchmarks(&[dir.join("result_0.txt")]));
+        // One official benchmark among them: no guess.
+        log_naming(&dir, "result_2.txt", "bert");
+        assert!(!logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        let args = RulesetArgs {
+            usage: UsageArg::Training,
+            ruleset: None,
+            rules_dir: None,
+            rcp_dir: None,
+            rcp_pruning: PruningArg::Official,
+        };
+        let e = args.resolve(std::slice::from_ref(&dir)).err().unwrap();
+        assert!(e.contains("--ruleset"), "{e}");
+        std::fs::remove_file(dir.join("result_2.txt")).unwrap();
+        let r = args.resolve(&[dir]).unwrap();
+        assert!(
+            r.inferred && r.rules_desc.contains("referee"),
+            "{}",
+            r.rules_desc
+        );
+    }
 }
