@@ -231,9 +231,16 @@ thread_local! {
     static SCRATCH: [std::cell::RefCell<Vec<f32>>; 2] = Default::default();
 }
 
+/// Scratch buffers are kept up to this many floats (128 MiB); larger
+/// matrices (evaluation batches) are allocated for the call and freed.
+const SCRATCH_MAX: usize = 1 << 25;
+
 /// Runs `f` on scratch buffer `slot` of length `len` (stale contents), or on
-/// a fresh buffer when that slot is in use.
+/// a fresh buffer when that slot is in use or `len` is over [`SCRATCH_MAX`].
 fn with_scratch<R>(slot: usize, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    if len > SCRATCH_MAX {
+        return f(&mut vec![0f32; len]);
+    }
     SCRATCH.with(|s| match s[slot].try_borrow_mut() {
         Ok(mut buf) => {
             if buf.len() < len {

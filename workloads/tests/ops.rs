@@ -52,6 +52,10 @@ fn conv_im2col_matches_candle_conv2d() {
         (1, 1, 3, 2, 5),
         // stage-1 shape of mini_resnet: GEMMs large enough to be split over threads
         (3, 1, 16, 16, 28),
+        // again after a larger one: the reused im2col scratch buffers hold
+        // stale values, and padding taps must still read as zeros
+        (3, 1, 3, 5, 7),
+        (3, 2, 4, 6, 8),
     ] {
         let x = rand_var(1, &[2, hw, hw, cin]);
         let w = rand_var(2, &[k * k * cin, cout]);
