@@ -45,36 +45,52 @@ pub fn mlperf_logging() -> referee_rules::ruleset::MlperfLogging {
         .clone()
 }
 
+/// `target/<profile>/` of these tests, and whether it is the release profile.
+fn profile_dir() -> (PathBuf, bool) {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    (dir, release)
+}
+
+/// `cargo build` of the `referee` binary in the profile of these tests, with
+/// referee-harness's `features` when given; true on success.
+fn cargo_build_referee(features: Option<&str>) -> bool {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "referee-harness",
+        "--bin",
+        "referee",
+    ]);
+    if let Some(f) = features {
+        cmd.args(["--features", f]);
+    }
+    if profile_dir().1 {
+        cmd.arg("--release");
+    }
+    cmd.current_dir(repo_root())
+        .status()
+        .expect("run cargo build")
+        .success()
+}
+
 /// Path of the `referee` binary of the profile these tests were built with,
 /// building it first if needed.
 pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps/<test>")
-            .to_path_buf();
-        let bin = profile_dir.join("referee");
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "referee-harness",
-            "--bin",
-            "referee",
-        ]);
-        if release {
-            cmd.arg("--release");
-        }
-        let status = cmd
-            .current_dir(repo_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the referee binary failed");
+        let bin = profile_dir().0.join("referee");
+        assert!(
+            cargo_build_referee(None),
+            "building the referee binary failed"
+        );
         assert!(bin.is_file(), "no referee binary at {}", bin.display());
         bin
     })
@@ -198,36 +214,12 @@ pub fn data_dir(datasets: &[&str]) -> PathBuf {
 pub fn referee_mpi_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps/<test>")
-            .to_path_buf();
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let (profile_dir, _) = profile_dir();
         let built = profile_dir.join("referee");
         let copy = profile_dir.join("referee-mpi");
         for _ in 0..3 {
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "referee-harness",
-                "--bin",
-                "referee",
-                "--features",
-                "mpi,gpu",
-            ]);
-            if release {
-                cmd.arg("--release");
-            }
-            let status = cmd
-                .current_dir(repo_root())
-                .status()
-                .expect("run cargo build");
             assert!(
-                status.success(),
+                cargo_build_referee(Some("mpi,gpu")),
                 "building referee with --features mpi,gpu failed: is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
             );
             let tmp = profile_dir.join(format!("referee-mpi.tmp-{}", std::process::id()));
@@ -264,4 +256,40 @@ pub fn mpirun() -> Command {
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe"]);
     c
+}
+
+/// Copy the tree `from` into `to` (created), leaving every copied file
+/// writable (the corpus may be read-only) so tests can damage the copy.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+            let mut p = std::fs::metadata(&dst).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            p.set_readonly(false);
+            std::fs::set_permissions(&dst, p).unwrap();
+        }
+    }
+}
+
+/// The scoring context of an official training ruleset, with the rules and
+/// RCP tables of the installed mlperf-logging.
+pub fn official_score_context(ruleset: &str) -> referee_rules::score::ScoreContext {
+    use referee_rules::{checker::Checker, compliance::CheckOptions, meta::Meta};
+    let pkg = mlperf_logging();
+    let lib = std::sync::Arc::new(referee_rules::ruleset::RuleLibrary::from_package(
+        pkg.clone(),
+    ));
+    let checker = std::sync::Arc::new(Checker::new(lib, CheckOptions::default()));
+    referee_rules::score::ScoreContext::new(
+        checker,
+        "training",
+        ruleset,
+        Meta::official(),
+        Some(pkg.rcp_dir()),
+    )
 }

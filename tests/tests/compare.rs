@@ -10,17 +10,13 @@
 //! `referee check`. The corpus case compares two real MLPerf v5.0 entries
 //! and checks the scores against `score_dir` (through `summarize`).
 
-use referee_rules::checker::Checker;
-use referee_rules::compliance::CheckOptions;
-use referee_rules::meta::Meta;
-use referee_rules::ruleset::RuleLibrary;
-use referee_rules::score::{ScoreContext, summarize};
+use referee_rules::score::summarize;
 use referee_submission::compare::html::{BASELINE_COLOR, CANDIDATE_COLOR, hex};
-use referee_tests::{corpus_dir, data_dir, mlperf_logging, referee, stderr, stdout};
+use referee_tests::{corpus_dir, data_dir, official_score_context, referee, stderr, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 const RUNS: usize = 3;
 const CONV_RUNS: usize = 5;
@@ -576,16 +572,7 @@ fn two_real_submissions_compare_with_summarize_scores() {
     assert_eq!(g["baseline"]["org"], "AMD");
 
     // The scores are score_dir's (as `referee summarize` computes them).
-    let pkg = mlperf_logging();
-    let lib = Arc::new(RuleLibrary::from_package(pkg.clone()));
-    let checker = Arc::new(Checker::new(lib, CheckOptions::default()));
-    let ctx = ScoreContext::new(
-        checker,
-        "training",
-        "5.0.0",
-        Meta::official(),
-        Some(pkg.rcp_dir()),
-    );
+    let ctx = official_score_context("5.0.0");
     let (rows, problems) = summarize(&ctx, &[org], &|| {});
     assert!(problems.is_empty(), "{problems:?}");
     let score = |system: &str| {

@@ -2,25 +2,9 @@
 //! copies of it; each verdict is also compared with the official package
 //! checker's (which always exits 0 and states its verdict in a log line).
 
-use referee_tests::{corpus_dir, python, referee, stderr, stdout};
+use referee_tests::{copy_tree, corpus_dir, python, referee, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-            let mut p = std::fs::metadata(&dst).unwrap().permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            p.set_readonly(false);
-            std::fs::set_permissions(&dst, p).unwrap();
-        }
-    }
-}
 
 const BENCH: &str = "results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora";
 const SYSTEM: &str = "systems/MI300X_EPYC_9575F_pytorch.json";

@@ -1,16 +1,12 @@
 //! RCP test branches on hand-made benchmark directories, each checked
 //! against the official `rcp_checker` run live on the same directory.
 
-use referee_rules::checker::Checker;
-use referee_rules::compliance::CheckOptions;
 use referee_rules::meta::Meta;
 use referee_rules::rcp;
-use referee_rules::ruleset::RuleLibrary;
-use referee_rules::score::{ScoreContext, analyze_run};
-use referee_tests::{mlperf_logging, python};
+use referee_rules::score::analyze_run;
+use referee_tests::{mlperf_logging, official_score_context, python};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
 /// Write `result_i.txt` logs: `points[i]` = samples to converge, or `None`
 /// for a run that ends aborted.
@@ -85,17 +81,8 @@ fn official(dir: &Path, ruleset: &str) -> Official {
 
 #[test]
 fn every_branch_matches_the_official_checker() {
-    let pkg = mlperf_logging();
-    let lib = Arc::new(RuleLibrary::from_package(pkg.clone()));
-    let checker = Arc::new(Checker::new(lib, CheckOptions::default()));
     let ruleset = "5.1.0";
-    let ctx = ScoreContext::new(
-        checker,
-        "training",
-        ruleset,
-        Meta::official(),
-        Some(pkg.rcp_dir()),
-    );
+    let ctx = official_score_context(ruleset);
     let tmp = tempfile::tempdir().unwrap();
     let s = |v: &[u64]| v.iter().map(|x| Some(*x)).collect::<Vec<_>>();
     let mut typical = vec![Some(159_744); 7];

@@ -2,8 +2,7 @@
 //! target, and its log passes both referee's check and the official
 //! compliance checker run with referee's rule file (`--config`).
 
-use referee_tests::{data_dir, python, referee, referee_bin, repo_root, stderr, stdout};
-use std::path::Path;
+use referee_tests::{copy_tree, data_dir, python, referee, referee_bin, repo_root, stderr, stdout};
 use std::process::Command;
 
 /// A seed whose calibration run reaches the target (calibration seeds are
@@ -175,21 +174,12 @@ fn a_killed_run_leaves_no_finished_log() {
     assert_eq!(p.status.code(), Some(2));
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn data_verify_rejects_a_corrupted_file() {
     let data = data_dir(&["shakespeare"]);
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("shakespeare");
-    copy_dir(&data.join("shakespeare"), &copy);
+    copy_tree(&data.join("shakespeare"), &copy);
     let ok = referee(&[
         "data",
         "verify",

@@ -2,7 +2,7 @@
 //! sign, verify (and catch every changed byte), check with OpenSSH, audit by
 //! re-running one result.
 
-use referee_tests::{data_dir, referee, referee_bin, stderr, stdout};
+use referee_tests::{copy_tree, data_dir, referee, referee_bin, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -57,16 +57,21 @@ fn package(to: &Path) -> PathBuf {
     to.join("ACME")
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
+/// `referee keygen --out KEY`, which must succeed.
+fn keygen(key: &Path) {
+    let o = referee(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// `referee sign DIR --key KEY`, which must succeed.
+fn sign(dir: &Path, key: &Path) {
+    let o = referee(&[
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 fn files(dir: &Path, base: &Path, out: &mut Vec<String>) {
@@ -108,19 +113,8 @@ fn package_sign_verify_and_catch_every_change() {
     assert_eq!(pc.status.code(), Some(0), "{}", stdout(&pc));
 
     let key = tmp.path().join("key");
-    assert_eq!(
-        referee(&["keygen", "--out", key.to_str().unwrap()])
-            .status
-            .code(),
-        Some(0)
-    );
-    let s = referee(&[
-        "sign",
-        org.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert_eq!(s.status.code(), Some(0), "{}", stderr(&s));
+    keygen(&key);
+    sign(&org, &key);
     let v = referee(&["verify", org.to_str().unwrap()]);
     assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
     assert!(stdout(&v).contains("VERIFIED"));
@@ -168,25 +162,10 @@ fn package_sign_verify_and_catch_every_change() {
         stdout(&o)
     );
     let other = tmp.path().join("other");
-    assert_eq!(
-        referee(&["keygen", "--out", other.to_str().unwrap()])
-            .status
-            .code(),
-        Some(0)
-    );
+    keygen(&other);
     let resigned = tmp.path().join("resigned");
     copy_tree(&org, &resigned);
-    assert_eq!(
-        referee(&[
-            "sign",
-            resigned.to_str().unwrap(),
-            "--key",
-            other.to_str().unwrap()
-        ])
-        .status
-        .code(),
-        Some(0)
-    );
+    sign(&resigned, &other);
     let pubkey = std::fs::read_to_string(tmp.path().join("key.pub")).unwrap();
     let signers = tmp.path().join("allowed_signers");
     std::fs::write(&signers, format!("release@acme {pubkey}")).unwrap();
@@ -232,23 +211,8 @@ fn audit_reruns_a_result_and_catches_edits() {
     let tmp = tempfile::tempdir().unwrap();
     let org = package(&tmp.path().join("pkg"));
     let key = tmp.path().join("key");
-    assert_eq!(
-        referee(&["keygen", "--out", key.to_str().unwrap()])
-            .status
-            .code(),
-        Some(0)
-    );
-    assert_eq!(
-        referee(&[
-            "sign",
-            org.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap()
-        ])
-        .status
-        .code(),
-        Some(0)
-    );
+    keygen(&key);
+    sign(&org, &key);
     let data = data_dir(&["shakespeare"]);
     let report = tmp.path().join("audit");
     let o = Command::new(referee_bin())

@@ -1,14 +1,9 @@
 //! Differential test: `referee summarize` reproduces every published score
 //! row of MLPerf Training v5.0 (the official result summarizer's output).
 
-use referee_rules::checker::Checker;
-use referee_rules::compliance::CheckOptions;
-use referee_rules::meta::Meta;
-use referee_rules::ruleset::RuleLibrary;
-use referee_rules::score::{ScoreContext, summarize};
-use referee_tests::{corpus_dir, csv_fields, mlperf_logging, read_tsv};
+use referee_rules::score::summarize;
+use referee_tests::{corpus_dir, csv_fields, official_score_context, read_tsv};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 fn num(s: &str) -> Option<f64> {
     if s.is_empty() {
@@ -21,16 +16,7 @@ fn num(s: &str) -> Option<f64> {
 #[test]
 fn every_v5_0_score_row_is_reproduced() {
     let corpus = corpus_dir();
-    let pkg = mlperf_logging();
-    let lib = Arc::new(RuleLibrary::from_package(pkg.clone()));
-    let checker = Arc::new(Checker::new(lib, CheckOptions::default()));
-    let ctx = ScoreContext::new(
-        checker,
-        "training",
-        "5.0.0",
-        Meta::official(),
-        Some(pkg.rcp_dir()),
-    );
+    let ctx = official_score_context("5.0.0");
     let orgs = referee_rules::tree::find_orgs(&[corpus.join("training_results_v5.0")]).unwrap();
     assert_eq!(orgs.len(), 19);
     let (rows, problems) = summarize(&ctx, &orgs, &|| {});
