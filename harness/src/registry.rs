@@ -89,3 +89,13 @@ pub fn rcp_tables() -> HashMap<String, String> {
 pub fn find(name: &str) -> Option<&'static dyn Benchmark> {
     bench::find(name)
 }
+
+/// A referee benchmark by name, or the usage error that lists the known ones.
+pub fn find_or_err(name: &str) -> Result<&'static dyn Benchmark, String> {
+    find(name).ok_or_else(|| {
+        format!(
+            "unknown benchmark `{name}`; referee runs: {}",
+            benchmark_names().join(", ")
+        )
+    })
+}

@@ -373,7 +373,7 @@ pub fn run_once(
     let mut train_seconds = 0.0f64;
     let mut train_samples = 0u64;
     // Set when the ranks can no longer communicate: the run ends aborted
-    // and the process must not go on to another run.
+    // with this reason and the process must not go on to another run.
     let mut fatal: Option<String> = None;
 
     if init_ms >= plan.init_budget_ms {
@@ -405,16 +405,14 @@ pub fn run_once(
         let mut block_samples = 0u64;
         'train: loop {
             if let Some(sig) = crate::launch::termination_signal() {
-                let why = peer_failure(
+                fatal = Some(peer_failure(
                     plan,
                     coll,
                     &format!(
                         "interrupted by {} (the launcher stops every rank when one fails or the job is cancelled)",
                         crate::launch::signal_name(sig)
                     ),
-                );
-                status = Status::Aborted(why.clone());
-                fatal = Some(why);
+                ));
                 break;
             }
             if clock.seconds() - start_s > plan.budget_minutes * 60.0 {
@@ -434,9 +432,7 @@ pub fn run_once(
                 Ok(l) => l,
                 Err(StepError::Compute(e)) => return Err(e),
                 Err(StepError::Comm(e)) => {
-                    let why = peer_failure(plan, coll, &e);
-                    status = Status::Aborted(why.clone());
-                    fatal = Some(why);
+                    fatal = Some(peer_failure(plan, coll, &e));
                     break;
                 }
             };
@@ -524,25 +520,21 @@ pub fn run_once(
                 });
                 let local = trainer.evaluate(&mut batches);
                 if let Some(sig) = crate::launch::termination_signal() {
-                    let why = peer_failure(
+                    fatal = Some(peer_failure(
                         plan,
                         coll,
                         &format!(
                             "interrupted by {} during an evaluation (the launcher stops every rank when one fails or the job is cancelled)",
                             crate::launch::signal_name(sig)
                         ),
-                    );
-                    status = Status::Aborted(why.clone());
-                    fatal = Some(why);
+                    ));
                     break;
                 }
                 let local = local.map_err(|e| format!("evaluating: {e}"))?;
                 let metric = match coll.broadcast_f64(local) {
                     Ok(m) => m,
                     Err(e) => {
-                        let why = peer_failure(plan, coll, &e);
-                        status = Status::Aborted(why.clone());
-                        fatal = Some(why);
+                        fatal = Some(peer_failure(plan, coll, &e));
                         break;
                     }
                 };
@@ -553,9 +545,7 @@ pub fn run_once(
                 let reached = match coll.all_agree(spec.metric.reached(metric)) {
                     Ok(r) => r,
                     Err(e) => {
-                        let why = peer_failure(plan, coll, &e);
-                        status = Status::Aborted(why.clone());
-                        fatal = Some(why);
+                        fatal = Some(peer_failure(plan, coll, &e));
                         break;
                     }
                 };
@@ -576,6 +566,9 @@ pub fn run_once(
                 let _ = log.flush();
             }
         }
+    }
+    if let Some(why) = &fatal {
+        status = Status::Aborted(why.clone());
     }
     let run_stop = log.end(
         "run_stop",

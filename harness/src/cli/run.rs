@@ -295,13 +295,7 @@ fn parse_window(w: &str) -> Result<(u64, u64), String> {
 
 /// Resolve flags into a run configuration (no work is done yet).
 pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
-    let bench = registry::find(&a.benchmark).ok_or_else(|| {
-        format!(
-            "unknown benchmark `{}`; referee runs: {}",
-            a.benchmark,
-            registry::benchmark_names().join(", ")
-        )
-    })?;
+    let bench = registry::find_or_err(&a.benchmark)?;
     let spec = bench.spec();
     let closed = a.division == DivisionArg::Closed;
     let division = if closed { "closed" } else { "open" };

@@ -111,13 +111,7 @@ pub struct SlurmJob {
 
 /// Check the flags and resolve defaults.
 pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
-    let bench = registry::find(&a.benchmark).ok_or_else(|| {
-        format!(
-            "unknown benchmark `{}`; referee runs: {}",
-            a.benchmark,
-            registry::benchmark_names().join(", ")
-        )
-    })?;
+    let bench = registry::find_or_err(&a.benchmark)?;
     let spec = bench.spec();
     if a.nodes == 0 {
         return Err("--nodes must be at least 1".into());
