@@ -7,7 +7,7 @@
 //! writes every label as an SVG `<text>` element with a generic family
 //! (`sans-serif`) that the browser renders with whatever font it has.
 
-use super::report::{detail_lines, fig, pct, setting, settings_line};
+use super::report::{detail_lines, fig, not_compared_lines, pct, setting, settings_line};
 use super::{Comparison, GroupComparison, Mode, RunSet};
 use plotters::prelude::*;
 use std::fmt::Write as _;
@@ -404,13 +404,11 @@ pub fn html(c: &Comparison) -> Result<String, String> {
         }
         let _ = writeln!(s, "</ul></section>");
     }
-    if !c.only_in_baseline.is_empty() || !c.only_in_candidate.is_empty() {
+    let not_compared = not_compared_lines(c);
+    if !not_compared.is_empty() {
         let _ = writeln!(s, "<h2>Not compared</h2><ul>");
-        for x in &c.only_in_baseline {
-            let _ = writeln!(s, "<li>only in the baseline: {}</li>", esc(x));
-        }
-        for x in &c.only_in_candidate {
-            let _ = writeln!(s, "<li>only in the candidate: {}</li>", esc(x));
+        for l in &not_compared {
+            let _ = writeln!(s, "<li>{}</li>", esc(l));
         }
         let _ = writeln!(s, "</ul>");
     }

@@ -172,6 +172,20 @@ fn metric_line(m: &MetricComparison) -> String {
 }
 
 /// Detail lines of a group (shared by the text and Markdown forms).
+/// The run sets that found no partner on the other side, a line each (for
+/// the "Not compared" sections of the Markdown and HTML reports).
+pub fn not_compared_lines(c: &Comparison) -> Vec<String> {
+    let base = c
+        .only_in_baseline
+        .iter()
+        .map(|x| format!("only in the baseline: {x}"));
+    let cand = c
+        .only_in_candidate
+        .iter()
+        .map(|x| format!("only in the candidate: {x}"));
+    base.chain(cand).collect()
+}
+
 pub fn detail_lines(g: &GroupComparison) -> Vec<String> {
     let mut v = Vec::new();
     let side = |name: &str, s: &super::RunSet| {
@@ -348,13 +362,11 @@ pub fn markdown(c: &Comparison) -> String {
             let _ = writeln!(s, "* {}", md_escape(&l));
         }
     }
-    if !c.only_in_baseline.is_empty() || !c.only_in_candidate.is_empty() {
+    let not_compared = not_compared_lines(c);
+    if !not_compared.is_empty() {
         let _ = writeln!(s, "\n## Not compared\n");
-        for x in &c.only_in_baseline {
-            let _ = writeln!(s, "* only in the baseline: {}", md_escape(x));
-        }
-        for x in &c.only_in_candidate {
-            let _ = writeln!(s, "* only in the candidate: {}", md_escape(x));
+        for l in &not_compared {
+            let _ = writeln!(s, "* {}", md_escape(l));
         }
     }
     let _ = writeln!(s, "\n## How the verdicts are made\n");
