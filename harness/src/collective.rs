@@ -123,34 +123,32 @@ pub(crate) fn poll_until(
 
 /// The collective for this process's placement, for CPU training.
 pub fn from_placement(p: &crate::launch::Placement) -> Result<Box<dyn Collective>, String> {
-    for_device(p, "cpu")
+    for_device(p, None)
 }
 
-/// The collective for this process's placement and device (`cpu`,
-/// `cuda[:N]`): [`Local`] for one process; MPI for CPU ranks; NCCL
-/// (bootstrapped over MPI) for GPU ranks.
+/// The collective for this process's placement and device (`None`: the
+/// CPU; `Some(ordinal)`: that GPU): [`Local`] for one process; MPI for CPU
+/// ranks; NCCL (bootstrapped over MPI) for GPU ranks.
 pub fn for_device(
     p: &crate::launch::Placement,
-    device: &str,
+    gpu_ordinal: Option<usize>,
 ) -> Result<Box<dyn Collective>, String> {
     if p.world_size == 1 {
         return Ok(Box::new(Local));
     }
-    let gpu = device.trim().to_ascii_lowercase().starts_with("cuda");
     #[cfg(feature = "mpi")]
     {
         let mpi = mpi_backend::Mpi::init(p)?;
-        if gpu {
+        if let Some(ordinal) = gpu_ordinal {
             #[cfg(any(feature = "cuda", feature = "gpu"))]
             {
-                let ordinal = crate::gpu::ordinal_for(device, p.local_rank)?;
                 return Ok(Box::new(nccl_backend::Nccl::init(mpi, ordinal)?));
             }
             #[cfg(not(any(feature = "cuda", feature = "gpu")))]
             {
                 let _ = mpi;
                 return Err(format!(
-                    "rank {} of {} asks for {device}, but this referee build has no GPU support; rebuild with `--features mpi,cuda`",
+                    "rank {} of {} asks for cuda:{ordinal}, but this referee build has no GPU support; rebuild with `--features mpi,cuda`",
                     p.rank, p.world_size
                 ));
             }
@@ -159,7 +157,7 @@ pub fn for_device(
     }
     #[cfg(not(feature = "mpi"))]
     {
-        let _ = gpu;
+        let _ = gpu_ordinal;
         Err(format!(
             "this process is rank {} of {} ({}), but this referee build has no multi-process back end; rebuild with `--features mpi` (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)",
             p.rank,

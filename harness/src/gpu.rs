@@ -72,20 +72,6 @@ pub fn peak_bf16_tflops(name: &str) -> Option<f64> {
         .map(|(_, t)| *t)
 }
 
-/// The ordinal a device string names: `cuda:N` → N; `cuda` → the local
-/// rank (one GPU per rank on a node), or 0 for a single process.
-pub fn ordinal_for(device: &str, local_rank: usize) -> Result<usize, String> {
-    let d = device.trim();
-    match d.strip_prefix("cuda") {
-        Some("") => Ok(local_rank),
-        Some(rest) => rest
-            .strip_prefix(':')
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| format!("bad device {d:?}: expected \"cuda:N\"")),
-        None => Err(format!("{d:?} is not a GPU device")),
-    }
-}
-
 /// Why GPUs cannot be used here, or None when the driver is present.
 pub fn driver_problem() -> Option<String> {
     #[cfg(feature = "gpu")]
@@ -179,16 +165,6 @@ fn probe_driver(ordinal: usize) -> Result<GpuInfo, String> {
     })
 }
 
-/// The GPU a run's `--device` names, probed; None for `cpu`.
-pub fn for_device(device: &str, local_rank: usize) -> Result<Option<GpuInfo>, String> {
-    let d = device.trim().to_ascii_lowercase();
-    if d == "cpu" {
-        return Ok(None);
-    }
-    let ordinal = ordinal_for(&d, local_rank)?;
-    probe(ordinal).map(Some)
-}
-
 #[cfg(all(feature = "cuda", feature = "gpu"))]
 compile_error!(
     "the features `cuda` and `gpu` exclude each other: `gpu` loads CUDA at run time, candle's `cuda` links it at build time; use one"
@@ -224,18 +200,9 @@ mod tests {
     }
 
     #[test]
-    fn ordinals() {
-        assert_eq!(ordinal_for("cuda:3", 0), Ok(3));
-        assert_eq!(ordinal_for("cuda", 2), Ok(2));
-        assert!(ordinal_for("cuda:x", 0).is_err());
-        assert!(ordinal_for("cpu", 0).is_err());
-        assert_eq!(for_device("cpu", 0), Ok(None));
-    }
-
-    #[test]
     fn no_gpu_is_an_error_not_a_panic() {
         if driver_problem().is_some() {
-            let e = for_device("cuda:0", 0).unwrap_err();
+            let e = probe(0).unwrap_err();
             assert!(!e.is_empty());
             assert!(require_nccl().is_err());
         }

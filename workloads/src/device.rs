@@ -4,49 +4,42 @@ use candle_core::Device;
 
 use crate::{Result, err};
 
-/// The local rank of this process under a launcher (Open MPI, MPICH/PMI,
-/// Slurm, in that order — the order the harness reads placements in), or 0.
-fn local_rank_from_env() -> usize {
-    [
-        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
-        ("PMI_RANK", "MPI_LOCALRANKID"),
-        ("SLURM_PROCID", "SLURM_LOCALID"),
-    ]
-    .iter()
-    .find(|(rank, _)| std::env::var_os(rank).is_some())
-    .and_then(|(_, local)| std::env::var(local).ok())
-    .and_then(|v| v.trim().parse().ok())
-    .unwrap_or(0)
+/// What a device string names: `None` for the CPU, `Some(ordinal)` for a
+/// GPU (`"cuda"` without an ordinal is `local_rank`'s GPU: under a launcher
+/// such as `mpirun` or `srun`, one GPU per rank on a node).
+pub fn parse_device(s: &str, local_rank: usize) -> std::result::Result<Option<usize>, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("cpu") {
+        return Ok(None);
+    }
+    let bad = || format!("bad device {s:?}: expected \"cpu\", \"cuda\" or \"cuda:N\"");
+    match s.strip_prefix("cuda") {
+        Some("") => Ok(Some(local_rank)),
+        Some(rest) => rest
+            .strip_prefix(':')
+            .and_then(|n| n.parse::<usize>().ok())
+            .map(Some)
+            .ok_or_else(bad),
+        None => Err(bad()),
+    }
 }
 
-/// Parses `"cpu"` or `"cuda:N"` into a device. `"cuda"` without an ordinal
-/// is the GPU of this process's local rank under a launcher (`mpirun`,
-/// `srun`: one GPU per rank), else `cuda:0`.
+/// Parses `"cpu"`, `"cuda"` or `"cuda:N"` ([`parse_device`]) and opens the
+/// device.
 ///
 /// Never panics: returns an error when the string is malformed, when the crate
 /// was built without the `cuda` feature, or when CUDA is not available.
-pub fn device_from_str(s: &str) -> Result<Device> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("cpu") {
-        return Ok(Device::Cpu);
+pub fn device_from_str(s: &str, local_rank: usize) -> Result<Device> {
+    open_device(parse_device(s, local_rank).map_err(err)?, s.trim())
+}
+
+/// Opens the device [`parse_device`] gave (`None`: the CPU); `name` is the
+/// string it came from, for messages.
+pub fn open_device(ordinal: Option<usize>, name: &str) -> Result<Device> {
+    match ordinal {
+        None => Ok(Device::Cpu),
+        Some(ordinal) => open_cuda(name, ordinal),
     }
-    let ordinal = match s.strip_prefix("cuda") {
-        Some("") => local_rank_from_env(),
-        Some(rest) => match rest.strip_prefix(':').map(str::parse::<usize>) {
-            Some(Ok(n)) => n,
-            _ => {
-                return Err(err(format!(
-                    "bad device {s:?}: expected \"cpu\", \"cuda\" or \"cuda:N\""
-                )));
-            }
-        },
-        None => {
-            return Err(err(format!(
-                "bad device {s:?}: expected \"cpu\", \"cuda\" or \"cuda:N\""
-            )));
-        }
-    };
-    open_cuda(s, ordinal)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -82,19 +75,22 @@ mod tests {
 
     #[test]
     fn parses_devices() {
-        assert!(matches!(device_from_str("cpu"), Ok(Device::Cpu)));
-        assert!(matches!(device_from_str(" CPU "), Ok(Device::Cpu)));
+        assert!(matches!(device_from_str("cpu", 0), Ok(Device::Cpu)));
+        assert!(matches!(device_from_str(" CPU ", 0), Ok(Device::Cpu)));
         for bad in ["gpu", "cuda:x", "cuda0", "cuda:-1"] {
-            let e = device_from_str(bad).unwrap_err().to_string();
+            let e = device_from_str(bad, 0).unwrap_err().to_string();
             assert!(e.contains("bad device"), "{bad}: {e}");
         }
+        assert_eq!(parse_device("cuda:3", 0), Ok(Some(3)));
+        assert_eq!(parse_device(" cuda ", 2), Ok(Some(2)));
+        assert_eq!(parse_device("Cpu", 2), Ok(None));
     }
 
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn cuda_without_the_feature_is_a_clear_error() {
         for d in ["cuda", "cuda:0", "cuda:7"] {
-            let e = device_from_str(d).unwrap_err().to_string();
+            let e = device_from_str(d, 0).unwrap_err().to_string();
             assert!(
                 e.contains("no GPU support") && e.contains("--features cuda"),
                 "{e}"

@@ -45,7 +45,7 @@ pub mod runtime;
 pub mod schedule;
 
 pub use candle_core::{Device, Result};
-pub use device::device_from_str;
+pub use device::{device_from_str, open_device, parse_device};
 pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};

@@ -419,12 +419,12 @@ fn batch_norm_train_vs_eval() {
 
 #[test]
 fn device_selection_never_panics() {
-    assert!(device_from_str("cpu").unwrap().is_cpu());
-    let e = device_from_str("cuda:0").unwrap_err().to_string();
+    assert!(device_from_str("cpu", 0).unwrap().is_cpu());
+    let e = device_from_str("cuda:0", 0).unwrap_err().to_string();
     assert!(e.contains("cuda"), "{e}");
-    assert!(device_from_str("cuda").is_err());
-    assert!(device_from_str("cuda:x").is_err());
-    assert!(device_from_str("tpu").is_err());
+    assert!(device_from_str("cuda", 0).is_err());
+    assert!(device_from_str("cuda:x", 0).is_err());
+    assert!(device_from_str("tpu", 0).is_err());
 }
 
 #[test]

@@ -323,10 +323,11 @@ pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
             Some(ThroughputPlan { steps, window })
         }
     };
-    let device = referee_workloads::device_from_str(&a.device)
-        .map_err(|e| format!("--device {}: {e}", a.device))?;
-    let gpu = crate::gpu::for_device(&a.device, placement.local_rank)
-        .map_err(|e| format!("--device {}: {e}", a.device))?;
+    let at = |e: String| format!("--device {}: {e}", a.device);
+    let ordinal = referee_workloads::parse_device(&a.device, placement.local_rank).map_err(at)?;
+    let device =
+        referee_workloads::open_device(ordinal, a.device.trim()).map_err(|e| at(e.to_string()))?;
+    let gpu = ordinal.map(crate::gpu::probe).transpose().map_err(at)?;
     let data_dir = a
         .data_dir
         .clone()
@@ -648,10 +649,11 @@ pub fn run(a: RunArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    let mut coll: Box<dyn Collective> = match crate::collective::for_device(&placement, &a.device) {
-        Ok(c) => c,
-        Err(e) => return usage_error(e),
-    };
+    let mut coll: Box<dyn Collective> =
+        match crate::collective::for_device(&placement, cfg.gpu.as_ref().map(|g| g.ordinal)) {
+            Ok(c) => c,
+            Err(e) => return usage_error(e),
+        };
     let results = match execute(&cfg, coll.as_mut()) {
         Ok(r) => r,
         Err(e) => {
