@@ -34,6 +34,7 @@
 //! the tests as the reference).
 
 pub mod bench;
+pub mod cpu;
 pub mod device;
 pub mod llm;
 pub mod ops;
@@ -50,6 +51,57 @@ pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};
 pub use schedule::{DecayKind, LrSchedule};
+
+/// Which implementation runs a model's training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// candle's autograd graph: any device; the reference the CPU engine is
+    /// tested against.
+    Graph,
+    /// The CPU engine ([`cpu`]) on these kernels.
+    Cpu(cpu::Isa),
+}
+
+impl Engine {
+    /// The engine for `device`: on a CPU, the CPU engine with the fastest
+    /// kernels the processor runs, unless `REFEREE_CPU_KERNELS` names other
+    /// kernels (`avx512`, `avx2`, `portable`) or `graph` (candle's graph);
+    /// elsewhere the graph.
+    pub fn for_device(device: &Device) -> Result<Engine> {
+        if !device.is_cpu() {
+            return Ok(Engine::Graph);
+        }
+        match std::env::var("REFEREE_CPU_KERNELS") {
+            Ok(v) if v == "graph" => Ok(Engine::Graph),
+            Ok(v) if !v.is_empty() => cpu::Isa::parse(&v)
+                .map(Engine::Cpu)
+                .map_err(|e| err(format!("{e} (or graph)"))),
+            _ => Ok(Engine::Cpu(cpu::Isa::detect())),
+        }
+    }
+
+    /// Fails unless this engine can run on `device`.
+    pub fn check_device(self, device: &Device) -> Result<()> {
+        match self {
+            Engine::Cpu(_) if !device.is_cpu() => {
+                Err(err("the CPU engine runs on the CPU device only"))
+            }
+            Engine::Cpu(isa) if !isa.available() => Err(err(format!(
+                "this CPU cannot run the {} kernels",
+                isa.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `graph`, or `cpu-` and the kernels' name.
+    pub fn name(self) -> String {
+        match self {
+            Engine::Graph => "graph".into(),
+            Engine::Cpu(isa) => format!("cpu-{}", isa.name()),
+        }
+    }
+}
 
 /// What one optimizer step reports.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -339,6 +339,7 @@ impl LlmTrainer {
         targets: &[u32],
     ) -> Result<(f32, Vec<f32>)> {
         let x = self.batch(inputs, targets)?;
+        self.params.sync_vars()?;
         let logits = self.model.forward(&x)?;
         let loss = ops::cross_entropy(&logits, targets)?;
         let grads = loss.backward()?;
@@ -367,6 +368,7 @@ impl LlmTrainer {
         &mut self,
         batches: &mut dyn Iterator<Item = (Vec<u32>, Vec<u32>)>,
     ) -> Result<f64> {
+        self.params.sync_vars()?;
         let (mut sum, mut count) = (0f64, 0usize);
         for (inputs, targets) in batches {
             let x = self.batch(&inputs, &targets)?;
@@ -427,8 +429,9 @@ impl LlmTrainer {
     }
 
     /// Logits `[B*T, vocab]` for `inputs` (B×T tokens), no gradient.
-    pub fn logits(&self, inputs: &[u32]) -> Result<Vec<f32>> {
+    pub fn logits(&mut self, inputs: &[u32]) -> Result<Vec<f32>> {
         let x = self.batch(inputs, inputs)?;
+        self.params.sync_vars()?;
         self.model.forward(&x)?.detach().flatten_all()?.to_vec1()
     }
 }

@@ -4,7 +4,8 @@
 //! the model, plus a host-side master copy laid out in a fixed order (the order
 //! parameters were registered). Gradients are exported in the same order, so
 //! the harness can all-reduce one flat buffer, and the optimizers below update
-//! the host copy in place before it is written back to the `Var`s.
+//! the host copy in place; the `Var`s are rewritten from it only when the
+//! candle graph is about to run ([`ParamStore::sync_vars`]).
 
 use candle_core::{Device, Shape, Tensor, Var, backprop::GradStore};
 use rayon::prelude::*;
@@ -29,6 +30,8 @@ pub struct ParamStore {
     params: Vec<Param>,
     host: Vec<f32>,
     device: Device,
+    /// The host copy changed since the `Var`s were last written.
+    vars_stale: bool,
 }
 
 impl ParamStore {
@@ -37,6 +40,7 @@ impl ParamStore {
             params: Vec::new(),
             host: Vec::new(),
             device: device.clone(),
+            vars_stale: false,
         }
     }
 
@@ -102,9 +106,29 @@ impl ParamStore {
             .collect()
     }
 
+    /// Writes the host copy into the `Var`s if it changed since the last
+    /// time. Call before running the candle graph (the CPU engine reads the
+    /// host copy and never needs it).
+    pub fn sync_vars(&mut self) -> Result<()> {
+        if !self.vars_stale {
+            return Ok(());
+        }
+        for p in &self.params {
+            let t = Tensor::from_slice(
+                &self.host[p.offset..p.offset + p.len],
+                p.var.shape(),
+                &self.device,
+            )?;
+            p.var.set(&t)?;
+        }
+        self.vars_stale = false;
+        Ok(())
+    }
+
     /// Applies `f(params, state_a, state_b, grads, decay)` parameter by parameter (in
     /// parallel) to the host copy and two optimizer-state vectors laid out like it
-    /// (pass empty vectors for unused state), then writes every parameter back to its `Var`.
+    /// (pass empty vectors for unused state); the `Var`s follow at the next
+    /// [`ParamStore::sync_vars`].
     fn update(
         &mut self,
         grads: &[f32],
@@ -124,14 +148,7 @@ impl ParamStore {
             .for_each(|(((p, a), b), &(off, len, decay))| {
                 f(p, a, b, &grads[off..off + len], decay)
             });
-        for p in &self.params {
-            let t = Tensor::from_slice(
-                &self.host[p.offset..p.offset + p.len],
-                p.var.shape(),
-                &self.device,
-            )?;
-            p.var.set(&t)?;
-        }
+        self.vars_stale = true;
         Ok(())
     }
 

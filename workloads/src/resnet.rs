@@ -25,11 +25,12 @@
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu;
 use crate::ops::{self, BnStats};
 use crate::optim::{ParamStore, SgdMomentum};
 use crate::rng::Rng;
 use crate::schedule::{DecayKind, LrSchedule};
-use crate::{Result, StepOutput, err};
+use crate::{Engine, Result, StepOutput, err};
 
 /// Hyperparameters of `mini_resnet`. "fixed" = part of the benchmark definition
 /// (a Closed submission may not change it); "tunable" = a submitter may change it.
@@ -117,6 +118,8 @@ impl ResnetHparams {
 /// Convolution without bias; weight HWIO `[k*k*cin, cout]`.
 struct Conv {
     w: Tensor,
+    /// Offset of `w` in the flat parameters.
+    w_off: usize,
     k: usize,
     stride: usize,
     pad: usize,
@@ -137,9 +140,11 @@ impl Conv {
         // Kaiming normal, fan_out mode (torchvision ResNet).
         let std = (2.0 / (k * k * cout) as f64).sqrt();
         let init = Rng::derive(seed, name).normal_vec(k * k * cin * cout, std);
+        let w_off = ps.len();
         let w = ps.add(name, (k * k * cin, cout), init, true)?;
         Ok(Self {
             w,
+            w_off,
             k,
             stride,
             pad: k / 2,
@@ -149,6 +154,15 @@ impl Conv {
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         ops::conv2d_nhwc(x, &self.w, self.k, self.stride, self.pad)
+    }
+    fn geometry(&self) -> cpu::conv::Conv {
+        cpu::conv::Conv {
+            k: self.k,
+            stride: self.stride,
+            pad: self.pad,
+            cin: self.cin,
+            cout: self.cout,
+        }
     }
     /// Multiply-accumulates per sample for an input of side `hw`.
     fn macs(&self, hw: usize) -> usize {
@@ -160,6 +174,9 @@ impl Conv {
 struct BatchNorm {
     gamma: Tensor,
     beta: Tensor,
+    /// Offsets of γ and β in the flat parameters.
+    gamma_off: usize,
+    beta_off: usize,
     running_mean: Vec<f32>,
     running_var: Vec<f32>,
     eps: f64,
@@ -175,11 +192,15 @@ impl BatchNorm {
         zero_gamma: bool,
     ) -> Result<Self> {
         let g = if zero_gamma { 0.0 } else { 1.0 };
+        let gamma_off = ps.len();
         let gamma = ps.add(&format!("{name}.gamma"), c, vec![g; c], false)?;
+        let beta_off = ps.len();
         let beta = ps.add(&format!("{name}.beta"), c, vec![0.0; c], false)?;
         Ok(Self {
             gamma,
             beta,
+            gamma_off,
+            beta_off,
             running_mean: vec![0.0; c],
             running_var: vec![1.0; c],
             eps: hp.bn_eps,
@@ -292,8 +313,12 @@ pub struct MiniResnet {
     blocks: Vec<BasicBlock>,
     fc_w: Tensor,
     fc_b: Tensor,
+    fc_w_off: usize,
+    fc_b_off: usize,
     image_size: usize,
     num_classes: usize,
+    bn_eps: f64,
+    bn_momentum: f64,
 }
 
 impl MiniResnet {
@@ -321,12 +346,14 @@ impl MiniResnet {
             }
         }
         let bound = 1.0 / (cin as f64).sqrt();
+        let fc_w_off = ps.len();
         let fc_w = ps.add(
             "fc.w",
             (cin, hp.num_classes),
             Rng::derive(seed, "fc.w").uniform_vec(cin * hp.num_classes, bound),
             true,
         )?;
+        let fc_b_off = ps.len();
         let fc_b = ps.add(
             "fc.b",
             hp.num_classes,
@@ -339,9 +366,44 @@ impl MiniResnet {
             blocks,
             fc_w,
             fc_b,
+            fc_w_off,
+            fc_b_off,
             image_size: hp.image_size,
             num_classes: hp.num_classes,
+            bn_eps: hp.bn_eps,
+            bn_momentum: hp.bn_momentum,
         })
+    }
+
+    /// The description the CPU engine is built from: geometry and parameter offsets.
+    fn cpu_spec(&self) -> cpu::resnet::ResnetSpec {
+        let unit = |c: &Conv, b: &BatchNorm| cpu::resnet::UnitSpec {
+            conv: c.geometry(),
+            w: c.w_off,
+            gamma: b.gamma_off,
+            beta: b.beta_off,
+        };
+        cpu::resnet::ResnetSpec {
+            image_size: self.image_size,
+            classes: self.num_classes,
+            bn_eps: self.bn_eps as f32,
+            bn_momentum: self.bn_momentum as f32,
+            stem: unit(&self.stem, &self.stem_bn),
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| {
+                    (
+                        unit(&b.conv1, &b.bn1),
+                        unit(&b.conv2, &b.bn2),
+                        b.shortcut.as_ref().map(|(c, n)| unit(c, n)),
+                    )
+                })
+                .collect(),
+            fc_w: self.fc_w_off,
+            fc_b: self.fc_b_off,
+            features: self.fc_w.dim(0).unwrap_or(0),
+        }
     }
 
     /// `pixels`: `[B, 1, S, S]` normalised f32 (NCHW = NHWC for one channel). Returns logits `[B, classes]`.
@@ -373,7 +435,10 @@ impl MiniResnet {
 /// Trainer for `mini_resnet`: model, SGD-momentum state and LR schedule.
 pub struct ResnetTrainer {
     hp: ResnetHparams,
+    /// The candle graph: trains when `cpu` is `None`; its declaration is
+    /// what the CPU engine is built from.
     model: MiniResnet,
+    cpu: Option<cpu::resnet::Resnet>,
     params: ParamStore,
     opt: SgdMomentum,
     schedule: LrSchedule,
@@ -382,17 +447,34 @@ pub struct ResnetTrainer {
 }
 
 impl ResnetTrainer {
-    /// Builds the model with weights drawn deterministically from `seed`.
+    /// Builds the model with weights drawn deterministically from `seed`, on
+    /// the engine [`Engine::for_device`] picks.
     pub fn new(hp: &ResnetHparams, seed: u64, device: &Device) -> Result<Self> {
+        Self::with_engine(hp, seed, device, Engine::for_device(device)?)
+    }
+
+    /// As [`Self::new`], on the given engine.
+    pub fn with_engine(
+        hp: &ResnetHparams,
+        seed: u64,
+        device: &Device,
+        engine: Engine,
+    ) -> Result<Self> {
+        engine.check_device(device)?;
         if device.is_cpu() {
             crate::runtime::tune_cpu_allocator();
         }
         let mut params = ParamStore::new(device);
         let model = MiniResnet::new(&mut params, hp, seed)?;
         let opt = SgdMomentum::new(hp.momentum, hp.weight_decay, params.len());
+        let cpu = match engine {
+            Engine::Cpu(isa) => Some(cpu::resnet::Resnet::new(model.cpu_spec(), isa)),
+            Engine::Graph => None,
+        };
         Ok(Self {
             hp: hp.clone(),
             model,
+            cpu,
             schedule: hp.schedule(),
             params,
             opt,
@@ -401,11 +483,18 @@ impl ResnetTrainer {
         })
     }
 
+    /// The engine this trainer runs on.
+    pub fn engine(&self) -> Engine {
+        self.cpu
+            .as_ref()
+            .map_or(Engine::Graph, |e| Engine::Cpu(e.isa()))
+    }
+
     pub fn hparams(&self) -> &ResnetHparams {
         &self.hp
     }
 
-    fn inputs(&self, pixels: &[f32], labels: &[u32]) -> Result<Tensor> {
+    fn check_batch(&self, pixels: &[f32], labels: &[u32]) -> Result<()> {
         let s = self.hp.image_size;
         let b = labels.len();
         if b == 0 || pixels.len() != b * s * s {
@@ -417,7 +506,20 @@ impl ResnetTrainer {
         if let Some(bad) = labels.iter().find(|&&l| l as usize >= self.hp.num_classes) {
             return Err(err(format!("resnet: label {bad} out of range")));
         }
-        Tensor::from_slice(pixels, (b, 1, s, s), &self.device)
+        Ok(())
+    }
+
+    /// Whole images as a graph input (the graph's parameters brought up to date first).
+    fn graph_input(&mut self, pixels: &[f32]) -> Result<Tensor> {
+        let s = self.hp.image_size;
+        if pixels.is_empty() || pixels.len() % (s * s) != 0 {
+            return Err(err(format!(
+                "resnet: {} pixel values are not whole {s}x{s} images",
+                pixels.len()
+            )));
+        }
+        self.params.sync_vars()?;
+        Tensor::from_slice(pixels, (pixels.len() / (s * s), 1, s, s), &self.device)
     }
 
     /// One optimizer step on a batch: forward, loss, backward, SGD update, LR schedule.
@@ -432,7 +534,13 @@ impl ResnetTrainer {
     /// Returns the mean loss and the flat gradient of the mean loss, in
     /// [`Self::parameter_layout`] order.
     pub fn compute_gradients(&mut self, pixels: &[f32], labels: &[u32]) -> Result<(f32, Vec<f32>)> {
-        let x = self.inputs(pixels, labels)?;
+        self.check_batch(pixels, labels)?;
+        if let Some(e) = &mut self.cpu {
+            let mut grads = vec![0f32; self.params.len()];
+            let loss = e.gradients(self.params.flat(), pixels, labels, &mut grads)?;
+            return Ok((loss, grads));
+        }
+        let x = self.graph_input(pixels)?;
         let logits = self.model.forward(&x, true)?;
         let loss = ops::cross_entropy(&logits, labels)?;
         let grads = loss.backward()?;
@@ -455,10 +563,20 @@ impl ResnetTrainer {
     ) -> Result<f64> {
         let (mut correct, mut total) = (0usize, 0usize);
         for (pixels, labels) in batches {
-            let x = self.inputs(&pixels, &labels)?;
-            let logits = self.model.forward(&x, false)?.detach();
-            let pred = logits.argmax(1)?.to_vec1::<u32>()?;
-            correct += pred.iter().zip(&labels).filter(|(p, l)| p == l).count();
+            self.check_batch(&pixels, &labels)?;
+            // The CPU engine's buffers are sized for a training batch:
+            // larger evaluation batches go through in pieces of that size.
+            let n = labels.len().min(self.hp.batch_size.max(1));
+            let px = self.hp.image_size * self.hp.image_size;
+            for (p, l) in pixels.chunks(n * px).zip(labels.chunks(n)) {
+                let logits = self.logits(p, false)?;
+                let k = self.hp.num_classes;
+                correct += logits
+                    .chunks_exact(k)
+                    .zip(l)
+                    .filter(|(row, y)| argmax(row) == **y as usize)
+                    .count();
+            }
             total += labels.len();
         }
         if total == 0 {
@@ -501,9 +619,10 @@ impl ResnetTrainer {
     /// statistics and updates the BN running averages (as a training forward
     /// does); `train = false` uses the running statistics. No gradient.
     pub fn logits(&mut self, pixels: &[f32], train: bool) -> Result<Vec<f32>> {
-        let s = self.hp.image_size;
-        let b = pixels.len() / (s * s);
-        let x = self.inputs(pixels, &vec![0; b])?;
+        if let Some(e) = &mut self.cpu {
+            return Ok(e.forward(self.params.flat(), pixels, train)?.to_vec());
+        }
+        let x = self.graph_input(pixels)?;
         self.model
             .forward(&x, train)?
             .detach()
@@ -515,4 +634,14 @@ impl ResnetTrainer {
     pub fn flat_parameters(&self) -> &[f32] {
         self.params.flat()
     }
+}
+
+/// Index of the first largest value.
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
+            if v > bv { (i, v) } else { (bi, bv) }
+        })
+        .0
 }

@@ -1,0 +1,461 @@
+//! Batches of NHWC images with a zero border, and 2-D convolutions on them
+//! through the indirect GEMM of [`super::kernels`].
+//!
+//! * forward: one GEMM per output row, A = the padded input read in place;
+//! * weight gradient: one GEMM per (image, kernel row) with rows = weight
+//!   rows and the reduction over the image's pixels;
+//! * input gradient, stride 1: the forward kernel on the padded output
+//!   gradient with the kernel flipped and transposed;
+//! * input gradient, stride > 1: `dcols = dy · Wᵀ` for one image (in
+//!   cache), scattered onto the input gradient's pixels.
+
+use rayon::prelude::*;
+
+use super::kernels::{AMat, BMat, Isa, dense_rows, igemm};
+
+/// A batch of NHWC images with a border of `pad` pixels on every side.
+///
+/// A convolution's input needs a zero border (the padding taps read it);
+/// the buffers here are zero when allocated and kernels write interiors
+/// only, except the input-gradient scatter of a strided convolution, whose
+/// target border is scratch (never read as data).
+#[derive(Debug, Clone, Default)]
+pub struct Image {
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub pad: usize,
+    pub data: Vec<f32>,
+}
+
+impl Image {
+    /// Gives the buffer this shape. Keeping the per-image layout (h, w, c,
+    /// pad) keeps every existing value, borders included; new images and a
+    /// new layout start as zeros.
+    pub fn ensure(&mut self, n: usize, h: usize, w: usize, c: usize, pad: usize) {
+        if (self.h, self.w, self.c, self.pad) != (h, w, c, pad) {
+            self.data.clear();
+            (self.h, self.w, self.c, self.pad) = (h, w, c, pad);
+        }
+        self.n = n;
+        self.data.resize(n * self.image_len(), 0.0);
+    }
+
+    /// Padded height.
+    pub fn hp(&self) -> usize {
+        self.h + 2 * self.pad
+    }
+    /// Padded width.
+    pub fn wp(&self) -> usize {
+        self.w + 2 * self.pad
+    }
+    /// Values per image, border included.
+    pub fn image_len(&self) -> usize {
+        self.hp() * self.wp() * self.c
+    }
+    /// Values of one interior row.
+    pub fn row_len(&self) -> usize {
+        self.w * self.c
+    }
+    /// Offset of interior pixel (y, x) within one image's slice.
+    pub fn local(&self, y: usize, x: usize) -> usize {
+        ((y + self.pad) * self.wp() + x + self.pad) * self.c
+    }
+    /// Offset of interior pixel (y, x) of image `i` in `data`.
+    pub fn at(&self, i: usize, y: usize, x: usize) -> usize {
+        i * self.image_len() + self.local(y, x)
+    }
+    /// Interior row `y` of image `i`.
+    pub fn row(&self, i: usize, y: usize) -> &[f32] {
+        let s = self.at(i, y, 0);
+        &self.data[s..s + self.row_len()]
+    }
+    /// Whether `other` has the same interior shape (n, h, w, c).
+    pub fn same_interior(&self, other: &Image) -> bool {
+        (self.n, self.h, self.w, self.c) == (other.n, other.h, other.w, other.c)
+    }
+}
+
+/// Runs `f(i, image_slice)` for every image of `img`, in parallel.
+pub fn par_images(img: &mut Image, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let len = img.image_len();
+    if len == 0 {
+        return;
+    }
+    img.data
+        .par_chunks_mut(len)
+        .enumerate()
+        .for_each(|(i, s)| f(i, s));
+}
+
+/// Splits `0..n` into one contiguous range per worker thread (fewer if n is small).
+pub fn thread_ranges(n: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = rayon::current_num_threads().clamp(1, n.max(1));
+    let (q, r) = (n / parts, n % parts);
+    let mut out = Vec::with_capacity(parts);
+    let mut s = 0;
+    for p in 0..parts {
+        let len = q + usize::from(p < r);
+        out.push(s..s + len);
+        s += len;
+    }
+    out
+}
+
+/// Geometry of a convolution without bias; weights HWIO `[k·k·cin, cout]`
+/// (row `(ky·k + kx)·cin + ci`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv {
+    pub k: usize,
+    pub stride: usize,
+    pub pad: usize,
+    pub cin: usize,
+    pub cout: usize,
+}
+
+impl Conv {
+    /// Output side for an input side `h`.
+    pub fn out_size(&self, h: usize) -> usize {
+        (h + 2 * self.pad - self.k) / self.stride + 1
+    }
+
+    pub fn weight_len(&self) -> usize {
+        self.k * self.k * self.cin * self.cout
+    }
+
+    /// Border the output gradient needs for [`Conv::grad_input`].
+    pub fn grad_pad(&self) -> usize {
+        if self.stride == 1 {
+            self.k - 1 - self.pad
+        } else {
+            0
+        }
+    }
+
+    fn check_io(&self, x: &Image, y: &Image) {
+        assert!(
+            x.c == self.cin && y.c == self.cout && x.n == y.n,
+            "conv: channels or batch do not match"
+        );
+        assert!(
+            y.h == self.out_size(x.h) && y.w == self.out_size(x.w),
+            "conv: output size does not match"
+        );
+    }
+
+    /// `y = conv(x, w)` (or `y += …` when `accumulate`); `x.pad ≥ self.pad`
+    /// with a zero border. Writes the interior of `y` only.
+    pub fn forward(&self, isa: Isa, x: &Image, w: &[f32], y: &mut Image, accumulate: bool) {
+        self.check_io(x, y);
+        assert!(x.pad >= self.pad, "conv: input border too narrow");
+        assert_eq!(w.len(), self.weight_len(), "conv: weight size");
+        let (c, wp, s) = (self.cin, x.wp(), self.stride);
+        let koff: Vec<usize> = (0..self.k)
+            .flat_map(|ky| (0..self.k * c).map(move |j| ky * wp * c + j))
+            .collect();
+        let bkoff = dense_rows(self.weight_len() / self.cout, self.cout);
+        let off0 = x.pad - self.pad;
+        let (hp, ow, cout) = (x.hp(), y.w, self.cout);
+        let row0: Vec<usize> = (0..y.h).map(|oy| y.local(oy, 0)).collect();
+        par_images(y, |i, yimg| {
+            for (oy, &r0) in row0.iter().enumerate() {
+                let a = AMat {
+                    data: &x.data,
+                    base: ((i * hp + oy * s + off0) * wp + off0) * c,
+                    row_stride: s * c,
+                    koff: &koff,
+                };
+                let b = BMat {
+                    data: w,
+                    base: 0,
+                    koff: &bkoff,
+                };
+                igemm(isa, ow, cout, a, b, &mut yimg[r0..], cout, accumulate);
+            }
+        });
+    }
+
+    /// `dw = Σ_pixels x_window ⊗ dy` (overwrites `dw`); `x` as given to
+    /// [`Conv::forward`], `dy` of the output's shape (any border).
+    pub fn grad_weight(&self, isa: Isa, x: &Image, dy: &Image, dw: &mut [f32]) {
+        self.check_io(x, dy);
+        assert!(x.pad >= self.pad, "conv: input border too narrow");
+        assert_eq!(dw.len(), self.weight_len(), "conv: weight size");
+        let (c, wp, hp, s, k) = (self.cin, x.wp(), x.hp(), self.stride, self.k);
+        let (oh, ow, cout) = (dy.h, dy.w, self.cout);
+        let xoff: Vec<usize> = (0..oh * ow)
+            .map(|p| ((p / ow) * s * wp + (p % ow) * s) * c)
+            .collect();
+        let dyoff: Vec<usize> = (0..oh * ow)
+            .map(|p| dy.local(p / ow, p % ow) - dy.local(0, 0))
+            .collect();
+        let off0 = x.pad - self.pad;
+        let partials: Vec<Vec<f32>> = thread_ranges(x.n)
+            .into_par_iter()
+            .map(|imgs| {
+                let mut part = vec![0f32; dw.len()];
+                for i in imgs {
+                    for ky in 0..k {
+                        let a = AMat {
+                            data: &x.data,
+                            base: ((i * hp + ky + off0) * wp + off0) * c,
+                            row_stride: 1,
+                            koff: &xoff,
+                        };
+                        let b = BMat {
+                            data: &dy.data,
+                            base: dy.at(i, 0, 0),
+                            koff: &dyoff,
+                        };
+                        let out = &mut part[ky * k * c * cout..(ky + 1) * k * c * cout];
+                        igemm(isa, k * c, cout, a, b, out, cout, true);
+                    }
+                }
+                part
+            })
+            .collect();
+        dw.fill(0.0);
+        for p in &partials {
+            dw.iter_mut().zip(p).for_each(|(d, v)| *d += v);
+        }
+    }
+
+    /// Input gradient into the interior of `dx` (`+=` when `accumulate`).
+    /// Stride 1: `dy.pad ≥ self.grad_pad()` with a zero border. Stride > 1:
+    /// `dx.pad ≥ self.pad`, and the border of `dx` receives scratch.
+    pub fn grad_input(&self, isa: Isa, dy: &Image, w: &[f32], dx: &mut Image, accumulate: bool) {
+        self.check_io(dx, dy);
+        assert_eq!(w.len(), self.weight_len(), "conv: weight size");
+        let (k, cin, cout) = (self.k, self.cin, self.cout);
+        if self.stride == 1 {
+            // dx = conv(dy, w flipped in space, transposed in channels).
+            let mut wf = vec![0f32; w.len()];
+            for ky in 0..k {
+                for kx in 0..k {
+                    let src = ((k - 1 - ky) * k + (k - 1 - kx)) * cin;
+                    let dst = (ky * k + kx) * cout;
+                    for ci in 0..cin {
+                        for co in 0..cout {
+                            wf[(dst + co) * cin + ci] = w[(src + ci) * cout + co];
+                        }
+                    }
+                }
+            }
+            let flipped = Conv {
+                k,
+                stride: 1,
+                pad: self.grad_pad(),
+                cin: cout,
+                cout: cin,
+            };
+            flipped.forward(isa, dy, &wf, dx, accumulate);
+            return;
+        }
+        assert!(dx.pad >= self.pad, "conv: gradient border too narrow");
+        // Wᵀ: [cout, k·k·cin]
+        let kc = k * k * cin;
+        let mut wt = vec![0f32; w.len()];
+        for r in 0..kc {
+            for co in 0..cout {
+                wt[co * kc + r] = w[r * cout + co];
+            }
+        }
+        let akoff: Vec<usize> = (0..cout).collect();
+        let bkoff = dense_rows(cout, kc);
+        let (oh, ow, s) = (dy.h, dy.w, self.stride);
+        let (wp, off0) = (dx.wp(), dx.pad - self.pad);
+        par_images(dx, |i, ximg| {
+            if !accumulate {
+                ximg.fill(0.0);
+            }
+            let mut dcols = vec![0f32; ow * kc];
+            for oy in 0..oh {
+                let a = AMat {
+                    data: &dy.data,
+                    base: dy.at(i, oy, 0),
+                    row_stride: cout,
+                    koff: &akoff,
+                };
+                let b = BMat {
+                    data: &wt,
+                    base: 0,
+                    koff: &bkoff,
+                };
+                igemm(isa, ow, kc, a, b, &mut dcols, kc, false);
+                for ox in 0..ow {
+                    let src = &dcols[ox * kc..(ox + 1) * kc];
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let p = ((oy * s + ky + off0) * wp + ox * s + kx + off0) * cin;
+                            let t = (ky * k + kx) * cin;
+                            for (d, v) in ximg[p..p + cin].iter_mut().zip(&src[t..t + cin]) {
+                                *d += v;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn random_image(seed: u64, n: usize, h: usize, c: usize, pad: usize) -> Image {
+        let mut img = Image::default();
+        img.ensure(n, h, h, c, pad);
+        let v = Rng::new(seed).normal_vec(n * h * h * c, 1.0);
+        let len = img.row_len();
+        for i in 0..n {
+            for y in 0..h {
+                let s = img.at(i, y, 0);
+                let src = ((i * h) + y) * len;
+                img.data[s..s + len].copy_from_slice(&v[src..src + len]);
+            }
+        }
+        img
+    }
+
+    fn px(img: &Image, i: usize, y: isize, x: isize, c: usize) -> f64 {
+        if y < 0 || x < 0 || y >= img.h as isize || x >= img.w as isize {
+            return 0.0;
+        }
+        f64::from(img.data[img.at(i, y as usize, x as usize) + c])
+    }
+
+    /// Direct 7-loop convolution, its weight gradient and its input gradient.
+    fn naive(g: &Conv, x: &Image, w: &[f32], dy: &Image) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (oh, ow) = (g.out_size(x.h), g.out_size(x.w));
+        let mut y = vec![0f64; x.n * oh * ow * g.cout];
+        let mut dw = vec![0f64; w.len()];
+        let mut dx = vec![0f64; x.n * x.h * x.w * g.cin];
+        for i in 0..x.n {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for ky in 0..g.k {
+                        for kx in 0..g.k {
+                            let iy = (oy * g.stride + ky) as isize - g.pad as isize;
+                            let ix = (ox * g.stride + kx) as isize - g.pad as isize;
+                            for ci in 0..g.cin {
+                                let xv = px(x, i, iy, ix, ci);
+                                for co in 0..g.cout {
+                                    let wi = ((ky * g.k + kx) * g.cin + ci) * g.cout + co;
+                                    let yi = ((i * oh + oy) * ow + ox) * g.cout + co;
+                                    let d = px(dy, i, oy as isize, ox as isize, co);
+                                    y[yi] += xv * f64::from(w[wi]);
+                                    dw[wi] += xv * d;
+                                    if iy >= 0 && ix >= 0 && iy < x.h as isize && ix < x.w as isize
+                                    {
+                                        let xi = ((i * x.h + iy as usize) * x.w + ix as usize)
+                                            * g.cin
+                                            + ci;
+                                        dx[xi] += d * f64::from(w[wi]);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (y, dw, dx)
+    }
+
+    fn interior(img: &Image) -> Vec<f32> {
+        let mut v = Vec::new();
+        for i in 0..img.n {
+            for y in 0..img.h {
+                v.extend_from_slice(img.row(i, y));
+            }
+        }
+        v
+    }
+
+    fn close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (j, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (f64::from(*g) - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                "{what}[{j}]: {g} vs {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn forward_and_both_gradients_match_a_direct_convolution() {
+        // (k, stride, cin, cout, side): the shapes of mini_resnet and odd ones.
+        for &(k, s, cin, cout, h) in &[
+            (3, 1, 1, 16, 9),
+            (3, 1, 16, 16, 7),
+            (3, 2, 16, 32, 8),
+            (1, 2, 16, 32, 8),
+            (3, 2, 3, 5, 7),
+            (3, 1, 5, 3, 6),
+            (1, 1, 4, 8, 5),
+        ] {
+            let g = Conv {
+                k,
+                stride: s,
+                pad: k / 2,
+                cin,
+                cout,
+            };
+            let x = random_image(1, 2, h, cin, 1);
+            let w = Rng::new(2).normal_vec(g.weight_len(), 0.5);
+            let oh = g.out_size(h);
+            let dy = random_image(3, 2, oh, cout, g.grad_pad());
+            let (y_ref, dw_ref, dx_ref) = naive(&g, &x, &w, &dy);
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                let what = format!("{} k{k} s{s} {cin}->{cout} h{h}", isa.name());
+                let mut y = Image::default();
+                y.ensure(2, oh, oh, cout, 0);
+                g.forward(isa, &x, &w, &mut y, false);
+                close(&y.data, &y_ref, &format!("{what} forward"));
+                let mut dw = vec![7f32; w.len()];
+                g.grad_weight(isa, &x, &dy, &mut dw);
+                close(&dw, &dw_ref, &format!("{what} dw"));
+                let mut dx = Image::default();
+                dx.ensure(2, h, h, cin, 1);
+                dx.data.fill(3.0); // stale values must not leak through
+                g.grad_input(isa, &dy, &w, &mut dx, false);
+                close(&interior(&dx), &dx_ref, &format!("{what} dx"));
+                // accumulate adds to what is there
+                g.grad_input(isa, &dy, &w, &mut dx, true);
+                let twice: Vec<f64> = dx_ref.iter().map(|v| 2.0 * v).collect();
+                close(&interior(&dx), &twice, &format!("{what} dx accumulated"));
+            }
+        }
+    }
+
+    #[test]
+    fn ensure_keeps_layout_and_zeroes_new_images() {
+        let mut img = Image::default();
+        img.ensure(2, 3, 3, 2, 1);
+        assert_eq!(img.data.len(), 2 * 5 * 5 * 2);
+        assert!(img.data.iter().all(|v| *v == 0.0));
+        let at = img.at(1, 2, 2);
+        img.data[at] = 4.0;
+        img.ensure(3, 3, 3, 2, 1);
+        assert_eq!(img.data[at], 4.0);
+        assert!(img.data[2 * img.image_len()..].iter().all(|v| *v == 0.0));
+        img.ensure(1, 4, 4, 2, 1);
+        assert!(img.data.iter().all(|v| *v == 0.0));
+        assert_eq!(img.local(0, 0), (6 + 1) * 2);
+    }
+
+    #[test]
+    fn thread_ranges_partition_the_batch() {
+        for n in 0..20 {
+            let r = thread_ranges(n);
+            assert_eq!(r.first().map(|r| r.start), Some(0));
+            assert_eq!(r.last().map(|r| r.end), Some(n));
+            for w in r.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+            }
+        }
+    }
+}

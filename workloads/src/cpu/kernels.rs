@@ -1,0 +1,463 @@
+//! The matrix kernel of the CPU engine's convolutions: an *indirect* GEMM.
+//!
+//! ```text
+//! out(r, j) (+)= Σ_k A(r, k) · B(k, j)        r < rows, j < cols
+//! A(r, k) = a[a.base + r · a.row_stride + a.koff[k]]
+//! B(k, j) = b[b.base + b.koff[k] + j]
+//! ```
+//!
+//! A is never materialised: `koff` lists where each of its columns lives
+//! relative to a row's start. With a zero-padded NHWC image, a 3×3
+//! convolution is this kernel with rows = output pixels of one image row
+//! (`row_stride` = stride · C) and `koff` = the 9·C tap offsets, so no
+//! im2col matrix is ever written; the weight gradient is the same kernel with
+//! rows = weight rows and `koff` = the pixel offsets.
+//!
+//! Each instruction set has a register-tiled micro-kernel (R rows × FV
+//! vectors of columns held in registers, one broadcast-FMA per element of
+//! A): AVX-512 and AVX2+FMA, chosen at run time, and a portable loop that
+//! also takes column tails narrower than a vector.
+
+/// Which micro-kernels run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// 16-lane kernels (x86-64 with AVX-512F).
+    Avx512,
+    /// 8-lane kernels (x86-64 with AVX2 and FMA).
+    Avx2,
+    /// Plain loops (any CPU; what the compiler vectorises for the build target).
+    Portable,
+}
+
+impl Isa {
+    /// Every kind, fastest first.
+    pub const ALL: [Isa; 3] = [Isa::Avx512, Isa::Avx2, Isa::Portable];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "avx512",
+            Isa::Avx2 => "avx2",
+            Isa::Portable => "portable",
+        }
+    }
+
+    /// Whether this CPU can run these kernels.
+    pub fn available(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            Isa::Portable => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The fastest kind this CPU runs.
+    pub fn detect() -> Isa {
+        Isa::ALL
+            .into_iter()
+            .find(|i| i.available())
+            .unwrap_or(Isa::Portable)
+    }
+
+    /// Parses a name of [`Isa::name`]; an error if unknown or not available here.
+    pub fn parse(v: &str) -> Result<Isa, String> {
+        let isa = Isa::ALL
+            .into_iter()
+            .find(|i| i.name() == v)
+            .ok_or_else(|| {
+                format!("REFEREE_CPU_KERNELS={v}: expected one of avx512, avx2, portable")
+            })?;
+        if !isa.available() {
+            return Err(format!(
+                "REFEREE_CPU_KERNELS={v}: this CPU cannot run the {v} kernels (detected: {})",
+                Isa::detect().name()
+            ));
+        }
+        Ok(isa)
+    }
+}
+
+/// The A operand: `A(r, k) = data[base + r * row_stride + koff[k]]`.
+#[derive(Debug, Clone, Copy)]
+pub struct AMat<'a> {
+    pub data: &'a [f32],
+    pub base: usize,
+    pub row_stride: usize,
+    /// Column offsets; its length is the reduction length K.
+    pub koff: &'a [usize],
+}
+
+/// The B operand: `B(k, j) = data[base + koff[k] + j]`; `koff` has K entries.
+#[derive(Debug, Clone, Copy)]
+pub struct BMat<'a> {
+    pub data: &'a [f32],
+    pub base: usize,
+    pub koff: &'a [usize],
+}
+
+/// Row offsets `0, stride, 2·stride, …` of a dense row-major matrix with `rows` rows.
+pub fn dense_rows(rows: usize, stride: usize) -> Vec<usize> {
+    (0..rows).map(|k| k * stride).collect()
+}
+
+/// `out[r * out_stride + j] (+)= Σ_k A(r, k) · B(k, j)` for `r < rows`,
+/// `j < cols`; overwrites unless `accumulate`.
+///
+/// # Panics
+/// If an operand is too short for the access pattern described (a caller's bug).
+#[allow(clippy::too_many_arguments)]
+pub fn igemm(
+    isa: Isa,
+    rows: usize,
+    cols: usize,
+    a: AMat,
+    b: BMat,
+    out: &mut [f32],
+    out_stride: usize,
+    accumulate: bool,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let k = a.koff.len();
+    assert!(
+        out.len() >= (rows - 1) * out_stride + cols,
+        "igemm: out too short"
+    );
+    if k == 0 {
+        if !accumulate {
+            for r in 0..rows {
+                out[r * out_stride..r * out_stride + cols].fill(0.0);
+            }
+        }
+        return;
+    }
+    assert_eq!(b.koff.len(), k, "igemm: A and B disagree on K");
+    let max_a = a.koff.iter().copied().max().unwrap_or(0);
+    assert!(
+        a.base + (rows - 1) * a.row_stride + max_a < a.data.len(),
+        "igemm: A too short"
+    );
+    let max_b = b.koff.iter().copied().max().unwrap_or(0);
+    assert!(b.base + max_b + cols <= b.data.len(), "igemm: B too short");
+    // The SIMD kernels take whole vectors of columns; the tail goes to the
+    // portable loop.
+    let lanes = match isa {
+        Isa::Avx512 if isa.available() => 16,
+        Isa::Avx2 if isa.available() => 8,
+        _ => 0,
+    };
+    let simd_cols = if lanes == 0 { 0 } else { cols / lanes * lanes };
+    if simd_cols > 0 {
+        // SAFETY: the asserts above bound every element the kernels touch
+        // (rows × simd_cols of out, the A offsets, K rows × simd_cols of B),
+        // and `lanes > 0` only when the CPU has the instructions.
+        unsafe {
+            simd_blocks(
+                isa, lanes, rows, simd_cols, &a, &b, out, out_stride, accumulate,
+            )
+        };
+    }
+    if simd_cols < cols {
+        portable(rows, simd_cols, cols, &a, &b, out, out_stride, accumulate);
+    }
+}
+
+/// The arguments of one register tile.
+struct Tile {
+    a: *const f32,
+    a_rs: usize,
+    koff: *const usize,
+    k: usize,
+    b: *const f32,
+    bkoff: *const usize,
+    c: *mut f32,
+    c_rs: usize,
+    acc: bool,
+}
+
+/// Largest register tile (rows, vectors) per instruction set: accumulators
+/// plus the B vectors and a broadcast must fit the register file (32 zmm,
+/// 16 ymm) without spilling.
+fn max_rows(isa: Isa, fv: usize) -> usize {
+    match (isa, fv) {
+        (Isa::Avx512, 1) => 28,
+        (Isa::Avx512, 2) => 12,
+        (Isa::Avx512, 3) => 8,
+        (Isa::Avx512, _) => 7,
+        (_, 1) => 12,
+        (_, 2) => 6,
+        (_, 3) => 4,
+        _ => 2,
+    }
+}
+
+/// Splits `n` into `ceil(n / max)` nearly equal parts.
+fn balanced(n: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
+    let parts = n.div_ceil(max).max(1);
+    let (q, rem) = (n / parts, n % parts);
+    (0..parts).scan(0, move |start, i| {
+        let len = q + usize::from(i < rem);
+        let s = *start;
+        *start += len;
+        Some((s, len))
+    })
+}
+
+/// # Safety
+/// Bounds as checked by [`igemm`]; `isa` available; `cols` a multiple of `lanes`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn simd_blocks(
+    isa: Isa,
+    lanes: usize,
+    rows: usize,
+    cols: usize,
+    a: &AMat,
+    b: &BMat,
+    out: &mut [f32],
+    out_stride: usize,
+    acc: bool,
+) {
+    let vecs = cols / lanes;
+    for (v0, fv) in balanced(vecs, 4) {
+        let rmax = max_rows(isa, fv);
+        for (r0, r) in balanced(rows, rmax) {
+            let t = Tile {
+                // SAFETY (all `add`s): within the bounds igemm checked.
+                a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
+                a_rs: a.row_stride,
+                koff: a.koff.as_ptr(),
+                k: a.koff.len(),
+                b: unsafe { b.data.as_ptr().add(b.base + v0 * lanes) },
+                bkoff: b.koff.as_ptr(),
+                c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
+                c_rs: out_stride,
+                acc,
+            };
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { x86::avx512::run(r, fv, &t) },
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { x86::avx2::run(r, fv, &t) },
+                _ => unreachable!("SIMD kernels requested without SIMD"),
+            }
+        }
+    }
+}
+
+/// Columns `j0..j1` with plain loops.
+#[allow(clippy::too_many_arguments)]
+fn portable(
+    rows: usize,
+    j0: usize,
+    j1: usize,
+    a: &AMat,
+    b: &BMat,
+    out: &mut [f32],
+    out_stride: usize,
+    acc: bool,
+) {
+    let w = j1 - j0;
+    let mut sum = vec![0f32; w];
+    for r in 0..rows {
+        let row = a.base + r * a.row_stride;
+        let dst = &mut out[r * out_stride + j0..r * out_stride + j1];
+        if acc {
+            sum.copy_from_slice(dst);
+        } else {
+            sum.fill(0.0);
+        }
+        for (k, &o) in a.koff.iter().enumerate() {
+            let av = a.data[row + o];
+            let bo = b.base + b.koff[k];
+            let bk = &b.data[bo + j0..bo + j1];
+            for (s, bv) in sum.iter_mut().zip(bk) {
+                *s += av * bv;
+            }
+        }
+        dst.copy_from_slice(&sum);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    /// One micro-kernel per instruction set; `run` picks the (rows, vectors)
+    /// instance. The loops over R and FV are unrolled by the compiler (both
+    /// are constants), which keeps the accumulators in registers.
+    macro_rules! isa_kernels {
+        ($modname:ident, $feature:literal, $lanes:literal, $zero:ident, $load:ident,
+         $store:ident, $set1:ident, $fmadd:ident,
+         [$($fv:literal => [$($r:literal)*]),*]) => {
+            pub mod $modname {
+                #[allow(unused_imports)]
+                use std::arch::x86_64::*;
+
+                use super::super::Tile;
+
+                #[target_feature(enable = $feature)]
+                unsafe fn tile<const R: usize, const FV: usize>(t: &Tile) {
+                    // SAFETY: the caller (igemm) checked every offset.
+                    unsafe {
+                        let mut acc = [[$zero(); FV]; R];
+                        if t.acc {
+                            for r in 0..R {
+                                for v in 0..FV {
+                                    acc[r][v] = $load(t.c.add(r * t.c_rs + v * $lanes));
+                                }
+                            }
+                        }
+                        let mut bv = [$zero(); FV];
+                        for k in 0..t.k {
+                            let ap = t.a.add(*t.koff.add(k));
+                            let bp = t.b.add(*t.bkoff.add(k));
+                            for v in 0..FV {
+                                bv[v] = $load(bp.add(v * $lanes));
+                            }
+                            for r in 0..R {
+                                let x = $set1(*ap.add(r * t.a_rs));
+                                for v in 0..FV {
+                                    acc[r][v] = $fmadd(x, bv[v], acc[r][v]);
+                                }
+                            }
+                        }
+                        for r in 0..R {
+                            for v in 0..FV {
+                                $store(t.c.add(r * t.c_rs + v * $lanes), acc[r][v]);
+                            }
+                        }
+                    }
+                }
+
+                /// # Safety
+                /// The CPU has the feature; `t` is in bounds for (r, fv).
+                pub unsafe fn run(r: usize, fv: usize, t: &Tile) {
+                    match (fv, r) {
+                        $($(($fv, $r) => unsafe { tile::<$r, $fv>(t) },)*)*
+                        _ => unreachable!("no {r}x{fv} tile"),
+                    }
+                }
+            }
+        };
+    }
+
+    isa_kernels!(avx512, "avx512f", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps,
+        [1 => [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28],
+         2 => [1 2 3 4 5 6 7 8 9 10 11 12],
+         3 => [1 2 3 4 5 6 7 8],
+         4 => [1 2 3 4 5 6 7]]);
+
+    isa_kernels!(avx2, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+        _mm256_set1_ps, _mm256_fmadd_ps,
+        [1 => [1 2 3 4 5 6 7 8 9 10 11 12],
+         2 => [1 2 3 4 5 6],
+         3 => [1 2 3 4],
+         4 => [1 2]]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// The same product with plain index arithmetic.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(rows: usize, cols: usize, a: &AMat, b: &BMat, out: &mut [f32], os: usize, acc: bool) {
+        for r in 0..rows {
+            for j in 0..cols {
+                let mut s = if acc { f64::from(out[r * os + j]) } else { 0.0 };
+                for (k, &o) in a.koff.iter().enumerate() {
+                    s += f64::from(a.data[a.base + r * a.row_stride + o])
+                        * f64::from(b.data[b.base + b.koff[k] + j]);
+                }
+                out[r * os + j] = s as f32;
+            }
+        }
+    }
+
+    #[test]
+    fn every_isa_and_tile_shape_matches_the_naive_product() {
+        let mut rng = Rng::new(5);
+        // (rows, cols, k): every tile width 1..4 vectors of both ISAs, column
+        // tails, a row count that is not a multiple of any tile height.
+        for &(rows, cols, k) in &[
+            (1, 1, 1),
+            (29, 16, 7),
+            (13, 32, 5),
+            (9, 48, 3),
+            (30, 64, 9),
+            (5, 72, 4),
+            (31, 10, 6),
+            (3, 8, 0),
+            (57, 24, 11),
+        ] {
+            let a_rs = 3;
+            let koff: Vec<usize> = (0..k).map(|i| (i * 7) % 40 + i).collect();
+            let alen = (rows.max(1) - 1) * a_rs + koff.iter().max().copied().unwrap_or(0) + 5;
+            let a = rng.normal_vec(alen, 1.0);
+            let b_rs = cols + 3;
+            let b = rng.normal_vec(k.max(1) * b_rs + 1, 1.0);
+            let bkoff = dense_rows(k, b_rs);
+            let os = cols + 2;
+            let init = rng.normal_vec(rows * os, 1.0);
+            let am = AMat {
+                data: &a,
+                base: 2,
+                row_stride: a_rs,
+                koff: &koff,
+            };
+            let bm = BMat {
+                data: &b,
+                base: 1,
+                koff: &bkoff,
+            };
+            for acc in [false, true] {
+                let mut want = init.clone();
+                naive(rows, cols, &am, &bm, &mut want, os, acc);
+                for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                    let mut got = init.clone();
+                    igemm(isa, rows, cols, am, bm, &mut got, os, acc);
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{} rows {rows} cols {cols} k {k} acc {acc}: [{i}] {g} vs {w}",
+                            isa.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn isa_names_round_trip_and_unknown_names_are_errors() {
+        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+            assert_eq!(Isa::parse(isa.name()), Ok(isa));
+        }
+        let e = Isa::parse("sse9").unwrap_err();
+        assert!(e.contains("expected one of avx512, avx2, portable"), "{e}");
+        assert!(Isa::detect().available());
+    }
+
+    #[test]
+    fn balanced_split_covers_everything_once() {
+        for n in 0..60 {
+            for max in 1..30 {
+                let parts: Vec<_> = balanced(n, max).collect();
+                let mut next = 0;
+                for &(s, len) in &parts {
+                    assert_eq!(s, next);
+                    assert!(len <= max);
+                    next += len;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The CPU engine: both mini benchmarks with hand-written backward passes,
+//! every activation in a buffer kept from step to step, and the
+//! convolutions on run-time-selected SIMD kernels.
+//!
+//! candle's autograd (the [`crate::resnet`] and [`crate::llm`] graphs) runs
+//! the same models on any device and is the engine's reference in the tests;
+//! on the CPU it pays, per gradient edge, a zero-filled buffer, an addition
+//! and two allocations, and its convolutions go through im2col matrices
+//! nine times the size of their inputs. The engine avoids both: parameters
+//! and gradients are the trainers' flat vectors, and a convolution reads its
+//! zero-padded input in place ([`kernels`]).
+
+pub mod conv;
+pub mod kernels;
+pub mod norm;
+pub mod resnet;
+
+pub use kernels::Isa;

@@ -1,0 +1,307 @@
+//! Batch normalisation for the CPU engine, and the element-wise passes around
+//! it: scale and shift, residual join, ReLU and their gradients. Statistics
+//! are summed in f32 over one image row and in f64 beyond, in parallel over
+//! the images.
+
+use rayon::prelude::*;
+
+use super::conv::{Image, par_images, thread_ranges};
+
+/// A per-channel affine map `v · scale + shift`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Affine {
+    pub scale: Vec<f32>,
+    pub shift: Vec<f32>,
+}
+
+/// Batch normalisation over (N, H, W) per channel: batch statistics in
+/// training (saved for the backward pass, folded into running averages with
+/// torch's momentum convention and unbiased variance), running statistics in
+/// evaluation. `gamma` and `beta` are offsets into the flat parameters.
+#[derive(Debug, Clone)]
+pub struct BatchNorm {
+    pub c: usize,
+    pub gamma: usize,
+    pub beta: usize,
+    pub eps: f32,
+    pub momentum: f32,
+    pub running_mean: Vec<f32>,
+    pub running_var: Vec<f32>,
+    mean: Vec<f32>,
+    invstd: Vec<f32>,
+}
+
+/// Per-channel sums over the `h` interior rows of `n` images: `f(i, y, acc,
+/// scratch)` adds row `y` of image `i` into `acc` (zeroed per row, f32;
+/// `scratch` is a per-thread buffer); rows are totalled in f64.
+fn channel_sums(
+    n: usize,
+    h: usize,
+    width: usize,
+    f: impl Fn(usize, usize, &mut [f32], &mut Vec<f32>) + Sync,
+) -> Vec<f64> {
+    thread_ranges(n)
+        .into_par_iter()
+        .map(|imgs| {
+            let mut total = vec![0f64; width];
+            let mut row = vec![0f32; width];
+            let mut scratch = Vec::new();
+            for i in imgs {
+                for y in 0..h {
+                    row.fill(0.0);
+                    f(i, y, &mut row, &mut scratch);
+                    total
+                        .iter_mut()
+                        .zip(&row)
+                        .for_each(|(t, r)| *t += f64::from(*r));
+                }
+            }
+            total
+        })
+        .reduce(
+            || vec![0f64; width],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
+
+impl BatchNorm {
+    pub fn new(c: usize, gamma: usize, beta: usize, eps: f32, momentum: f32) -> Self {
+        Self {
+            c,
+            gamma,
+            beta,
+            eps,
+            momentum,
+            running_mean: vec![0.0; c],
+            running_var: vec![1.0; c],
+            mean: vec![0.0; c],
+            invstd: vec![1.0; c],
+        }
+    }
+
+    /// Training mode: statistics of `z`'s interior, kept for
+    /// [`BatchNorm::backward`] and folded into the running averages.
+    pub fn train(&mut self, z: &Image, params: &[f32]) -> Affine {
+        let c = self.c;
+        assert_eq!(z.c, c, "batch norm: channels");
+        let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, _| {
+            let (s, s2) = acc.split_at_mut(c);
+            for px in z.row(i, y).chunks_exact(c) {
+                for j in 0..c {
+                    s[j] += px[j];
+                    s2[j] += px[j] * px[j];
+                }
+            }
+        });
+        let m = z.n * z.h * z.w;
+        let mf = m as f64;
+        let unbias = if m > 1 { mf / (mf - 1.0) } else { 1.0 } as f32;
+        let mom = self.momentum;
+        for j in 0..c {
+            let mu = sums[j] / mf;
+            let var = (sums[c + j] / mf - mu * mu).max(0.0) as f32;
+            self.mean[j] = mu as f32;
+            self.invstd[j] = 1.0 / (var + self.eps).sqrt();
+            self.running_mean[j] = (1.0 - mom) * self.running_mean[j] + mom * self.mean[j];
+            self.running_var[j] = (1.0 - mom) * self.running_var[j] + mom * var * unbias;
+        }
+        let gamma = &params[self.gamma..self.gamma + c];
+        let beta = &params[self.beta..self.beta + c];
+        let scale: Vec<f32> = (0..c).map(|j| self.invstd[j] * gamma[j]).collect();
+        let shift = (0..c).map(|j| beta[j] - self.mean[j] * scale[j]).collect();
+        Affine { scale, shift }
+    }
+
+    /// Evaluation mode: the affine map of the running statistics.
+    pub fn eval(&self, params: &[f32]) -> Affine {
+        let c = self.c;
+        let gamma = &params[self.gamma..self.gamma + c];
+        let beta = &params[self.beta..self.beta + c];
+        let scale: Vec<f32> = (0..c)
+            .map(|j| gamma[j] / (self.running_var[j] + self.eps).sqrt())
+            .collect();
+        let shift = (0..c)
+            .map(|j| beta[j] - self.running_mean[j] * scale[j])
+            .collect();
+        Affine { scale, shift }
+    }
+
+    /// Backward of the last [`BatchNorm::train`]: `dy` is the gradient of
+    /// the output, zeroed where `mask` (the ReLU output that followed, if
+    /// any) is not positive. Writes `dz` (interior) and the gradients of γ
+    /// and β into `grads` at their offsets.
+    pub fn backward(
+        &self,
+        z: &Image,
+        dy: &Image,
+        mask: Option<&Image>,
+        params: &[f32],
+        grads: &mut [f32],
+        dz: &mut Image,
+    ) {
+        let c = self.c;
+        assert!(
+            z.same_interior(dy) && z.same_interior(dz),
+            "batch norm: shapes"
+        );
+        if let Some(m) = mask {
+            assert!(z.same_interior(m), "batch norm: mask shape");
+        }
+        let (mean, invstd) = (&self.mean, &self.invstd);
+        let masked = |i: usize, y: usize, d: &mut Vec<f32>| {
+            d.clear();
+            d.extend_from_slice(dy.row(i, y));
+            if let Some(m) = mask {
+                for (d, m) in d.iter_mut().zip(m.row(i, y)) {
+                    if *m <= 0.0 {
+                        *d = 0.0;
+                    }
+                }
+            }
+        };
+        let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, d| {
+            masked(i, y, d);
+            let (s, s2) = acc.split_at_mut(c);
+            for (dp, zp) in d.chunks_exact(c).zip(z.row(i, y).chunks_exact(c)) {
+                for j in 0..c {
+                    s[j] += dp[j];
+                    s2[j] += dp[j] * (zp[j] - mean[j]) * invstd[j];
+                }
+            }
+        });
+        let (sdy, sdyx) = sums.split_at(c);
+        let mf = (z.n * z.h * z.w) as f32;
+        let gamma = &params[self.gamma..self.gamma + c];
+        // dz = γ·invstd · (d − mean(d) − x̂·mean(d·x̂)) = k1·d + k2·z + k3
+        let mut k1 = vec![0f32; c];
+        let mut k2 = vec![0f32; c];
+        let mut k3 = vec![0f32; c];
+        for j in 0..c {
+            let g = gamma[j] * invstd[j];
+            let (mdy, mdyx) = (sdy[j] as f32 / mf, sdyx[j] as f32 / mf);
+            k1[j] = g;
+            k2[j] = -g * mdyx * invstd[j];
+            k3[j] = -g * mdy + g * mdyx * invstd[j] * mean[j];
+        }
+        let h = z.h;
+        let local: Vec<usize> = (0..h).map(|y| dz.local(y, 0)).collect();
+        let len = dz.row_len();
+        par_images(dz, |i, img| {
+            let mut d = Vec::with_capacity(len);
+            for (y, &s) in local.iter().enumerate() {
+                masked(i, y, &mut d);
+                let out = &mut img[s..s + len];
+                for ((op, dp), zp) in out
+                    .chunks_exact_mut(c)
+                    .zip(d.chunks_exact(c))
+                    .zip(z.row(i, y).chunks_exact(c))
+                {
+                    for j in 0..c {
+                        op[j] = k1[j] * dp[j] + k2[j] * zp[j] + k3[j];
+                    }
+                }
+            }
+        });
+        for j in 0..c {
+            grads[self.gamma + j] = sdyx[j] as f32;
+            grads[self.beta + j] = sdy[j] as f32;
+        }
+    }
+}
+
+/// What is added to a normalised value before the ReLU.
+pub enum Residual<'a> {
+    None,
+    /// The block input, as is.
+    Identity(&'a Image),
+    /// A projection: another convolution output and its normalisation.
+    Affine(&'a Image, &'a Affine),
+}
+
+/// `dst = relu?(z · a.scale + a.shift + residual)` on the interiors.
+pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) {
+    let c = z.c;
+    assert!(z.same_interior(dst), "apply: shapes");
+    let local: Vec<usize> = (0..z.h).map(|y| dst.local(y, 0)).collect();
+    let len = dst.row_len();
+    let (sc, sh) = (&a.scale[..c], &a.shift[..c]);
+    par_images(dst, |i, img| {
+        for (y, &s) in local.iter().enumerate() {
+            let out = &mut img[s..s + len];
+            let zr = z.row(i, y);
+            match &res {
+                Residual::None => {
+                    for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
+                        for j in 0..c {
+                            op[j] = zp[j] * sc[j] + sh[j];
+                        }
+                    }
+                }
+                Residual::Identity(x) => {
+                    for ((op, zp), xp) in out
+                        .chunks_exact_mut(c)
+                        .zip(zr.chunks_exact(c))
+                        .zip(x.row(i, y).chunks_exact(c))
+                    {
+                        for j in 0..c {
+                            op[j] = zp[j] * sc[j] + sh[j] + xp[j];
+                        }
+                    }
+                }
+                Residual::Affine(r, ra) => {
+                    let (rs, rh) = (&ra.scale[..c], &ra.shift[..c]);
+                    for ((op, zp), rp) in out
+                        .chunks_exact_mut(c)
+                        .zip(zr.chunks_exact(c))
+                        .zip(r.row(i, y).chunks_exact(c))
+                    {
+                        for j in 0..c {
+                            op[j] = zp[j] * sc[j] + sh[j] + rp[j] * rs[j] + rh[j];
+                        }
+                    }
+                }
+            }
+            if relu {
+                out.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+        }
+    });
+}
+
+/// `dst = g` where `out > 0`, else 0 (the gradient through a ReLU whose output is `out`).
+pub fn relu_grad(g: &Image, out: &Image, dst: &mut Image) {
+    assert!(
+        g.same_interior(out) && g.same_interior(dst),
+        "relu_grad: shapes"
+    );
+    let local: Vec<usize> = (0..g.h).map(|y| dst.local(y, 0)).collect();
+    let len = dst.row_len();
+    par_images(dst, |i, img| {
+        for (y, &s) in local.iter().enumerate() {
+            for ((d, gv), ov) in img[s..s + len]
+                .iter_mut()
+                .zip(g.row(i, y))
+                .zip(out.row(i, y))
+            {
+                *d = if *ov > 0.0 { *gv } else { 0.0 };
+            }
+        }
+    });
+}
+
+/// `dst += src` on the interiors.
+pub fn add_into(src: &Image, dst: &mut Image) {
+    assert!(src.same_interior(dst), "add_into: shapes");
+    let local: Vec<usize> = (0..src.h).map(|y| dst.local(y, 0)).collect();
+    let len = dst.row_len();
+    par_images(dst, |i, img| {
+        for (y, &s) in local.iter().enumerate() {
+            for (d, v) in img[s..s + len].iter_mut().zip(src.row(i, y)) {
+                *d += v;
+            }
+        }
+    });
+}

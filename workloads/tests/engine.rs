@@ -1,0 +1,132 @@
+//! The CPU engine computes what candle's autograd graph computes: the same
+//! loss, gradients, batch-norm running statistics and evaluation logits,
+//! with every kernel set this CPU runs.
+
+use referee_workloads::cpu::Isa;
+use referee_workloads::rng::Rng;
+use referee_workloads::{Device, Engine, ResnetHparams, ResnetTrainer};
+
+fn images(seed: u64, n: usize, side: usize, classes: usize) -> (Vec<f32>, Vec<u32>) {
+    let mut r = Rng::new(seed);
+    let px = r.normal_vec(n * side * side, 1.0);
+    let lb = (0..n).map(|_| r.below(classes) as u32).collect();
+    (px, lb)
+}
+
+/// Largest difference of each parameter's gradient, relative to that
+/// parameter's largest gradient entry.
+fn worst_param_diff(layout: &[(String, usize, usize)], a: &[f32], b: &[f32]) -> (String, f32) {
+    let mut worst = (String::new(), 0f32);
+    for (name, off, len) in layout {
+        let (ga, gb) = (&a[*off..off + len], &b[*off..off + len]);
+        let scale = ga.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+        let d = ga
+            .iter()
+            .zip(gb)
+            .map(|(x, y)| (x - y).abs() / scale)
+            .fold(0.0, f32::max);
+        if d > worst.1 {
+            worst = (name.clone(), d);
+        }
+    }
+    worst
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn resnet_engines_agree(hp: &ResnetHparams, n: usize) {
+    let dev = Device::Cpu;
+    let side = hp.image_size;
+    let mut graph = ResnetTrainer::with_engine(hp, 3, &dev, Engine::Graph).unwrap();
+    let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
+    let mut cpus: Vec<ResnetTrainer> = isas
+        .iter()
+        .map(|&i| ResnetTrainer::with_engine(hp, 3, &dev, Engine::Cpu(i)).unwrap())
+        .collect();
+    let layout = graph.parameter_layout();
+    for step in 0..3 {
+        let (px, lb) = images(10 + step, n, side, hp.num_classes);
+        let (lg, gg) = graph.compute_gradients(&px, &lb).unwrap();
+        for (tr, isa) in cpus.iter_mut().zip(&isas) {
+            assert_eq!(tr.engine(), Engine::Cpu(*isa));
+            let (lc, gc) = tr.compute_gradients(&px, &lb).unwrap();
+            assert!(
+                (lg - lc).abs() < 1e-4 * (1.0 + lg.abs()),
+                "{} step {step}: loss {lc} vs graph {lg}",
+                isa.name()
+            );
+            let (name, d) = worst_param_diff(&layout, &gg, &gc);
+            assert!(
+                d < 2e-3,
+                "{} step {step}: gradient of {name} differs by {d}",
+                isa.name()
+            );
+            // Both then take the graph's step, so they stay on one trajectory.
+            tr.apply_gradients(&gg).unwrap();
+        }
+        graph.apply_gradients(&gg).unwrap();
+    }
+    // Running statistics (after 3 training forwards) drive evaluation.
+    let (px, lb) = images(99, n + 3, side, hp.num_classes);
+    let want = graph.logits(&px, false).unwrap();
+    let acc_graph = graph
+        .evaluate(&mut std::iter::once((px.clone(), lb.clone())))
+        .unwrap();
+    for (tr, isa) in cpus.iter_mut().zip(&isas) {
+        let got = tr.logits(&px, false).unwrap();
+        let d = max_abs_diff(&want, &got);
+        assert!(d < 1e-3, "{}: eval logits differ by {d}", isa.name());
+        let acc = tr
+            .evaluate(&mut std::iter::once((px.clone(), lb.clone())))
+            .unwrap();
+        assert_eq!(acc, acc_graph, "{}: accuracy", isa.name());
+    }
+}
+
+#[test]
+fn resnet_cpu_engine_matches_the_graph_at_benchmark_widths() {
+    // mini_resnet's own shapes (16/32/64 channels: whole SIMD vectors), small batch.
+    resnet_engines_agree(&ResnetHparams::default(), 6);
+}
+
+#[test]
+fn resnet_cpu_engine_matches_the_graph_at_odd_widths() {
+    // 4/8/16 channels on 12×12 images: column tails, every stage's shortcut.
+    let hp = ResnetHparams {
+        image_size: 12,
+        base_width: 4,
+        blocks: [2, 1, 2],
+        num_classes: 7,
+        zero_init_residual: true,
+        ..Default::default()
+    };
+    resnet_engines_agree(&hp, 5);
+}
+
+#[test]
+fn engine_choice_is_checked() {
+    let dev = Device::Cpu;
+    assert!(Engine::Graph.check_device(&dev).is_ok());
+    assert!(Engine::Cpu(Isa::Portable).check_device(&dev).is_ok());
+    assert_eq!(Engine::Cpu(Isa::Portable).name(), "cpu-portable");
+    // the default on a CPU is the CPU engine (unless the environment says otherwise)
+    if std::env::var_os("REFEREE_CPU_KERNELS").is_none() {
+        assert_eq!(
+            Engine::for_device(&dev).unwrap(),
+            Engine::Cpu(Isa::detect())
+        );
+    }
+    let hp = ResnetHparams::default();
+    let (px, lb) = images(1, 2, hp.image_size, hp.num_classes);
+    let mut tr = ResnetTrainer::with_engine(&hp, 1, &dev, Engine::Cpu(Isa::Portable)).unwrap();
+    // bad batches are errors, not panics
+    assert!(tr.compute_gradients(&px[1..], &lb).is_err());
+    assert!(tr.compute_gradients(&px, &[0, 10]).is_err());
+    assert!(tr.logits(&px[3..], false).is_err());
+}
