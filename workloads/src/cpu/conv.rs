@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{AMat, BMat, Isa, dense_rows, igemm};
+use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
 
 /// A batch of NHWC images with a border of `pad` pixels on every side.
 ///
@@ -151,10 +151,12 @@ impl Conv {
         assert!(x.pad >= self.pad, "conv: input border too narrow");
         assert_eq!(w.len(), self.weight_len(), "conv: weight size");
         let (c, wp, s) = (self.cin, x.wp(), self.stride);
-        let koff: Vec<usize> = (0..self.k)
-            .flat_map(|ky| (0..self.k * c).map(move |j| ky * wp * c + j))
-            .collect();
-        let bkoff = dense_rows(self.weight_len() / self.cout, self.cout);
+        let koff = Offsets::new(
+            (0..self.k)
+                .flat_map(|ky| (0..self.k * c).map(move |j| ky * wp * c + j))
+                .collect(),
+        );
+        let bkoff = Offsets::dense(self.weight_len() / self.cout, self.cout);
         let off0 = x.pad - self.pad;
         let (hp, ow, cout) = (x.hp(), y.w, self.cout);
         let row0: Vec<usize> = (0..y.h).map(|oy| y.local(oy, 0)).collect();
@@ -184,12 +186,16 @@ impl Conv {
         assert_eq!(dw.len(), self.weight_len(), "conv: weight size");
         let (c, wp, hp, s, k) = (self.cin, x.wp(), x.hp(), self.stride, self.k);
         let (oh, ow, cout) = (dy.h, dy.w, self.cout);
-        let xoff: Vec<usize> = (0..oh * ow)
-            .map(|p| ((p / ow) * s * wp + (p % ow) * s) * c)
-            .collect();
-        let dyoff: Vec<usize> = (0..oh * ow)
-            .map(|p| dy.local(p / ow, p % ow) - dy.local(0, 0))
-            .collect();
+        let xoff = Offsets::new(
+            (0..oh * ow)
+                .map(|p| ((p / ow) * s * wp + (p % ow) * s) * c)
+                .collect(),
+        );
+        let dyoff = Offsets::new(
+            (0..oh * ow)
+                .map(|p| dy.local(p / ow, p % ow) - dy.local(0, 0))
+                .collect(),
+        );
         let off0 = x.pad - self.pad;
         let partials: Vec<Vec<f32>> = thread_ranges(x.n)
             .into_par_iter()
@@ -261,8 +267,8 @@ impl Conv {
                 wt[co * kc + r] = w[r * cout + co];
             }
         }
-        let akoff: Vec<usize> = (0..cout).collect();
-        let bkoff = dense_rows(cout, kc);
+        let akoff = Offsets::dense(cout, 1);
+        let bkoff = Offsets::dense(cout, kc);
         let (oh, ow, s) = (dy.h, dy.w, self.stride);
         let (wp, off0) = (dx.wp(), dx.pad - self.pad);
         par_images(dx, |i, ximg| {

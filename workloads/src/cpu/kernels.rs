@@ -83,14 +83,41 @@ impl Isa {
     }
 }
 
+/// A list of offsets (the columns of A, the rows of B) and its largest value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offsets {
+    list: Vec<usize>,
+    max: usize,
+}
+
+impl Offsets {
+    pub fn new(list: Vec<usize>) -> Self {
+        let max = list.iter().copied().max().unwrap_or(0);
+        Self { list, max }
+    }
+    /// Rows `0, stride, 2·stride, …` of a dense row-major matrix.
+    pub fn dense(rows: usize, stride: usize) -> Self {
+        Self::new((0..rows).map(|k| k * stride).collect())
+    }
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+    pub fn as_slice(&self) -> &[usize] {
+        &self.list
+    }
+}
+
 /// The A operand: `A(r, k) = data[base + r * row_stride + koff[k]]`.
 #[derive(Debug, Clone, Copy)]
 pub struct AMat<'a> {
     pub data: &'a [f32],
     pub base: usize,
     pub row_stride: usize,
-    /// Column offsets; its length is the reduction length K.
-    pub koff: &'a [usize],
+    /// Column offsets; their number is the reduction length K.
+    pub koff: &'a Offsets,
 }
 
 /// The B operand: `B(k, j) = data[base + koff[k] + j]`; `koff` has K entries.
@@ -98,12 +125,7 @@ pub struct AMat<'a> {
 pub struct BMat<'a> {
     pub data: &'a [f32],
     pub base: usize,
-    pub koff: &'a [usize],
-}
-
-/// Row offsets `0, stride, 2·stride, …` of a dense row-major matrix with `rows` rows.
-pub fn dense_rows(rows: usize, stride: usize) -> Vec<usize> {
-    (0..rows).map(|k| k * stride).collect()
+    pub koff: &'a Offsets,
 }
 
 /// `out[r * out_stride + j] (+)= Σ_k A(r, k) · B(k, j)` for `r < rows`,
@@ -139,13 +161,14 @@ pub fn igemm(
         return;
     }
     assert_eq!(b.koff.len(), k, "igemm: A and B disagree on K");
-    let max_a = a.koff.iter().copied().max().unwrap_or(0);
     assert!(
-        a.base + (rows - 1) * a.row_stride + max_a < a.data.len(),
+        a.base + (rows - 1) * a.row_stride + a.koff.max < a.data.len(),
         "igemm: A too short"
     );
-    let max_b = b.koff.iter().copied().max().unwrap_or(0);
-    assert!(b.base + max_b + cols <= b.data.len(), "igemm: B too short");
+    assert!(
+        b.base + b.koff.max + cols <= b.data.len(),
+        "igemm: B too short"
+    );
     // The SIMD kernels take whole vectors of columns; the tail goes to the
     // portable loop.
     let lanes = match isa {
@@ -232,10 +255,10 @@ unsafe fn simd_blocks(
                 // SAFETY (all `add`s): within the bounds igemm checked.
                 a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
                 a_rs: a.row_stride,
-                koff: a.koff.as_ptr(),
+                koff: a.koff.list.as_ptr(),
                 k: a.koff.len(),
                 b: unsafe { b.data.as_ptr().add(b.base + v0 * lanes) },
-                bkoff: b.koff.as_ptr(),
+                bkoff: b.koff.list.as_ptr(),
                 c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
                 c_rs: out_stride,
                 acc,
@@ -273,9 +296,9 @@ fn portable(
         } else {
             sum.fill(0.0);
         }
-        for (k, &o) in a.koff.iter().enumerate() {
+        for (&o, &bk) in a.koff.list.iter().zip(&b.koff.list) {
             let av = a.data[row + o];
-            let bo = b.base + b.koff[k];
+            let bo = b.base + bk;
             let bk = &b.data[bo + j0..bo + j1];
             for (s, bv) in sum.iter_mut().zip(bk) {
                 *s += av * bv;
@@ -372,9 +395,9 @@ mod tests {
         for r in 0..rows {
             for j in 0..cols {
                 let mut s = if acc { f64::from(out[r * os + j]) } else { 0.0 };
-                for (k, &o) in a.koff.iter().enumerate() {
+                for (&o, &bk) in a.koff.as_slice().iter().zip(b.koff.as_slice()) {
                     s += f64::from(a.data[a.base + r * a.row_stride + o])
-                        * f64::from(b.data[b.base + b.koff[k] + j]);
+                        * f64::from(b.data[b.base + bk + j]);
                 }
                 out[r * os + j] = s as f32;
             }
@@ -398,12 +421,12 @@ mod tests {
             (57, 24, 11),
         ] {
             let a_rs = 3;
-            let koff: Vec<usize> = (0..k).map(|i| (i * 7) % 40 + i).collect();
-            let alen = (rows.max(1) - 1) * a_rs + koff.iter().max().copied().unwrap_or(0) + 5;
+            let koff = Offsets::new((0..k).map(|i| (i * 7) % 40 + i).collect());
+            let alen = (rows.max(1) - 1) * a_rs + koff.max + 5;
             let a = rng.normal_vec(alen, 1.0);
             let b_rs = cols + 3;
             let b = rng.normal_vec(k.max(1) * b_rs + 1, 1.0);
-            let bkoff = dense_rows(k, b_rs);
+            let bkoff = Offsets::dense(k, b_rs);
             let os = cols + 2;
             let init = rng.normal_vec(rows * os, 1.0);
             let am = AMat {

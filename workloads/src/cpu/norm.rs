@@ -151,19 +151,8 @@ impl BatchNorm {
             assert!(z.same_interior(m), "batch norm: mask shape");
         }
         let (mean, invstd) = (&self.mean, &self.invstd);
-        let masked = |i: usize, y: usize, d: &mut Vec<f32>| {
-            d.clear();
-            d.extend_from_slice(dy.row(i, y));
-            if let Some(m) = mask {
-                for (d, m) in d.iter_mut().zip(m.row(i, y)) {
-                    if *m <= 0.0 {
-                        *d = 0.0;
-                    }
-                }
-            }
-        };
-        let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, d| {
-            masked(i, y, d);
+        let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, buf| {
+            let d = masked_row(dy.row(i, y), mask.map(|m| m.row(i, y)), buf);
             let (s, s2) = acc.split_at_mut(c);
             for (dp, zp) in d.chunks_exact(c).zip(z.row(i, y).chunks_exact(c)) {
                 for j in 0..c {
@@ -190,9 +179,9 @@ impl BatchNorm {
         let local: Vec<usize> = (0..h).map(|y| dz.local(y, 0)).collect();
         let len = dz.row_len();
         par_images(dz, |i, img| {
-            let mut d = Vec::with_capacity(len);
+            let mut buf = Vec::with_capacity(len);
             for (y, &s) in local.iter().enumerate() {
-                masked(i, y, &mut d);
+                let d = masked_row(dy.row(i, y), mask.map(|m| m.row(i, y)), &mut buf);
                 let out = &mut img[s..s + len];
                 for ((op, dp), zp) in out
                     .chunks_exact_mut(c)
@@ -208,6 +197,23 @@ impl BatchNorm {
         for j in 0..c {
             grads[self.gamma + j] = sdyx[j] as f32;
             grads[self.beta + j] = sdy[j] as f32;
+        }
+    }
+}
+
+/// `dy`, or `dy` zeroed where `mask` is not positive (into `buf`).
+fn masked_row<'a>(dy: &'a [f32], mask: Option<&[f32]>, buf: &'a mut Vec<f32>) -> &'a [f32] {
+    match mask {
+        None => dy,
+        Some(m) => {
+            buf.clear();
+            // Both operands loaded unconditionally: the select vectorises.
+            buf.extend(
+                dy.iter()
+                    .zip(m)
+                    .map(|(&d, &m)| if m > 0.0 { d } else { 0.0 }),
+            );
+            buf
         }
     }
 }
@@ -281,12 +287,12 @@ pub fn relu_grad(g: &Image, out: &Image, dst: &mut Image) {
     let len = dst.row_len();
     par_images(dst, |i, img| {
         for (y, &s) in local.iter().enumerate() {
-            for ((d, gv), ov) in img[s..s + len]
+            for ((d, &gv), &ov) in img[s..s + len]
                 .iter_mut()
                 .zip(g.row(i, y))
                 .zip(out.row(i, y))
             {
-                *d = if *ov > 0.0 { *gv } else { 0.0 };
+                *d = if ov > 0.0 { gv } else { 0.0 };
             }
         }
     });
