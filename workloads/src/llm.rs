@@ -23,11 +23,12 @@
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu;
 use crate::ops::{self, Rope};
 use crate::optim::{AdamW, ParamStore, clip_grad_norm};
 use crate::rng::Rng;
 use crate::schedule::{DecayKind, LrSchedule};
-use crate::{Result, StepOutput, err};
+use crate::{Engine, Result, StepOutput, err};
 
 /// Hyperparameters of `mini_llm`. "fixed" = part of the benchmark definition
 /// (a Closed submission may not change it); "tunable" = a submitter may change it.
@@ -159,6 +160,8 @@ struct Block {
     mlp_norm: Tensor,
     w_gate_up: Tensor,
     w_down: Tensor,
+    /// Where the tensors above live in the flat parameters.
+    offsets: cpu::llm::LayerSpec,
 }
 
 /// The decoder.
@@ -166,6 +169,9 @@ pub struct MiniLlm {
     embed: Tensor,
     blocks: Vec<Block>,
     final_norm: Tensor,
+    /// Offsets of `embed` and `final_norm` in the flat parameters.
+    embed_off: usize,
+    final_norm_off: usize,
     rope: Rope,
     hp: LlmHparams,
 }
@@ -184,17 +190,27 @@ impl MiniLlm {
                 true,
             )
         };
+        let embed_off = ps.len();
         let embed = normal("embed", v, d, std, ps)?;
         let mut blocks = Vec::new();
         for l in 0..hp.n_layers {
             let p = format!("layer{l}");
+            let mut offsets = cpu::llm::LayerSpec {
+                attn_norm: ps.len(),
+                ..Default::default()
+            };
             let attn_norm = ps.add(&format!("{p}.attn_norm"), d, vec![1.0; d], false)?;
             // columns: [q | k | v], each head-major (h * dh + i)
+            offsets.w_qkv = ps.len();
             let w_qkv = normal(&format!("{p}.w_qkv"), d, 3 * d, std, ps)?;
+            offsets.w_o = ps.len();
             let w_o = normal(&format!("{p}.w_o"), d, d, out_std, ps)?;
+            offsets.mlp_norm = ps.len();
             let mlp_norm = ps.add(&format!("{p}.mlp_norm"), d, vec![1.0; d], false)?;
             // columns: [gate | up]
+            offsets.w_gate_up = ps.len();
             let w_gate_up = normal(&format!("{p}.w_gate_up"), d, 2 * f, std, ps)?;
+            offsets.w_down = ps.len();
             let w_down = normal(&format!("{p}.w_down"), f, d, out_std, ps)?;
             blocks.push(Block {
                 attn_norm,
@@ -203,17 +219,39 @@ impl MiniLlm {
                 mlp_norm,
                 w_gate_up,
                 w_down,
+                offsets,
             });
         }
+        let final_norm_off = ps.len();
         let final_norm = ps.add("final_norm", d, vec![1.0; d], false)?;
         let rope = Rope::new(d / hp.n_heads, hp.seq_len, hp.rope_base);
         Ok(Self {
             embed,
             blocks,
             final_norm,
+            embed_off,
+            final_norm_off,
             rope,
             hp: hp.clone(),
         })
+    }
+
+    /// The description the CPU engine is built from: shapes and parameter offsets.
+    fn cpu_spec(&self) -> cpu::llm::LlmSpec {
+        let hp = &self.hp;
+        cpu::llm::LlmSpec {
+            vocab: hp.vocab_size,
+            seq_len: hp.seq_len,
+            d: hp.d_model,
+            heads: hp.n_heads,
+            ffn: hp.ffn_hidden,
+            norm_eps: hp.norm_eps as f32,
+            rope: self.rope.clone(),
+            bf16: hp.precision == Precision::Bf16,
+            embed: self.embed_off,
+            layers: self.blocks.iter().map(|b| b.offsets.clone()).collect(),
+            final_norm: self.final_norm_off,
+        }
     }
 
     /// `tokens: [B, T]` (u32) -> logits `[B*T, vocab]`.
@@ -268,7 +306,10 @@ impl MiniLlm {
 /// Trainer for `mini_llm`: model, AdamW state, clipping and LR schedule.
 pub struct LlmTrainer {
     hp: LlmHparams,
+    /// The candle graph: trains when `cpu` is `None`; its declaration is
+    /// what the CPU engine is built from.
     model: MiniLlm,
+    cpu: Option<cpu::llm::Llm>,
     params: ParamStore,
     opt: AdamW,
     schedule: LrSchedule,
@@ -278,17 +319,34 @@ pub struct LlmTrainer {
 }
 
 impl LlmTrainer {
-    /// Builds the model with weights drawn deterministically from `seed`.
+    /// Builds the model with weights drawn deterministically from `seed`, on
+    /// the engine [`Engine::for_device`] picks.
     pub fn new(hp: &LlmHparams, seed: u64, device: &Device) -> Result<Self> {
+        Self::with_engine(hp, seed, device, Engine::for_device(device)?)
+    }
+
+    /// As [`Self::new`], on the given engine.
+    pub fn with_engine(
+        hp: &LlmHparams,
+        seed: u64,
+        device: &Device,
+        engine: Engine,
+    ) -> Result<Self> {
+        engine.check_device(device)?;
         if device.is_cpu() {
             crate::runtime::tune_cpu_allocator();
         }
         let mut params = ParamStore::new(device);
         let model = MiniLlm::new(&mut params, hp, seed)?;
         let opt = AdamW::new(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, params.len());
+        let cpu = match engine {
+            Engine::Cpu(_) => Some(cpu::llm::Llm::new(model.cpu_spec())),
+            Engine::Graph => None,
+        };
         Ok(Self {
             hp: hp.clone(),
             model,
+            cpu,
             schedule: hp.schedule(),
             params,
             opt,
@@ -296,6 +354,15 @@ impl LlmTrainer {
             device: device.clone(),
             last_grad_norm: 0.0,
         })
+    }
+
+    /// The engine this trainer runs on (the LLM's products use the `gemm`
+    /// crate's own kernel selection whatever kernels are named).
+    pub fn engine(&self) -> Engine {
+        match &self.cpu {
+            Some(_) => Engine::Cpu(cpu::Isa::detect()),
+            None => Engine::Graph,
+        }
     }
 
     pub fn hparams(&self) -> &LlmHparams {
@@ -339,6 +406,11 @@ impl LlmTrainer {
         targets: &[u32],
     ) -> Result<(f32, Vec<f32>)> {
         let x = self.batch(inputs, targets)?;
+        if let Some(e) = &mut self.cpu {
+            let mut grads = vec![0f32; self.params.len()];
+            let loss = e.gradients(self.params.flat(), inputs, targets, &mut grads)?;
+            return Ok((loss, grads));
+        }
         self.params.sync_vars()?;
         let logits = self.model.forward(&x)?;
         let loss = ops::cross_entropy(&logits, targets)?;
@@ -370,11 +442,24 @@ impl LlmTrainer {
     ) -> Result<f64> {
         self.params.sync_vars()?;
         let (mut sum, mut count) = (0f64, 0usize);
+        // The CPU engine's buffers are sized for a training batch: larger
+        // evaluation batches go through in pieces of that size.
+        let piece = self.hp.batch_size.max(1) * self.hp.seq_len;
         for (inputs, targets) in batches {
             let x = self.batch(&inputs, &targets)?;
-            let logits = self.model.forward(&x)?.detach();
-            let loss = ops::cross_entropy(&logits, &targets)?.to_scalar::<f32>()?;
-            sum += f64::from(loss) * targets.len() as f64;
+            match &mut self.cpu {
+                Some(e) => {
+                    for (i, t) in inputs.chunks(piece).zip(targets.chunks(piece)) {
+                        let loss = e.loss(self.params.flat(), i, t)?;
+                        sum += f64::from(loss) * t.len() as f64;
+                    }
+                }
+                None => {
+                    let logits = self.model.forward(&x)?.detach();
+                    let loss = ops::cross_entropy(&logits, &targets)?.to_scalar::<f32>()?;
+                    sum += f64::from(loss) * targets.len() as f64;
+                }
+            }
             count += targets.len();
         }
         if count == 0 {
@@ -431,6 +516,9 @@ impl LlmTrainer {
     /// Logits `[B*T, vocab]` for `inputs` (B×T tokens), no gradient.
     pub fn logits(&mut self, inputs: &[u32]) -> Result<Vec<f32>> {
         let x = self.batch(inputs, inputs)?;
+        if let Some(e) = &mut self.cpu {
+            return Ok(e.forward(self.params.flat(), inputs)?.to_vec());
+        }
         self.params.sync_vars()?;
         self.model.forward(&x)?.detach().flatten_all()?.to_vec1()
     }

@@ -4,7 +4,9 @@
 
 use referee_workloads::cpu::Isa;
 use referee_workloads::rng::Rng;
-use referee_workloads::{Device, Engine, ResnetHparams, ResnetTrainer};
+use referee_workloads::{
+    Device, Engine, LlmHparams, LlmTrainer, Precision, ResnetHparams, ResnetTrainer,
+};
 
 fn images(seed: u64, n: usize, side: usize, classes: usize) -> (Vec<f32>, Vec<u32>) {
     let mut r = Rng::new(seed);
@@ -129,4 +131,75 @@ fn engine_choice_is_checked() {
     assert!(tr.compute_gradients(&px[1..], &lb).is_err());
     assert!(tr.compute_gradients(&px, &[0, 10]).is_err());
     assert!(tr.logits(&px[3..], false).is_err());
+}
+
+fn tokens(seed: u64, n: usize, vocab: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut r = Rng::new(seed);
+    let all: Vec<u32> = (0..n + 1).map(|_| r.below(vocab) as u32).collect();
+    (all[..n].to_vec(), all[1..].to_vec())
+}
+
+fn llm_engines_agree(hp: &LlmHparams, seqs: usize, tol: f32) {
+    let dev = Device::Cpu;
+    let mut graph = LlmTrainer::with_engine(hp, 5, &dev, Engine::Graph).unwrap();
+    let mut cpu = LlmTrainer::with_engine(hp, 5, &dev, Engine::Cpu(Isa::detect())).unwrap();
+    assert_eq!(cpu.engine(), Engine::Cpu(Isa::detect()));
+    assert_eq!(graph.engine(), Engine::Graph);
+    let layout = graph.parameter_layout();
+    let n = seqs * hp.seq_len;
+    for step in 0..3 {
+        let (x, y) = tokens(20 + step, n, hp.vocab_size);
+        let (lg, gg) = graph.compute_gradients(&x, &y).unwrap();
+        let (lc, gc) = cpu.compute_gradients(&x, &y).unwrap();
+        assert!(
+            (lg - lc).abs() < tol * (1.0 + lg.abs()),
+            "step {step}: loss {lc} vs graph {lg}"
+        );
+        let (name, d) = worst_param_diff(&layout, &gg, &gc);
+        assert!(d < tol, "step {step}: gradient of {name} differs by {d}");
+        graph.apply_gradients(&gg).unwrap();
+        cpu.apply_gradients(&gg).unwrap();
+    }
+    let (x, y) = tokens(77, 3 * hp.seq_len, hp.vocab_size);
+    let d = max_abs_diff(&graph.logits(&x).unwrap(), &cpu.logits(&x).unwrap());
+    assert!(d < tol * 10.0, "logits differ by {d}");
+    let eg = graph
+        .evaluate(&mut std::iter::once((x.clone(), y.clone())))
+        .unwrap();
+    let ec = cpu.evaluate(&mut std::iter::once((x, y))).unwrap();
+    assert!(
+        (eg - ec).abs() < f64::from(tol),
+        "eval loss {ec} vs graph {eg}"
+    );
+}
+
+fn small_llm() -> LlmHparams {
+    LlmHparams {
+        vocab_size: 40,
+        seq_len: 12,
+        d_model: 24,
+        n_layers: 2,
+        n_heads: 3,
+        ffn_hidden: 20,
+        batch_size: 2,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn llm_cpu_engine_matches_the_graph() {
+    llm_engines_agree(&small_llm(), 3, 2e-3);
+    // mini_llm's own shapes, two sequences.
+    llm_engines_agree(&LlmHparams::default(), 2, 2e-3);
+}
+
+#[test]
+fn llm_cpu_engine_matches_the_graph_in_bf16() {
+    let hp = LlmHparams {
+        precision: Precision::Bf16,
+        ..small_llm()
+    };
+    // Both round every linear layer's operands and results to bf16; the
+    // order of the sums inside the products differs.
+    llm_engines_agree(&hp, 3, 3e-2);
 }

@@ -334,7 +334,7 @@ fn clipping_caps_global_norm() {
 #[test]
 fn causal_mask_hides_future_tokens() {
     let hp = tiny_llm();
-    let tr = LlmTrainer::new(&hp, 2, &Device::Cpu).unwrap();
+    let mut tr = LlmTrainer::new(&hp, 2, &Device::Cpu).unwrap();
     let (x, _) = token_batch(5, 1, 8);
     let a = tr.logits(&x).unwrap();
     let mut x2 = x.clone();
@@ -360,7 +360,7 @@ fn rope_makes_the_model_position_aware() {
     // earlier tokens: the last position would give the same logits for
     // [a, b, ...] and [b, a, ...]. RoPE makes the order matter.
     let hp = tiny_llm();
-    let tr = LlmTrainer::new(&hp, 4, &Device::Cpu).unwrap();
+    let mut tr = LlmTrainer::new(&hp, 4, &Device::Cpu).unwrap();
     let x = [1u32, 9, 4, 4, 7, 2, 5, 3];
     let mut y = x;
     y.swap(0, 1);

@@ -11,7 +11,10 @@
 //! zero-padded input in place ([`kernels`]).
 
 pub mod conv;
+pub mod dense;
 pub mod kernels;
+pub mod llm;
+pub mod math;
 pub mod norm;
 pub mod resnet;
 

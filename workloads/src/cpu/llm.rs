@@ -1,0 +1,949 @@
+//! `mini_llm` on the CPU engine: the decoder of [`crate::llm::MiniLlm`]
+//! (built from it, so it is declared once) with activations in buffers kept
+//! from step to step and the backward pass written out layer by layer.
+//!
+//! ```text
+//! x = E[tokens]
+//! per layer:  h = rms(x)·g1   qkv = h·Wqkv   a = attn(qkv)   x' = x + a·Wo
+//!             h2 = rms(x')·g2  gu = h2·Wgu   m = silu(g)·u   x'' = x' + m·Wdown
+//! logits = (rms(x)·gf)·Eᵀ      loss = mean cross-entropy
+//! ```
+//!
+//! In bf16 mode the operands and results of every linear layer (the head
+//! included) are rounded to bfloat16, forward and backward, as candle's
+//! bf16 matmuls do; everything else stays f32.
+
+use rayon::prelude::*;
+
+use super::dense::{Layout, Threads, matmul};
+use super::math;
+use crate::ops::Rope;
+use crate::{Result, err};
+
+/// Offsets of one decoder layer's parameters in the flat vector.
+#[derive(Debug, Clone, Default)]
+pub struct LayerSpec {
+    pub attn_norm: usize,
+    pub w_qkv: usize,
+    pub w_o: usize,
+    pub mlp_norm: usize,
+    pub w_gate_up: usize,
+    pub w_down: usize,
+}
+
+/// What the engine needs to know of the model.
+#[derive(Debug, Clone)]
+pub struct LlmSpec {
+    pub vocab: usize,
+    pub seq_len: usize,
+    pub d: usize,
+    pub heads: usize,
+    pub ffn: usize,
+    pub norm_eps: f32,
+    pub rope: Rope,
+    pub bf16: bool,
+    /// Offset of the embedding `[vocab, d]` (also the head, tied).
+    pub embed: usize,
+    pub layers: Vec<LayerSpec>,
+    pub final_norm: usize,
+}
+
+/// What one layer keeps for its backward pass.
+#[derive(Debug, Default)]
+struct Saved {
+    /// Layer input.
+    x: Vec<f32>,
+    /// 1/rms of `x` per row, and the normalised `h`.
+    r1: Vec<f32>,
+    h: Vec<f32>,
+    qkv: Vec<f32>,
+    /// Attention probabilities `[B, H, T, T]`.
+    probs: Vec<f32>,
+    att: Vec<f32>,
+    /// Residual stream after attention, its 1/rms and normalised `h2`.
+    xm: Vec<f32>,
+    r2: Vec<f32>,
+    h2: Vec<f32>,
+    gu: Vec<f32>,
+    m: Vec<f32>,
+}
+
+/// Rounding copies for bf16 products.
+#[derive(Debug, Default)]
+struct Bf16Scratch {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+}
+
+fn rounded<'v>(dst: &'v mut Vec<f32>, src: &[f32]) -> &'v [f32] {
+    dst.clear();
+    dst.extend(src.iter().map(|&v| math::round_bf16(v)));
+    dst
+}
+
+/// Stores `v` (rounded to bf16) into `out`, or adds it.
+fn store_rounded(v: &[f32], out: &mut [f32], accumulate: bool) {
+    if accumulate {
+        out.iter_mut()
+            .zip(v)
+            .for_each(|(o, x)| *o += math::round_bf16(*x));
+    } else {
+        out.iter_mut()
+            .zip(v)
+            .for_each(|(o, x)| *o = math::round_bf16(*x));
+    }
+}
+
+/// A linear layer's three products, f32 or bf16. `W` is `k × n`, stored as
+/// `wl` says (the tied head is the `n × k` embedding, transposed).
+struct Linear<'s> {
+    bf16: bool,
+    s: &'s mut Bf16Scratch,
+}
+
+impl Linear<'_> {
+    /// `out (+)= x · W` (x: rows × k).
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &mut self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[f32],
+        w: &[f32],
+        wl: Layout,
+        out: &mut [f32],
+        acc: bool,
+    ) {
+        if !self.bf16 {
+            return matmul(Threads::All, rows, n, k, x, Layout::Normal, w, wl, out, acc);
+        }
+        let s = &mut *self.s;
+        let (xb, wb) = (rounded(&mut s.a, x), rounded(&mut s.b, w));
+        s.c.resize(rows * n, 0.0);
+        matmul(
+            Threads::All,
+            rows,
+            n,
+            k,
+            xb,
+            Layout::Normal,
+            wb,
+            wl,
+            &mut s.c,
+            false,
+        );
+        store_rounded(&s.c, &mut out[..rows * n], acc);
+    }
+
+    /// `dx (+)= dy · Wᵀ` (dy: rows × n).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_input(
+        &mut self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        dy: &[f32],
+        w: &[f32],
+        wl: Layout,
+        dx: &mut [f32],
+        acc: bool,
+    ) {
+        let wtl = match wl {
+            Layout::Normal => Layout::Transposed,
+            Layout::Transposed => Layout::Normal,
+        };
+        if !self.bf16 {
+            return matmul(
+                Threads::All,
+                rows,
+                k,
+                n,
+                dy,
+                Layout::Normal,
+                w,
+                wtl,
+                dx,
+                acc,
+            );
+        }
+        let s = &mut *self.s;
+        let (db, wb) = (rounded(&mut s.a, dy), rounded(&mut s.b, w));
+        s.c.resize(rows * k, 0.0);
+        matmul(
+            Threads::All,
+            rows,
+            k,
+            n,
+            db,
+            Layout::Normal,
+            wb,
+            wtl,
+            &mut s.c,
+            false,
+        );
+        store_rounded(&s.c, &mut dx[..rows * k], acc);
+    }
+
+    /// `dW = xᵀ · dy`, stored as `W` is (overwrites).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_weight(
+        &mut self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &[f32],
+        dy: &[f32],
+        wl: Layout,
+        dw: &mut [f32],
+    ) {
+        let s = &mut *self.s;
+        let (x, dy) = if self.bf16 {
+            (&*rounded(&mut s.a, x), &*rounded(&mut s.b, dy))
+        } else {
+            (x, dy)
+        };
+        let dst: &mut [f32] = if self.bf16 {
+            s.c.resize(k * n, 0.0);
+            &mut s.c
+        } else {
+            dw
+        };
+        match wl {
+            Layout::Normal => matmul(
+                Threads::All,
+                k,
+                n,
+                rows,
+                x,
+                Layout::Transposed,
+                dy,
+                Layout::Normal,
+                dst,
+                false,
+            ),
+            Layout::Transposed => matmul(
+                Threads::All,
+                n,
+                k,
+                rows,
+                dy,
+                Layout::Transposed,
+                x,
+                Layout::Normal,
+                dst,
+                false,
+            ),
+        }
+        if self.bf16 {
+            store_rounded(&s.c, &mut dw[..k * n], false);
+        }
+    }
+}
+
+/// Rows per parallel task of the row-wise passes.
+const ROWS_PER_TASK: usize = 32;
+
+/// RMSNorm forward: `y = x · r · g`, `r = 1/sqrt(mean(x²) + eps)` per row (kept).
+fn rms_forward(x: &[f32], d: usize, g: &[f32], eps: f32, y: &mut [f32], r: &mut [f32]) {
+    y.par_chunks_mut(d * ROWS_PER_TASK)
+        .zip(r.par_chunks_mut(ROWS_PER_TASK))
+        .zip(x.par_chunks(d * ROWS_PER_TASK))
+        .for_each(|((yb, rb), xb)| {
+            for ((yr, rr), xr) in yb.chunks_exact_mut(d).zip(rb).zip(xb.chunks_exact(d)) {
+                let ss: f32 = xr.iter().map(|v| v * v).sum();
+                let inv = 1.0 / (ss / d as f32 + eps).sqrt();
+                *rr = inv;
+                for ((o, v), gv) in yr.iter_mut().zip(xr).zip(g) {
+                    *o = v * inv * gv;
+                }
+            }
+        });
+}
+
+/// RMSNorm backward: `dx += …` and `dg = Σ_rows dy·x·r` (overwrites `dg`).
+fn rms_backward(
+    x: &[f32],
+    d: usize,
+    g: &[f32],
+    r: &[f32],
+    dy: &[f32],
+    dx: &mut [f32],
+    dg: &mut [f32],
+) {
+    let parts: Vec<Vec<f32>> = dx
+        .par_chunks_mut(d * ROWS_PER_TASK)
+        .zip(x.par_chunks(d * ROWS_PER_TASK))
+        .zip(dy.par_chunks(d * ROWS_PER_TASK))
+        .zip(r.par_chunks(ROWS_PER_TASK))
+        .map(|(((dxb, xb), dyb), rb)| {
+            let mut dgp = vec![0f32; d];
+            for (((dxr, xr), dyr), &inv) in dxb
+                .chunks_exact_mut(d)
+                .zip(xb.chunks_exact(d))
+                .zip(dyb.chunks_exact(d))
+                .zip(rb)
+            {
+                let mut dot = 0f32;
+                for j in 0..d {
+                    dot += g[j] * dyr[j] * xr[j];
+                    dgp[j] += dyr[j] * xr[j] * inv;
+                }
+                let k = dot * inv * inv * inv / d as f32;
+                for j in 0..d {
+                    dxr[j] += inv * g[j] * dyr[j] - xr[j] * k;
+                }
+            }
+            dgp
+        })
+        .collect();
+    dg.fill(0.0);
+    for p in &parts {
+        dg.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// SwiGLU on rows of `[gate | up]` (2f wide): `m = silu(gate) · up`.
+fn swiglu_forward(gu: &[f32], f: usize, m: &mut [f32]) {
+    m.par_chunks_mut(f * ROWS_PER_TASK)
+        .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
+        .for_each(|(mb, gb)| {
+            for (mr, gr) in mb.chunks_exact_mut(f).zip(gb.chunks_exact(2 * f)) {
+                let (gt, up) = gr.split_at(f);
+                for j in 0..f {
+                    mr[j] = gt[j] * math::sigmoid(gt[j]) * up[j];
+                }
+            }
+        });
+}
+
+/// SwiGLU backward into `dgu` (overwrites).
+fn swiglu_backward(gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
+    dgu.par_chunks_mut(2 * f * ROWS_PER_TASK)
+        .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
+        .zip(dm.par_chunks(f * ROWS_PER_TASK))
+        .for_each(|((db, gb), mb)| {
+            for ((dr, gr), mr) in db
+                .chunks_exact_mut(2 * f)
+                .zip(gb.chunks_exact(2 * f))
+                .zip(mb.chunks_exact(f))
+            {
+                let (gt, up) = gr.split_at(f);
+                let (dgt, dup) = dr.split_at_mut(f);
+                for j in 0..f {
+                    let s = math::sigmoid(gt[j]);
+                    dup[j] = mr[j] * gt[j] * s;
+                    dgt[j] = mr[j] * up[j] * (s * (1.0 + gt[j] * (1.0 - s)));
+                }
+            }
+        });
+}
+
+/// Geometry of the attention of one batch.
+#[derive(Debug, Clone, Copy)]
+struct Heads {
+    t: usize,
+    h: usize,
+    dh: usize,
+}
+
+impl Heads {
+    /// Rotated q, k and plain v of head `hd` of one sequence (`seq`: `[T, 3, H, Dh]`).
+    fn gather(
+        &self,
+        rope: &Rope,
+        seq: &[f32],
+        hd: usize,
+        q: &mut [f32],
+        k: &mut [f32],
+        v: &mut [f32],
+    ) {
+        let (h, dh) = (self.h, self.dh);
+        for p in 0..self.t {
+            let base = p * 3 * h * dh + hd * dh;
+            let row = p * dh..(p + 1) * dh;
+            rope.rotate(p, &seq[base..base + dh], &mut q[row.clone()], false);
+            let kb = base + h * dh;
+            rope.rotate(p, &seq[kb..kb + dh], &mut k[row.clone()], false);
+            let vb = base + 2 * h * dh;
+            v[row].copy_from_slice(&seq[vb..vb + dh]);
+        }
+    }
+}
+
+/// Causal attention with RoPE: `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`;
+/// the probabilities `[B, H, T, T]` are kept in `probs`.
+fn attention_forward(rope: &Rope, g: Heads, qkv: &[f32], out: &mut [f32], probs: &mut [f32]) {
+    let Heads { t, h, dh } = g;
+    let scale = 1.0 / (dh as f32).sqrt();
+    out.par_chunks_mut(t * h * dh)
+        .zip(probs.par_chunks_mut(h * t * t))
+        .zip(qkv.par_chunks(t * 3 * h * dh))
+        .for_each(|((o, pr), seq)| {
+            let n = t * dh;
+            let (mut q, mut k, mut v, mut ob) =
+                (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+            for hd in 0..h {
+                g.gather(rope, seq, hd, &mut q, &mut k, &mut v);
+                let p = &mut pr[hd * t * t..(hd + 1) * t * t];
+                // S = q kᵀ, then a causal softmax of scale·S per row.
+                matmul(
+                    Threads::One,
+                    t,
+                    t,
+                    dh,
+                    &q,
+                    Layout::Normal,
+                    &k,
+                    Layout::Transposed,
+                    p,
+                    false,
+                );
+                for i in 0..t {
+                    let row = &mut p[i * t..(i + 1) * t];
+                    let mx = row[..=i].iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
+                    let mut sum = 0f32;
+                    for e in row[..=i].iter_mut() {
+                        *e = math::exp((*e - mx) * scale);
+                        sum += *e;
+                    }
+                    let inv = 1.0 / sum;
+                    row[..=i].iter_mut().for_each(|e| *e *= inv);
+                    row[i + 1..].fill(0.0);
+                }
+                matmul(
+                    Threads::One,
+                    t,
+                    dh,
+                    t,
+                    p,
+                    Layout::Normal,
+                    &v,
+                    Layout::Normal,
+                    &mut ob,
+                    false,
+                );
+                for i in 0..t {
+                    o[i * h * dh + hd * dh..i * h * dh + (hd + 1) * dh]
+                        .copy_from_slice(&ob[i * dh..(i + 1) * dh]);
+                }
+            }
+        });
+}
+
+/// Backward of [`attention_forward`]: `dqkv` (overwritten) from `dout`.
+fn attention_backward(
+    rope: &Rope,
+    g: Heads,
+    qkv: &[f32],
+    probs: &[f32],
+    dout: &[f32],
+    dqkv: &mut [f32],
+) {
+    let Heads { t, h, dh } = g;
+    let scale = 1.0 / (dh as f32).sqrt();
+    dqkv.par_chunks_mut(t * 3 * h * dh)
+        .zip(qkv.par_chunks(t * 3 * h * dh))
+        .zip(dout.par_chunks(t * h * dh))
+        .zip(probs.par_chunks(h * t * t))
+        .for_each(|(((dseq, seq), dys), pr)| {
+            let n = t * dh;
+            let (mut q, mut k, mut v) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+            let (mut d_o, mut dq, mut dk, mut dv) =
+                (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+            let mut ds = vec![0f32; t * t];
+            for hd in 0..h {
+                g.gather(rope, seq, hd, &mut q, &mut k, &mut v);
+                let p = &pr[hd * t * t..(hd + 1) * t * t];
+                for i in 0..t {
+                    d_o[i * dh..(i + 1) * dh]
+                        .copy_from_slice(&dys[i * h * dh + hd * dh..i * h * dh + (hd + 1) * dh]);
+                }
+                // dV = Pᵀ dO; dP = dO Vᵀ
+                matmul(
+                    Threads::One,
+                    t,
+                    dh,
+                    t,
+                    p,
+                    Layout::Transposed,
+                    &d_o,
+                    Layout::Normal,
+                    &mut dv,
+                    false,
+                );
+                matmul(
+                    Threads::One,
+                    t,
+                    t,
+                    dh,
+                    &d_o,
+                    Layout::Normal,
+                    &v,
+                    Layout::Transposed,
+                    &mut ds,
+                    false,
+                );
+                // dS = P ∘ (dP − rowsum(P ∘ dP)) · scale
+                for i in 0..t {
+                    let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
+                    let dot: f32 = pr_[..=i].iter().zip(&dr[..=i]).map(|(a, b)| a * b).sum();
+                    for j in 0..=i {
+                        dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                    }
+                    dr[i + 1..].fill(0.0);
+                }
+                // dQ = dS K; dK = dSᵀ Q (in the rotated frame)
+                matmul(
+                    Threads::One,
+                    t,
+                    dh,
+                    t,
+                    &ds,
+                    Layout::Normal,
+                    &k,
+                    Layout::Normal,
+                    &mut dq,
+                    false,
+                );
+                matmul(
+                    Threads::One,
+                    t,
+                    dh,
+                    t,
+                    &ds,
+                    Layout::Transposed,
+                    &q,
+                    Layout::Normal,
+                    &mut dk,
+                    false,
+                );
+                for p_ in 0..t {
+                    let base = p_ * 3 * h * dh + hd * dh;
+                    let row = p_ * dh..(p_ + 1) * dh;
+                    rope.rotate(p_, &dq[row.clone()], &mut dseq[base..base + dh], true);
+                    let kb = base + h * dh;
+                    rope.rotate(p_, &dk[row.clone()], &mut dseq[kb..kb + dh], true);
+                    let vb = base + 2 * h * dh;
+                    dseq[vb..vb + dh].copy_from_slice(&dv[row]);
+                }
+            }
+        });
+}
+
+/// Sum over rows of the cross-entropy of `logits` (rows of `v`) against
+/// `targets`; with `grad`, each row is replaced by `(softmax − onehot) · scale`.
+fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], grad: Option<f32>) -> f64 {
+    logits
+        .par_chunks_mut(v * ROWS_PER_TASK)
+        .zip(targets.par_chunks(ROWS_PER_TASK))
+        .map(|(lb, tb)| {
+            let mut loss = 0f64;
+            for (row, &tg) in lb.chunks_exact_mut(v).zip(tb) {
+                let tg = tg as usize;
+                let mx = row.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                let target = row[tg];
+                let sum: f32 = match grad {
+                    Some(_) => row
+                        .iter_mut()
+                        .map(|x| {
+                            *x = math::exp(*x - mx);
+                            *x
+                        })
+                        .sum(),
+                    None => row.iter().map(|x| math::exp(x - mx)).sum(),
+                };
+                loss += f64::from(mx + sum.ln() - target);
+                if let Some(scale) = grad {
+                    let k = scale / sum;
+                    row.iter_mut().for_each(|x| *x *= k);
+                    row[tg] -= scale;
+                }
+            }
+            loss
+        })
+        .sum()
+}
+
+/// The engine: parameters and gradients live in the caller's flat vectors.
+pub struct Llm {
+    spec: LlmSpec,
+    layers: Vec<Saved>,
+    /// Final residual stream, its 1/rms, the normalised rows and the logits.
+    x_out: Vec<f32>,
+    rf: Vec<f32>,
+    hf: Vec<f32>,
+    logits: Vec<f32>,
+    /// Backward scratch.
+    dx: Vec<f32>,
+    dh: Vec<f32>,
+    dwide: Vec<f32>,
+    dm: Vec<f32>,
+    datt: Vec<f32>,
+    bf16: Bf16Scratch,
+}
+
+impl Llm {
+    pub fn new(spec: LlmSpec) -> Self {
+        let layers = spec.layers.iter().map(|_| Saved::default()).collect();
+        Self {
+            spec,
+            layers,
+            x_out: Vec::new(),
+            rf: Vec::new(),
+            hf: Vec::new(),
+            logits: Vec::new(),
+            dx: Vec::new(),
+            dh: Vec::new(),
+            dwide: Vec::new(),
+            dm: Vec::new(),
+            datt: Vec::new(),
+            bf16: Bf16Scratch::default(),
+        }
+    }
+
+    fn check_tokens(&self, tokens: &[u32], what: &str) -> Result<usize> {
+        let t = self.spec.seq_len;
+        if tokens.is_empty() || tokens.len() % t != 0 {
+            return Err(err(format!(
+                "llm: {} {what} are not whole sequences of {t}",
+                tokens.len()
+            )));
+        }
+        if let Some(bad) = tokens.iter().find(|&&x| x as usize >= self.spec.vocab) {
+            return Err(err(format!("llm: token {bad} out of vocabulary")));
+        }
+        Ok(tokens.len() / t)
+    }
+
+    /// Forward pass over `tokens` (whole sequences); leaves the logits in `self.logits`.
+    fn run_forward(&mut self, params: &[f32], tokens: &[u32]) -> Result<()> {
+        let b = self.check_tokens(tokens, "tokens")?;
+        let s = &self.spec;
+        let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
+        let rows = b * t;
+        let heads = Heads {
+            t,
+            h: s.heads,
+            dh: d / s.heads,
+        };
+        let embed = &params[s.embed..s.embed + v * d];
+        let mut lin = Linear {
+            bf16: s.bf16,
+            s: &mut self.bf16,
+        };
+        for (l, (ls, sv)) in s.layers.iter().zip(self.layers.iter_mut()).enumerate() {
+            sv.x.resize(rows * d, 0.0);
+            if l == 0 {
+                for (xr, &tok) in sv.x.chunks_exact_mut(d).zip(tokens) {
+                    let e = tok as usize * d;
+                    xr.copy_from_slice(&embed[e..e + d]);
+                }
+            } else {
+                sv.x.copy_from_slice(&self.x_out);
+            }
+            sv.r1.resize(rows, 0.0);
+            sv.h.resize(rows * d, 0.0);
+            rms_forward(
+                &sv.x,
+                d,
+                &params[ls.attn_norm..ls.attn_norm + d],
+                s.norm_eps,
+                &mut sv.h,
+                &mut sv.r1,
+            );
+            sv.qkv.resize(rows * 3 * d, 0.0);
+            lin.forward(
+                rows,
+                d,
+                3 * d,
+                &sv.h,
+                &params[ls.w_qkv..ls.w_qkv + 3 * d * d],
+                Layout::Normal,
+                &mut sv.qkv,
+                false,
+            );
+            sv.att.resize(rows * d, 0.0);
+            sv.probs.resize(b * heads.h * t * t, 0.0);
+            attention_forward(&s.rope, heads, &sv.qkv, &mut sv.att, &mut sv.probs);
+            sv.xm.resize(rows * d, 0.0);
+            sv.xm.copy_from_slice(&sv.x);
+            lin.forward(
+                rows,
+                d,
+                d,
+                &sv.att,
+                &params[ls.w_o..ls.w_o + d * d],
+                Layout::Normal,
+                &mut sv.xm,
+                true,
+            );
+            sv.r2.resize(rows, 0.0);
+            sv.h2.resize(rows * d, 0.0);
+            rms_forward(
+                &sv.xm,
+                d,
+                &params[ls.mlp_norm..ls.mlp_norm + d],
+                s.norm_eps,
+                &mut sv.h2,
+                &mut sv.r2,
+            );
+            sv.gu.resize(rows * 2 * f, 0.0);
+            lin.forward(
+                rows,
+                d,
+                2 * f,
+                &sv.h2,
+                &params[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+                Layout::Normal,
+                &mut sv.gu,
+                false,
+            );
+            sv.m.resize(rows * f, 0.0);
+            swiglu_forward(&sv.gu, f, &mut sv.m);
+            // The next layer's input (or the final stream): xm + m·Wdown.
+            self.x_out.resize(rows * d, 0.0);
+            self.x_out.copy_from_slice(&sv.xm);
+            lin.forward(
+                rows,
+                f,
+                d,
+                &sv.m,
+                &params[ls.w_down..ls.w_down + f * d],
+                Layout::Normal,
+                &mut self.x_out,
+                true,
+            );
+        }
+        if s.layers.is_empty() {
+            self.x_out.resize(rows * d, 0.0);
+            for (xr, &tok) in self.x_out.chunks_exact_mut(d).zip(tokens) {
+                let e = tok as usize * d;
+                xr.copy_from_slice(&embed[e..e + d]);
+            }
+        }
+        self.rf.resize(rows, 0.0);
+        self.hf.resize(rows * d, 0.0);
+        rms_forward(
+            &self.x_out,
+            d,
+            &params[s.final_norm..s.final_norm + d],
+            s.norm_eps,
+            &mut self.hf,
+            &mut self.rf,
+        );
+        self.logits.resize(rows * v, 0.0);
+        lin.forward(
+            rows,
+            d,
+            v,
+            &self.hf,
+            embed,
+            Layout::Transposed,
+            &mut self.logits,
+            false,
+        );
+        Ok(())
+    }
+
+    /// Logits `[B·T, vocab]` of `tokens` (whole sequences).
+    pub fn forward(&mut self, params: &[f32], tokens: &[u32]) -> Result<&[f32]> {
+        self.run_forward(params, tokens)?;
+        Ok(&self.logits)
+    }
+
+    /// Mean cross-entropy (nats per token) of `targets` given `tokens`, no gradient.
+    pub fn loss(&mut self, params: &[f32], tokens: &[u32], targets: &[u32]) -> Result<f32> {
+        self.check_targets(tokens, targets)?;
+        self.run_forward(params, tokens)?;
+        let total = cross_entropy(&mut self.logits, self.spec.vocab, targets, None);
+        Ok((total / targets.len() as f64) as f32)
+    }
+
+    fn check_targets(&self, tokens: &[u32], targets: &[u32]) -> Result<()> {
+        if tokens.len() != targets.len() {
+            return Err(err(format!(
+                "llm: {} targets for {} tokens",
+                targets.len(),
+                tokens.len()
+            )));
+        }
+        self.check_tokens(targets, "targets").map(|_| ())
+    }
+
+    /// Forward and backward: the mean cross-entropy per token, its gradient
+    /// written into `grads` (the flat layout of `params`; every parameter's
+    /// entries are overwritten).
+    pub fn gradients(
+        &mut self,
+        params: &[f32],
+        tokens: &[u32],
+        targets: &[u32],
+        grads: &mut [f32],
+    ) -> Result<f32> {
+        if grads.len() != params.len() {
+            return Err(err("llm: gradient and parameter vectors differ in length"));
+        }
+        self.check_targets(tokens, targets)?;
+        self.run_forward(params, tokens)?;
+        let s = &self.spec;
+        let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
+        let rows = tokens.len();
+        let heads = Heads {
+            t,
+            h: s.heads,
+            dh: d / s.heads,
+        };
+        let total = cross_entropy(&mut self.logits, v, targets, Some(1.0 / rows as f32));
+        let embed = &params[s.embed..s.embed + v * d];
+        let mut lin = Linear {
+            bf16: s.bf16,
+            s: &mut self.bf16,
+        };
+        // Head (tied): dE = dlogitsᵀ·hf; dhf = dlogits·E.
+        lin.backward_weight(
+            rows,
+            d,
+            v,
+            &self.hf,
+            &self.logits,
+            Layout::Transposed,
+            &mut grads[s.embed..s.embed + v * d],
+        );
+        self.dh.resize(rows * d, 0.0);
+        lin.backward_input(
+            rows,
+            d,
+            v,
+            &self.logits,
+            embed,
+            Layout::Transposed,
+            &mut self.dh,
+            false,
+        );
+        self.dx.resize(rows * d, 0.0);
+        self.dx.fill(0.0);
+        rms_backward(
+            &self.x_out,
+            d,
+            &params[s.final_norm..s.final_norm + d],
+            &self.rf,
+            &self.dh,
+            &mut self.dx,
+            &mut grads[s.final_norm..s.final_norm + d],
+        );
+        self.dm.resize(rows * f, 0.0);
+        self.dwide.resize(rows * (3 * d).max(2 * f), 0.0);
+        self.datt.resize(rows * d, 0.0);
+        for (ls, sv) in s.layers.iter().zip(&self.layers).rev() {
+            // x'' = x' + m·Wdown
+            lin.backward_weight(
+                rows,
+                f,
+                d,
+                &sv.m,
+                &self.dx,
+                Layout::Normal,
+                &mut grads[ls.w_down..ls.w_down + f * d],
+            );
+            lin.backward_input(
+                rows,
+                f,
+                d,
+                &self.dx,
+                &params[ls.w_down..ls.w_down + f * d],
+                Layout::Normal,
+                &mut self.dm,
+                false,
+            );
+            let dgu = &mut self.dwide[..rows * 2 * f];
+            swiglu_backward(&sv.gu, f, &self.dm, dgu);
+            lin.backward_weight(
+                rows,
+                d,
+                2 * f,
+                &sv.h2,
+                dgu,
+                Layout::Normal,
+                &mut grads[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+            );
+            lin.backward_input(
+                rows,
+                d,
+                2 * f,
+                dgu,
+                &params[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+                Layout::Normal,
+                &mut self.dh,
+                false,
+            );
+            rms_backward(
+                &sv.xm,
+                d,
+                &params[ls.mlp_norm..ls.mlp_norm + d],
+                &sv.r2,
+                &self.dh,
+                &mut self.dx,
+                &mut grads[ls.mlp_norm..ls.mlp_norm + d],
+            );
+            // x' = x + att·Wo
+            lin.backward_weight(
+                rows,
+                d,
+                d,
+                &sv.att,
+                &self.dx,
+                Layout::Normal,
+                &mut grads[ls.w_o..ls.w_o + d * d],
+            );
+            lin.backward_input(
+                rows,
+                d,
+                d,
+                &self.dx,
+                &params[ls.w_o..ls.w_o + d * d],
+                Layout::Normal,
+                &mut self.datt,
+                false,
+            );
+            let dqkv = &mut self.dwide[..rows * 3 * d];
+            attention_backward(&s.rope, heads, &sv.qkv, &sv.probs, &self.datt, dqkv);
+            lin.backward_weight(
+                rows,
+                d,
+                3 * d,
+                &sv.h,
+                dqkv,
+                Layout::Normal,
+                &mut grads[ls.w_qkv..ls.w_qkv + 3 * d * d],
+            );
+            lin.backward_input(
+                rows,
+                d,
+                3 * d,
+                dqkv,
+                &params[ls.w_qkv..ls.w_qkv + 3 * d * d],
+                Layout::Normal,
+                &mut self.dh,
+                false,
+            );
+            rms_backward(
+                &sv.x,
+                d,
+                &params[ls.attn_norm..ls.attn_norm + d],
+                &sv.r1,
+                &self.dh,
+                &mut self.dx,
+                &mut grads[ls.attn_norm..ls.attn_norm + d],
+            );
+        }
+        // Embedding lookup: scatter-add into the (head's) embedding gradient.
+        let de = &mut grads[s.embed..s.embed + v * d];
+        for (xr, &tok) in self.dx.chunks_exact(d).zip(tokens) {
+            let e = tok as usize * d;
+            de[e..e + d].iter_mut().zip(xr).for_each(|(a, b)| *a += b);
+        }
+        Ok((total / rows as f64) as f32)
+    }
+}
