@@ -38,7 +38,7 @@ for round in $(seq "$ROUNDS"); do
             b=${b//,/ }
             for bb in $b; do
                 "$BIN" --model "$model" --batch "$bb" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" >>"$OUT"
-                OMP_NUM_THREADS=$THREADS "$VENV/bin/python" scripts/torch_twin.py --model "$model" --batch "$bb" \
+                OMP_NUM_THREADS=$THREADS "$VENV/bin/python" -W ignore scripts/torch_twin.py --model "$model" --batch "$bb" \
                     --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" >>"$OUT"
             done
         done

@@ -340,7 +340,7 @@ impl LlmTrainer {
         let model = MiniLlm::new(&mut params, hp, seed)?;
         let opt = AdamW::new(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, params.len());
         let cpu = match engine {
-            Engine::Cpu(_) => Some(cpu::llm::Llm::new(model.cpu_spec())),
+            Engine::Cpu(isa) => Some(cpu::llm::Llm::new(model.cpu_spec(), isa)),
             Engine::Graph => None,
         };
         Ok(Self {
@@ -356,13 +356,11 @@ impl LlmTrainer {
         })
     }
 
-    /// The engine this trainer runs on (the LLM's products use the `gemm`
-    /// crate's own kernel selection whatever kernels are named).
+    /// The engine this trainer runs on.
     pub fn engine(&self) -> Engine {
-        match &self.cpu {
-            Some(_) => Engine::Cpu(cpu::Isa::detect()),
-            None => Engine::Graph,
-        }
+        self.cpu
+            .as_ref()
+            .map_or(Engine::Graph, |e| Engine::Cpu(e.isa()))
     }
 
     pub fn hparams(&self) -> &LlmHparams {

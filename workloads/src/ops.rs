@@ -871,12 +871,34 @@ impl Rope {
     pub fn rotate(&self, t: usize, src: &[f32], dst: &mut [f32], inverse: bool) {
         let h = self.dh / 2;
         let (c, s) = (&self.cos[t * h..(t + 1) * h], &self.sin[t * h..(t + 1) * h]);
+        let (x1, x2) = src[..2 * h].split_at(h);
+        let (y1, y2) = dst[..2 * h].split_at_mut(h);
         let sg = if inverse { -1.0 } else { 1.0 };
         for i in 0..h {
-            let (a, b) = (src[i], src[i + h]);
             let si = sg * s[i];
-            dst[i] = a * c[i] - b * si;
-            dst[i + h] = b * c[i] + a * si;
+            y1[i] = x1[i] * c[i] - x2[i] * si;
+            y2[i] = x2[i] * c[i] + x1[i] * si;
+        }
+    }
+
+    /// [`Rope::rotate`] of `rows` head vectors at positions `0..rows`: row
+    /// `p` of `src` starts at `p * src_stride`, of `dst` at `p * dst_stride`.
+    pub fn rotate_rows(
+        &self,
+        rows: usize,
+        src: &[f32],
+        src_stride: usize,
+        dst: &mut [f32],
+        dst_stride: usize,
+        inverse: bool,
+    ) {
+        for p in 0..rows {
+            self.rotate(
+                p,
+                &src[p * src_stride..],
+                &mut dst[p * dst_stride..],
+                inverse,
+            );
         }
     }
 

@@ -1,6 +1,9 @@
-//! Dense row-major matrix products on the `gemm` crate: the LLM's linear
-//! layers and attention products, whose operands are whole matrices (the
-//! convolutions use the indirect kernel of [`super::kernels`] instead).
+//! Dense row-major matrix products (the LLM's linear layers and attention)
+//! on the indirect kernel of [`super::kernels`].
+
+use rayon::prelude::*;
+
+use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
 
 /// How an operand is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,16 +12,6 @@ pub enum Layout {
     Normal,
     /// Transposed (`cols × rows`, row-major).
     Transposed,
-}
-
-impl Layout {
-    /// (row stride, column stride) of a `rows × cols` operand stored this way.
-    fn strides(self, rows: usize, cols: usize) -> (usize, usize) {
-        match self {
-            Layout::Normal => (cols, 1),
-            Layout::Transposed => (1, rows),
-        }
-    }
 }
 
 /// Threads a product may use.
@@ -31,12 +24,15 @@ pub enum Threads {
 }
 
 /// `dst (+)= a · b` with `a`: m×k and `b`: k×n (each stored as its layout
-/// says) and `dst`: m×n row-major; overwrites unless `accumulate`.
+/// says) and `dst`: m×n row-major; overwrites unless `accumulate`. Runs the
+/// indirect kernel ([`igemm`]) on row blocks of `dst`: a transposed `a` is
+/// just other offsets, a transposed `b` is copied once.
 ///
 /// # Panics
 /// If an operand is shorter than its shape (a caller's bug).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
+    isa: Isa,
     threads: Threads,
     m: usize,
     n: usize,
@@ -56,44 +52,61 @@ pub fn matmul(
         "matmul: operand too short"
     );
     assert!(dst.len() >= m * n, "matmul: destination too short");
-    if k == 0 {
-        if !accumulate {
-            dst[..m * n].fill(0.0);
+    let bt;
+    let b = match b_layout {
+        Layout::Normal => b,
+        Layout::Transposed => {
+            bt = transpose(b, n, k);
+            &bt
         }
-        return;
-    }
-    let (a_rs, a_cs) = a_layout.strides(m, k);
-    let (b_rs, b_cs) = b_layout.strides(k, n);
-    let pool = rayon::current_num_threads();
-    let par = match threads {
-        Threads::All if pool > 1 => gemm::Parallelism::Rayon(pool),
-        _ => gemm::Parallelism::None,
     };
-    // SAFETY: the asserts above bound every index: a (m×k), b (k×n) and
-    // dst (m×n) with the strides of their layouts.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        )
+    let (row_stride, koff) = match a_layout {
+        Layout::Normal => (k, Offsets::dense(k, 1)),
+        Layout::Transposed => (1, Offsets::dense(k, m)),
+    };
+    let bkoff = Offsets::dense(k, n);
+    let block = |r0: usize, rows: usize, out: &mut [f32]| {
+        let am = AMat {
+            data: a,
+            base: r0 * row_stride,
+            row_stride,
+            koff: &koff,
+        };
+        let bm = BMat {
+            data: b,
+            base: 0,
+            koff: &bkoff,
+        };
+        igemm(isa, rows, n, am, bm, out, n, accumulate);
+    };
+    let dst = &mut dst[..m * n];
+    match threads {
+        Threads::One => block(0, m, dst),
+        Threads::All => {
+            // A few blocks per thread, each a whole number of rows.
+            let per = m.div_ceil(rayon::current_num_threads() * 4).max(16);
+            dst.par_chunks_mut(per * n)
+                .enumerate()
+                .for_each(|(i, out)| block(i * per, out.len() / n, out));
+        }
     }
+}
+
+/// The `cols × rows` transpose of a row-major `rows × cols` matrix.
+pub fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0f32; rows * cols];
+    // Tiles keep both sides in cache.
+    const TILE: usize = 32;
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            for r in r0..(r0 + TILE).min(rows) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    t[c * rows + r] = v[r * cols + c];
+                }
+            }
+        }
+    }
+    t
 }
 
 #[cfg(test)]
@@ -102,8 +115,17 @@ mod tests {
     use crate::rng::Rng;
 
     #[test]
+    fn transpose_round_trips() {
+        let v: Vec<f32> = (0..35 * 40).map(|i| i as f32).collect();
+        let t = transpose(&v, 35, 40);
+        assert_eq!(t[3 * 35 + 2], v[2 * 40 + 3]);
+        assert_eq!(transpose(&t, 40, 35), v);
+    }
+
+    #[test]
     fn every_layout_combination_is_the_product() {
-        let (m, n, k) = (5, 7, 3);
+        // 37 rows: several row blocks on the pool; 19 columns: a SIMD tail.
+        let (m, n, k) = (37, 19, 6);
         let mut r = Rng::new(1);
         let a = r.normal_vec(m * k, 1.0);
         let b = r.normal_vec(k * n, 1.0);
@@ -118,14 +140,16 @@ mod tests {
         for (aa, al) in [(&a, Layout::Normal), (&at, Layout::Transposed)] {
             for (bb, bl) in [(&b, Layout::Normal), (&bt, Layout::Transposed)] {
                 for threads in [Threads::One, Threads::All] {
-                    let mut got = vec![1f32; m * n];
-                    matmul(threads, m, n, k, aa, al, bb, bl, &mut got, false);
-                    for (g, w) in got.iter().zip(&want) {
-                        assert!((g - w).abs() < 1e-5, "{al:?} {bl:?}: {g} vs {w}");
-                    }
-                    matmul(threads, m, n, k, aa, al, bb, bl, &mut got, true);
-                    for (g, w) in got.iter().zip(&want) {
-                        assert!((g - 2.0 * w).abs() < 1e-5, "accumulate {al:?} {bl:?}");
+                    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                        let mut got = vec![1f32; m * n];
+                        matmul(isa, threads, m, n, k, aa, al, bb, bl, &mut got, false);
+                        for (g, w) in got.iter().zip(&want) {
+                            assert!((g - w).abs() < 1e-5, "{al:?} {bl:?}: {g} vs {w}");
+                        }
+                        matmul(isa, threads, m, n, k, aa, al, bb, bl, &mut got, true);
+                        for (g, w) in got.iter().zip(&want) {
+                            assert!((g - 2.0 * w).abs() < 1e-5, "accumulate {al:?} {bl:?}");
+                        }
                     }
                 }
             }

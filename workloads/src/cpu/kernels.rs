@@ -211,7 +211,7 @@ struct Tile {
 fn max_rows(isa: Isa, fv: usize) -> usize {
     match (isa, fv) {
         (Isa::Avx512, 1) => 28,
-        (Isa::Avx512, 2) => 12,
+        (Isa::Avx512, 2) => 10,
         (Isa::Avx512, 3) => 8,
         (Isa::Avx512, _) => 7,
         (_, 1) => 12,
@@ -248,31 +248,41 @@ unsafe fn simd_blocks(
     acc: bool,
 ) {
     let vecs = cols / lanes;
-    for (v0, fv) in balanced(vecs, 4) {
-        let rmax = max_rows(isa, fv);
-        for (r0, r) in balanced(rows, rmax) {
-            let t = Tile {
-                // SAFETY (all `add`s): within the bounds igemm checked.
-                a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
-                a_rs: a.row_stride,
-                koff: a.koff.list.as_ptr(),
-                k: a.koff.len(),
-                b: unsafe { b.data.as_ptr().add(b.base + v0 * lanes) },
-                bkoff: b.koff.list.as_ptr(),
-                c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
-                c_rs: out_stride,
-                acc,
-            };
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => unsafe { x86::avx512::run(r, fv, &t) },
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => unsafe { x86::avx2::run(r, fv, &t) },
-                _ => unreachable!("SIMD kernels requested without SIMD"),
+    // Rows in chunks whose part of A stays in the L2 cache while every
+    // column block passes over it.
+    let k = a.koff.len().max(1);
+    let chunk = (ROW_CHUNK_FLOATS / k).max(32);
+    for (c0, clen) in balanced(rows, chunk) {
+        for (v0, fv) in balanced(vecs, 4) {
+            let rmax = max_rows(isa, fv);
+            for (r0, r) in balanced(clen, rmax) {
+                let r0 = c0 + r0;
+                let t = Tile {
+                    // SAFETY (all `add`s): within the bounds igemm checked.
+                    a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
+                    a_rs: a.row_stride,
+                    koff: a.koff.list.as_ptr(),
+                    k: a.koff.len(),
+                    b: unsafe { b.data.as_ptr().add(b.base + v0 * lanes) },
+                    bkoff: b.koff.list.as_ptr(),
+                    c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
+                    c_rs: out_stride,
+                    acc,
+                };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => unsafe { x86::avx512::run(r, fv, &t) },
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => unsafe { x86::avx2::run(r, fv, &t) },
+                    _ => unreachable!("SIMD kernels requested without SIMD"),
+                }
             }
         }
     }
 }
+
+/// Floats of A (rows × K) per row chunk: 256 KiB, a quarter of a typical L2.
+const ROW_CHUNK_FLOATS: usize = 1 << 16;
 
 /// Columns `j0..j1` with plain loops.
 #[allow(clippy::too_many_arguments)]

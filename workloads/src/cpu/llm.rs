@@ -16,6 +16,7 @@
 use rayon::prelude::*;
 
 use super::dense::{Layout, Threads, matmul};
+use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
 use super::math;
 use crate::ops::Rope;
 use crate::{Result, err};
@@ -98,6 +99,7 @@ fn store_rounded(v: &[f32], out: &mut [f32], accumulate: bool) {
 /// A linear layer's three products, f32 or bf16. `W` is `k × n`, stored as
 /// `wl` says (the tied head is the `n × k` embedding, transposed).
 struct Linear<'s> {
+    isa: Isa,
     bf16: bool,
     s: &'s mut Bf16Scratch,
 }
@@ -117,12 +119,25 @@ impl Linear<'_> {
         acc: bool,
     ) {
         if !self.bf16 {
-            return matmul(Threads::All, rows, n, k, x, Layout::Normal, w, wl, out, acc);
+            return matmul(
+                self.isa,
+                Threads::All,
+                rows,
+                n,
+                k,
+                x,
+                Layout::Normal,
+                w,
+                wl,
+                out,
+                acc,
+            );
         }
         let s = &mut *self.s;
         let (xb, wb) = (rounded(&mut s.a, x), rounded(&mut s.b, w));
         s.c.resize(rows * n, 0.0);
         matmul(
+            self.isa,
             Threads::All,
             rows,
             n,
@@ -156,6 +171,7 @@ impl Linear<'_> {
         };
         if !self.bf16 {
             return matmul(
+                self.isa,
                 Threads::All,
                 rows,
                 k,
@@ -172,6 +188,7 @@ impl Linear<'_> {
         let (db, wb) = (rounded(&mut s.a, dy), rounded(&mut s.b, w));
         s.c.resize(rows * k, 0.0);
         matmul(
+            self.isa,
             Threads::All,
             rows,
             k,
@@ -212,6 +229,7 @@ impl Linear<'_> {
         };
         match wl {
             Layout::Normal => matmul(
+                self.isa,
                 Threads::All,
                 k,
                 n,
@@ -224,6 +242,7 @@ impl Linear<'_> {
                 false,
             ),
             Layout::Transposed => matmul(
+                self.isa,
                 Threads::All,
                 n,
                 k,
@@ -252,7 +271,7 @@ fn rms_forward(x: &[f32], d: usize, g: &[f32], eps: f32, y: &mut [f32], r: &mut 
         .zip(x.par_chunks(d * ROWS_PER_TASK))
         .for_each(|((yb, rb), xb)| {
             for ((yr, rr), xr) in yb.chunks_exact_mut(d).zip(rb).zip(xb.chunks_exact(d)) {
-                let ss: f32 = xr.iter().map(|v| v * v).sum();
+                let ss = math::dot(xr, xr);
                 let inv = 1.0 / (ss / d as f32 + eps).sqrt();
                 *rr = inv;
                 for ((o, v), gv) in yr.iter_mut().zip(xr).zip(g) {
@@ -340,196 +359,259 @@ fn swiglu_backward(gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
         });
 }
 
-/// Geometry of the attention of one batch.
-#[derive(Debug, Clone, Copy)]
-struct Heads {
+/// Causal attention with RoPE over `[B, T, 3, H, Dh]` projections, on row
+/// blocks of `BLOCK` queries: a block attends to keys up to its last row
+/// only, so the products skip (most of) the masked upper triangle. The
+/// products read v, dO and write O, dV in place in their `[B, T, …]`
+/// tensors (the indirect kernel takes any row offsets); only the rotated
+/// q, k and the transposed k, v are copied per head.
+struct Attention {
+    isa: Isa,
     t: usize,
     h: usize,
     dh: usize,
+    /// The first Dh values of a row; the Dh rows of a `[Dh, T]` matrix.
+    dh_cols: Offsets,
+    t_rows: Offsets,
+    /// Per block (rows `s..e`): columns `0..e`; rows `0..e` of `[T, Dh]`
+    /// and of `[T, 3·H·Dh]`; rows `s..T` of `[T, T]`, `[T, Dh]` and `[T, H·Dh]`.
+    cols_to: Vec<Offsets>,
+    dh_rows_to: Vec<Offsets>,
+    qkv_rows_to: Vec<Offsets>,
+    t_rows_from: Vec<Offsets>,
+    dh_rows_from: Vec<Offsets>,
+    hdh_rows_from: Vec<Offsets>,
 }
 
-impl Heads {
-    /// Rotated q, k and plain v of head `hd` of one sequence (`seq`: `[T, 3, H, Dh]`).
-    fn gather(
-        &self,
-        rope: &Rope,
-        seq: &[f32],
-        hd: usize,
-        q: &mut [f32],
-        k: &mut [f32],
-        v: &mut [f32],
-    ) {
-        let (h, dh) = (self.h, self.dh);
-        for p in 0..self.t {
-            let base = p * 3 * h * dh + hd * dh;
-            let row = p * dh..(p + 1) * dh;
-            rope.rotate(p, &seq[base..base + dh], &mut q[row.clone()], false);
-            let kb = base + h * dh;
-            rope.rotate(p, &seq[kb..kb + dh], &mut k[row.clone()], false);
-            let vb = base + 2 * h * dh;
-            v[row].copy_from_slice(&seq[vb..vb + dh]);
+const BLOCK: usize = 16;
+
+/// One head's rotated q and k, and the transposes of k and v, `[Dh, T]`.
+struct HeadBufs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    kt: Vec<f32>,
+    vt: Vec<f32>,
+}
+
+impl Attention {
+    fn new(isa: Isa, t: usize, h: usize, dh: usize) -> Self {
+        let blocks: Vec<(usize, usize)> = (0..t)
+            .step_by(BLOCK)
+            .map(|s| (s, (s + BLOCK).min(t)))
+            .collect();
+        let to = |stride: usize| -> Vec<Offsets> {
+            blocks
+                .iter()
+                .map(|&(_, e)| Offsets::dense(e, stride))
+                .collect()
+        };
+        let from = |stride: usize| -> Vec<Offsets> {
+            blocks
+                .iter()
+                .map(|&(s, _)| Offsets::dense(t - s, stride))
+                .collect()
+        };
+        Self {
+            isa,
+            t,
+            h,
+            dh,
+            dh_cols: Offsets::dense(dh, 1),
+            t_rows: Offsets::dense(dh, t),
+            cols_to: to(1),
+            dh_rows_to: to(dh),
+            qkv_rows_to: to(3 * h * dh),
+            t_rows_from: from(t),
+            dh_rows_from: from(dh),
+            hdh_rows_from: from(h * dh),
         }
     }
-}
 
-/// Causal attention with RoPE: `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`;
-/// the probabilities `[B, H, T, T]` are kept in `probs`.
-fn attention_forward(rope: &Rope, g: Heads, qkv: &[f32], out: &mut [f32], probs: &mut [f32]) {
-    let Heads { t, h, dh } = g;
-    let scale = 1.0 / (dh as f32).sqrt();
-    out.par_chunks_mut(t * h * dh)
-        .zip(probs.par_chunks_mut(h * t * t))
-        .zip(qkv.par_chunks(t * 3 * h * dh))
-        .for_each(|((o, pr), seq)| {
-            let n = t * dh;
-            let (mut q, mut k, mut v, mut ob) =
-                (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-            for hd in 0..h {
-                g.gather(rope, seq, hd, &mut q, &mut k, &mut v);
-                let p = &mut pr[hd * t * t..(hd + 1) * t * t];
-                // S = q kᵀ, then a causal softmax of scale·S per row.
-                matmul(
-                    Threads::One,
-                    t,
-                    t,
-                    dh,
-                    &q,
-                    Layout::Normal,
-                    &k,
-                    Layout::Transposed,
-                    p,
-                    false,
-                );
-                for i in 0..t {
-                    let row = &mut p[i * t..(i + 1) * t];
-                    let mx = row[..=i].iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
-                    let mut sum = 0f32;
-                    for e in row[..=i].iter_mut() {
-                        *e = math::exp((*e - mx) * scale);
-                        sum += *e;
-                    }
-                    let inv = 1.0 / sum;
-                    row[..=i].iter_mut().for_each(|e| *e *= inv);
-                    row[i + 1..].fill(0.0);
-                }
-                matmul(
-                    Threads::One,
-                    t,
-                    dh,
-                    t,
-                    p,
-                    Layout::Normal,
-                    &v,
-                    Layout::Normal,
-                    &mut ob,
-                    false,
-                );
-                for i in 0..t {
-                    o[i * h * dh + hd * dh..i * h * dh + (hd + 1) * dh]
-                        .copy_from_slice(&ob[i * dh..(i + 1) * dh]);
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..self.t)
+            .step_by(BLOCK)
+            .enumerate()
+            .map(|(b, s)| (b, s, (s + BLOCK).min(self.t)))
+    }
+
+    fn bufs(&self) -> HeadBufs {
+        let n = self.t * self.dh;
+        HeadBufs {
+            q: vec![0f32; n],
+            k: vec![0f32; n],
+            kt: vec![0f32; n],
+            vt: vec![0f32; n],
+        }
+    }
+
+    /// Offset of head `hd`'s q (`part` 0), k (1) or v (2) at position 0 of a sequence.
+    fn part(&self, part: usize, hd: usize) -> usize {
+        (part * self.h + hd) * self.dh
+    }
+
+    /// Rotated q and k of head `hd` of one sequence (`seq`: `[T, 3, H, Dh]`),
+    /// with kᵀ, and vᵀ if `with_v`.
+    fn gather(&self, rope: &Rope, seq: &[f32], hd: usize, b: &mut HeadBufs, with_v: bool) {
+        let (t, dh, rs) = (self.t, self.dh, 3 * self.h * self.dh);
+        rope.rotate_rows(t, &seq[self.part(0, hd)..], rs, &mut b.q, dh, false);
+        rope.rotate_rows(t, &seq[self.part(1, hd)..], rs, &mut b.k, dh, false);
+        let v = &seq[self.part(2, hd)..];
+        for p in 0..t {
+            for i in 0..dh {
+                b.kt[i * t + p] = b.k[p * dh + i];
+            }
+            if with_v {
+                for i in 0..dh {
+                    b.vt[i * t + p] = v[p * rs + i];
                 }
             }
-        });
-}
+        }
+    }
 
-/// Backward of [`attention_forward`]: `dqkv` (overwritten) from `dout`.
-fn attention_backward(
-    rope: &Rope,
-    g: Heads,
-    qkv: &[f32],
-    probs: &[f32],
-    dout: &[f32],
-    dqkv: &mut [f32],
-) {
-    let Heads { t, h, dh } = g;
-    let scale = 1.0 / (dh as f32).sqrt();
-    dqkv.par_chunks_mut(t * 3 * h * dh)
-        .zip(qkv.par_chunks(t * 3 * h * dh))
-        .zip(dout.par_chunks(t * h * dh))
-        .zip(probs.par_chunks(h * t * t))
-        .for_each(|(((dseq, seq), dys), pr)| {
-            let n = t * dh;
-            let (mut q, mut k, mut v) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-            let (mut d_o, mut dq, mut dk, mut dv) =
-                (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-            let mut ds = vec![0f32; t * t];
-            for hd in 0..h {
-                g.gather(rope, seq, hd, &mut q, &mut k, &mut v);
-                let p = &pr[hd * t * t..(hd + 1) * t * t];
-                for i in 0..t {
-                    d_o[i * dh..(i + 1) * dh]
-                        .copy_from_slice(&dys[i * h * dh + hd * dh..i * h * dh + (hd + 1) * dh]);
-                }
-                // dV = Pᵀ dO; dP = dO Vᵀ
-                matmul(
-                    Threads::One,
-                    t,
-                    dh,
-                    t,
-                    p,
-                    Layout::Transposed,
-                    &d_o,
-                    Layout::Normal,
-                    &mut dv,
-                    false,
-                );
-                matmul(
-                    Threads::One,
-                    t,
-                    t,
-                    dh,
-                    &d_o,
-                    Layout::Normal,
-                    &v,
-                    Layout::Transposed,
-                    &mut ds,
-                    false,
-                );
-                // dS = P ∘ (dP − rowsum(P ∘ dP)) · scale
-                for i in 0..t {
-                    let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
-                    let dot: f32 = pr_[..=i].iter().zip(&dr[..=i]).map(|(a, b)| a * b).sum();
-                    for j in 0..=i {
-                        dr[j] = pr_[j] * (dr[j] - dot) * scale;
+    /// `out[row s.., 0..cols] = X · Y` for query rows `s..e`:
+    /// `X(r, k) = x[x_base + (s + r)·x_rs + x_koff[k]]`, `Y(k, j) = y[y_base + y_koff[k] + j]`.
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        &self,
+        rows: (usize, usize),
+        cols: usize,
+        x: (&[f32], usize, usize, &Offsets),
+        y: (&[f32], usize, &Offsets),
+        out: &mut [f32],
+        out_base: usize,
+        out_rs: usize,
+    ) {
+        let (s, e) = rows;
+        let a = AMat {
+            data: x.0,
+            base: x.1 + s * x.2,
+            row_stride: x.2,
+            koff: x.3,
+        };
+        let b = BMat {
+            data: y.0,
+            base: y.1,
+            koff: y.2,
+        };
+        let out = &mut out[out_base + s * out_rs..];
+        igemm(self.isa, e - s, cols, a, b, out, out_rs, false);
+    }
+
+    /// The transpose of a `[T, T]` matrix from row and column `s` of block
+    /// `bi`: `X(r, k) = m[(s + k)·T + s + r]`.
+    fn transposed_from<'a>(&'a self, m: &'a [f32], bi: usize, s: usize) -> AMat<'a> {
+        AMat {
+            data: m,
+            base: s * self.t + s,
+            row_stride: 1,
+            koff: &self.t_rows_from[bi],
+        }
+    }
+
+    /// `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`; the probabilities
+    /// `[B, H, T, T]` (zero above the diagonal) are kept in `probs`.
+    fn forward(&self, rope: &Rope, qkv: &[f32], out: &mut [f32], probs: &mut [f32]) {
+        let (t, h, dh) = (self.t, self.h, self.dh);
+        let scale = 1.0 / (dh as f32).sqrt();
+        out.par_chunks_mut(t * h * dh)
+            .zip(probs.par_chunks_mut(h * t * t))
+            .zip(qkv.par_chunks(t * 3 * h * dh))
+            .for_each(|((o, pr), seq)| {
+                let mut hb = self.bufs();
+                for hd in 0..h {
+                    self.gather(rope, seq, hd, &mut hb, false);
+                    let p = &mut pr[hd * t * t..(hd + 1) * t * t];
+                    for (bi, s, e) in self.blocks() {
+                        // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
+                        let q = (&hb.q[..], 0, dh, &self.dh_cols);
+                        self.product((s, e), e, q, (&hb.kt, 0, &self.t_rows), p, 0, t);
+                        for i in s..e {
+                            let row = &mut p[i * t..(i + 1) * t];
+                            let mx = math::max(&row[..=i]);
+                            let inv = 1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
+                            row[..=i].iter_mut().for_each(|x| *x *= inv);
+                            row[i + 1..].fill(0.0);
+                        }
+                        // O = P V over keys 0..e, into this head's columns of `out`.
+                        let pm = (&p[..], 0, t, &self.cols_to[bi]);
+                        let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
+                        self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
                     }
-                    dr[i + 1..].fill(0.0);
                 }
-                // dQ = dS K; dK = dSᵀ Q (in the rotated frame)
-                matmul(
-                    Threads::One,
-                    t,
-                    dh,
-                    t,
-                    &ds,
-                    Layout::Normal,
-                    &k,
-                    Layout::Normal,
-                    &mut dq,
-                    false,
-                );
-                matmul(
-                    Threads::One,
-                    t,
-                    dh,
-                    t,
-                    &ds,
-                    Layout::Transposed,
-                    &q,
-                    Layout::Normal,
-                    &mut dk,
-                    false,
-                );
-                for p_ in 0..t {
-                    let base = p_ * 3 * h * dh + hd * dh;
-                    let row = p_ * dh..(p_ + 1) * dh;
-                    rope.rotate(p_, &dq[row.clone()], &mut dseq[base..base + dh], true);
-                    let kb = base + h * dh;
-                    rope.rotate(p_, &dk[row.clone()], &mut dseq[kb..kb + dh], true);
-                    let vb = base + 2 * h * dh;
-                    dseq[vb..vb + dh].copy_from_slice(&dv[row]);
+            });
+    }
+
+    /// Backward of [`Attention::forward`]: `dqkv` (overwritten) from `dout`.
+    fn backward(&self, rope: &Rope, qkv: &[f32], probs: &[f32], dout: &[f32], dqkv: &mut [f32]) {
+        let (t, h, dh) = (self.t, self.h, self.dh);
+        let scale = 1.0 / (dh as f32).sqrt();
+        dqkv.par_chunks_mut(t * 3 * h * dh)
+            .zip(qkv.par_chunks(t * 3 * h * dh))
+            .zip(dout.par_chunks(t * h * dh))
+            .zip(probs.par_chunks(h * t * t))
+            .for_each(|(((dseq, seq), dys), pr)| {
+                let mut hb = self.bufs();
+                let (mut dq, mut dk) = (vec![0f32; t * dh], vec![0f32; t * dh]);
+                let mut ds = vec![0f32; t * t];
+                for hd in 0..h {
+                    self.gather(rope, seq, hd, &mut hb, true);
+                    let p = &pr[hd * t * t..(hd + 1) * t * t];
+                    for (bi, s, e) in self.blocks() {
+                        // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
+                        let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
+                        self.product((s, e), e, d_o, (&hb.vt, 0, &self.t_rows), &mut ds, 0, t);
+                        for i in s..e {
+                            let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
+                            let dot = math::dot(&pr_[..=i], &dr[..=i]);
+                            for j in 0..=i {
+                                dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                            }
+                            dr[i + 1..].fill(0.0);
+                        }
+                        // dQ = dS K over keys 0..e (in the rotated frame).
+                        let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
+                        self.product(
+                            (s, e),
+                            dh,
+                            dsm,
+                            (&hb.k, 0, &self.dh_rows_to[bi]),
+                            &mut dq,
+                            0,
+                            dh,
+                        );
+                    }
+                    // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
+                    for (bi, s, e) in self.blocks() {
+                        let d_o = BMat {
+                            data: dys,
+                            base: s * h * dh + hd * dh,
+                            koff: &self.hdh_rows_from[bi],
+                        };
+                        let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
+                        igemm(
+                            self.isa,
+                            e - s,
+                            dh,
+                            self.transposed_from(p, bi, s),
+                            d_o,
+                            dv,
+                            3 * h * dh,
+                            false,
+                        );
+                        let q = BMat {
+                            data: &hb.q,
+                            base: s * dh,
+                            koff: &self.dh_rows_from[bi],
+                        };
+                        let a = self.transposed_from(&ds, bi, s);
+                        igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
+                    }
+                    let rs = 3 * h * dh;
+                    rope.rotate_rows(t, &dq, dh, &mut dseq[self.part(0, hd)..], rs, true);
+                    rope.rotate_rows(t, &dk, dh, &mut dseq[self.part(1, hd)..], rs, true);
                 }
-            }
-        });
+            });
+    }
 }
 
 /// Sum over rows of the cross-entropy of `logits` (rows of `v`) against
@@ -542,17 +624,15 @@ fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], grad: Option<f32
             let mut loss = 0f64;
             for (row, &tg) in lb.chunks_exact_mut(v).zip(tb) {
                 let tg = tg as usize;
-                let mx = row.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                let mx = math::max(row);
                 let target = row[tg];
-                let sum: f32 = match grad {
-                    Some(_) => row
-                        .iter_mut()
-                        .map(|x| {
-                            *x = math::exp(*x - mx);
-                            *x
-                        })
-                        .sum(),
-                    None => row.iter().map(|x| math::exp(x - mx)).sum(),
+                // The gradient overwrites the row anyway; evaluation keeps it.
+                let sum = match grad {
+                    Some(_) => math::exp_in_place(row, mx, 1.0),
+                    None => {
+                        let mut e = row.to_vec();
+                        math::exp_in_place(&mut e, mx, 1.0)
+                    }
                 };
                 loss += f64::from(mx + sum.ln() - target);
                 if let Some(scale) = grad {
@@ -568,6 +648,7 @@ fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], grad: Option<f32
 
 /// The engine: parameters and gradients live in the caller's flat vectors.
 pub struct Llm {
+    isa: Isa,
     spec: LlmSpec,
     layers: Vec<Saved>,
     /// Final residual stream, its 1/rms, the normalised rows and the logits.
@@ -585,9 +666,14 @@ pub struct Llm {
 }
 
 impl Llm {
-    pub fn new(spec: LlmSpec) -> Self {
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    pub fn new(spec: LlmSpec, isa: Isa) -> Self {
         let layers = spec.layers.iter().map(|_| Saved::default()).collect();
         Self {
+            isa,
             spec,
             layers,
             x_out: Vec::new(),
@@ -623,13 +709,10 @@ impl Llm {
         let s = &self.spec;
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = b * t;
-        let heads = Heads {
-            t,
-            h: s.heads,
-            dh: d / s.heads,
-        };
+        let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
         let embed = &params[s.embed..s.embed + v * d];
         let mut lin = Linear {
+            isa: self.isa,
             bf16: s.bf16,
             s: &mut self.bf16,
         };
@@ -665,8 +748,8 @@ impl Llm {
                 false,
             );
             sv.att.resize(rows * d, 0.0);
-            sv.probs.resize(b * heads.h * t * t, 0.0);
-            attention_forward(&s.rope, heads, &sv.qkv, &mut sv.att, &mut sv.probs);
+            sv.probs.resize(b * s.heads * t * t, 0.0);
+            attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs);
             sv.xm.resize(rows * d, 0.0);
             sv.xm.copy_from_slice(&sv.x);
             lin.forward(
@@ -790,14 +873,11 @@ impl Llm {
         let s = &self.spec;
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = tokens.len();
-        let heads = Heads {
-            t,
-            h: s.heads,
-            dh: d / s.heads,
-        };
+        let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
         let total = cross_entropy(&mut self.logits, v, targets, Some(1.0 / rows as f32));
         let embed = &params[s.embed..s.embed + v * d];
         let mut lin = Linear {
+            isa: self.isa,
             bf16: s.bf16,
             s: &mut self.bf16,
         };
@@ -908,7 +988,7 @@ impl Llm {
                 false,
             );
             let dqkv = &mut self.dwide[..rows * 3 * d];
-            attention_backward(&s.rope, heads, &sv.qkv, &sv.probs, &self.datt, dqkv);
+            attn.backward(&s.rope, &sv.qkv, &sv.probs, &self.datt, dqkv);
             lin.backward_weight(
                 rows,
                 d,

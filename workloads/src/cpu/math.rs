@@ -34,6 +34,71 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
+/// Lanes of the partial results below: independent accumulators let the
+/// compiler vectorise a reduction it must otherwise keep in order.
+const LANES: usize = 8;
+
+/// `Σ v`.
+#[inline]
+pub fn sum(v: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] += c[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `Σ a·b` over the shorter length.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `max v` (−∞ for an empty slice; NaN is ignored unless all are NaN).
+#[inline]
+pub fn max(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] = acc[i].max(c[i]);
+        }
+    }
+    acc.iter().fold(tail, |m, &x| m.max(x))
+}
+
+/// `v[i] = e^((v[i] − shift)·scale)` in place; returns their sum.
+#[inline]
+pub fn exp_in_place(v: &mut [f32], shift: f32, scale: f32) -> f32 {
+    for x in v.iter_mut() {
+        *x = exp((*x - shift) * scale);
+    }
+    sum(v)
+}
+
 /// Rounds to the nearest bfloat16 value (ties to even), kept as f32. NaN stays NaN.
 #[inline(always)]
 pub fn round_bf16(v: f32) -> f32 {
@@ -65,6 +130,31 @@ mod tests {
         assert!(exp(-1000.0) < 1e-37 && exp(-1000.0) >= 0.0);
         assert!(exp(1000.0).is_finite());
         assert!((sigmoid(0.0) - 0.5).abs() < 1e-7);
+    }
+
+    #[test]
+    fn reductions_match_the_plain_loops() {
+        let v: Vec<f32> = (0..37)
+            .map(|i| ((i * 7919) % 101) as f32 / 13.0 - 3.0)
+            .collect();
+        let w: Vec<f32> = (0..37)
+            .map(|i| ((i * 104_729) % 97) as f32 / 11.0 - 4.0)
+            .collect();
+        for n in [0, 1, 7, 8, 9, 16, 37] {
+            let (a, b) = (&v[..n], &w[..n]);
+            let s: f32 = a.iter().sum();
+            assert!((sum(a) - s).abs() < 1e-4, "sum of {n}");
+            let d: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            assert!((dot(a, b) - d).abs() < 1e-3, "dot of {n}");
+            let m = a.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            assert_eq!(max(a), m, "max of {n}");
+            let mut e = a.to_vec();
+            let total = exp_in_place(&mut e, 1.5, 0.5);
+            for (x, y) in e.iter().zip(a) {
+                assert!((x - ((y - 1.5) * 0.5).exp()).abs() < 1e-5);
+            }
+            assert!((total - e.iter().sum::<f32>()).abs() < 1e-4);
+        }
     }
 
     #[test]
