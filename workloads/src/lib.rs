@@ -23,15 +23,22 @@
 //! `candle_core::Result`; errors raised by this crate itself are
 //! `candle_core::Error::Msg` with a message that says what was wrong.
 //!
-//! # Performance notes (CPU)
-//! candle's CPU convolution backward goes through `conv_transpose2d` and a
-//! conv2d with the batch as channels, which is slow, and several candle-nn ops
-//! (rms_norm, rope, softmax_last_dim) have no backward. The hot paths are
-//! therefore custom fused ops in [`ops`] (explicit im2col + one GEMM for
-//! convolutions in NHWC layout, fused BatchNorm(+ReLU), RMSNorm, SwiGLU,
-//! causal attention with RoPE, cross-entropy), each with a hand-written
-//! backward and a composed-candle-ops fallback used on non-CPU devices (and by
-//! the tests as the reference).
+//! # Engines
+//! Each trainer runs its model on one of two engines ([`Engine`]):
+//!
+//! * the CPU engine ([`cpu`], the default on a CPU): forward and backward
+//!   written out layer by layer over buffers kept from step to step, the
+//!   convolutions and matrix products on register-tiled SIMD kernels chosen
+//!   at run time (AVX-512, AVX2+FMA, or portable loops);
+//! * the graph engine: the same models as candle modules ([`resnet`],
+//!   [`llm`], built from the composed ops of [`ops`]) trained by candle's
+//!   autograd, on any device candle supports (CUDA with the `cuda`
+//!   feature). On a CPU it is the reference the CPU engine is tested
+//!   against (`tests/engine.rs`).
+//!
+//! Both read and write the same flat parameter and gradient vectors
+//! ([`optim::ParamStore`]), so optimizers, data parallelism and checkpoints
+//! do not depend on the engine.
 
 pub mod bench;
 pub mod cpu;

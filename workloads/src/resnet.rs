@@ -231,7 +231,7 @@ impl BatchNorm {
             let scale = Tensor::from_vec(scale, (1, c), dev)?;
             let shift = Tensor::from_vec(shift, (1, c), dev)?;
             let y = x2.broadcast_mul(&scale)?.broadcast_add(&shift)?;
-            if relu { y.relu()? } else { y }
+            if relu { ops::relu(&y)? } else { y }
         };
         y.reshape(dims)
     }

@@ -1,18 +1,19 @@
 //! Process-level CPU runtime settings that matter for step time on small machines.
 //!
-//! * Threads: candle's GEMM and this crate's fused ops use the global rayon pool
-//!   (size from `RAYON_NUM_THREADS`); candle 0.11's element-wise ops use a
-//!   separate spin-waiting "barrier pool" sized from `CANDLE_NUM_THREADS`. On a
-//!   2-core machine the two pools fight over the cores, so
-//!   [`configure_cpu_threads`] sets `RAYON_NUM_THREADS = n` and
-//!   `CANDLE_NUM_THREADS = 1` (element-wise candle ops then run on the calling
-//!   thread; the heavy ops are GEMMs and fused ops, which stay parallel).
-//! * Allocator: every step allocates and frees the same large activation
-//!   buffers; glibc serves allocations above its mmap threshold with fresh
-//!   `mmap`s, so each step pays page faults on all of them (≈30 % of a ResNet
-//!   step in a profile). [`tune_cpu_allocator`] turns `mmap` allocation off and
-//!   disables heap trimming so freed buffers are reused. The trainers call it
-//!   on construction for CPU devices.
+//! * Threads: the CPU engine and candle's GEMM use the global rayon pool
+//!   (size from `RAYON_NUM_THREADS`); candle 0.11's element-wise ops (the
+//!   graph engine) use a separate spin-waiting "barrier pool" sized from
+//!   `CANDLE_NUM_THREADS`. On a 2-core machine the two pools fight over the
+//!   cores, so [`configure_cpu_threads`] sets `RAYON_NUM_THREADS = n` and
+//!   `CANDLE_NUM_THREADS = 1` (element-wise candle ops then run on the
+//!   calling thread).
+//! * Allocator: the CPU engine keeps its activations from step to step, but
+//!   the graph engine, evaluation and the gradient vectors allocate and free
+//!   large buffers every step; glibc serves allocations above its mmap
+//!   threshold with fresh `mmap`s, paying page faults on each.
+//!   [`tune_cpu_allocator`] turns `mmap` allocation off and disables heap
+//!   trimming so freed buffers are reused. The trainers call it on
+//!   construction for CPU devices.
 
 /// Sets the thread-count environment variables read by candle and rayon.
 ///
