@@ -47,6 +47,8 @@ pub struct RunPlan {
     pub out_dir: PathBuf,
     pub device: Device,
     pub device_name: String,
+    /// What trains the model on `device` (the CPU engine and its kernels, or candle's graph).
+    pub engine: referee_workloads::Engine,
     /// Stop at the first evaluation that meets the target (off for
     /// calibration runs, which follow the whole schedule).
     pub stop_at_target: bool,
@@ -287,7 +289,7 @@ pub fn run_once(
     obs.phase("building the model");
     let mut trainer = plan
         .bench
-        .build(&plan.config, seed, &plan.device)
+        .build(&plan.config, seed, &plan.device, plan.engine)
         .map_err(|e| format!("building {}: {e}", spec.name))?;
     let weights = trainer.weights_sha256();
     let env: Vec<(String, Value)> = plan
@@ -324,6 +326,7 @@ pub fn run_once(
             ("seed", Value::Int(seed as i64)),
             ("initial_weights_sha256", Value::str(weights.clone())),
             ("device", Value::str(plan.device_name.clone())),
+            ("engine", Value::str(plan.engine.name())),
             ("world_size", Value::Int(coll.world_size() as i64)),
             ("environment", Value::Dict(env_dict)),
         ]),

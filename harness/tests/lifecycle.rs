@@ -13,7 +13,7 @@ use referee_workloads::bench::{
     Batch, BatchStream, Benchmark, BenchmarkSpec, Check, Direction, LoggedParam, MetricSpec,
     Trainer,
 };
-use referee_workloads::{Device, Result, StepOutput};
+use referee_workloads::{Device, Engine, Result, StepOutput};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -114,7 +114,7 @@ impl Benchmark for Synthetic {
             },
         ]
     }
-    fn build(&self, c: &Value, _seed: u64, _d: &Device) -> Result<Box<dyn Trainer>> {
+    fn build(&self, c: &Value, _seed: u64, _d: &Device, _e: Engine) -> Result<Box<dyn Trainer>> {
         Ok(Box::new(SyntheticTrainer {
             seen: 0,
             learn: c["learn"].as_f64().unwrap(),
@@ -177,6 +177,7 @@ fn plan(bench: &'static Synthetic, out: &Path, config: Value) -> RunPlan {
         out_dir: out.to_path_buf(),
         device: Device::Cpu,
         device_name: "cpu".into(),
+        engine: Engine::Graph,
         stop_at_target: true,
         budget_minutes: 60.0,
         init_budget_ms: 30 * 60_000,

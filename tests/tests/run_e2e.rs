@@ -294,3 +294,61 @@ fn linear_precision_is_logged() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("precision"), "{}", stderr(&bad));
 }
+
+/// The engine (the CPU engine and its kernels, or candle's graph) is chosen
+/// once, from `REFEREE_CPU_KERNELS` or the CPU, and recorded in the log's
+/// provenance, `referee_run.json` and the system description; an unknown
+/// name is a usage error before anything runs.
+#[test]
+fn engine_choice_is_recorded() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    for (kernels, engine, framework) in [
+        ("portable", "cpu-portable", "CPU engine, portable kernels"),
+        ("graph", "graph", "candle 0.11 graph"),
+    ] {
+        let out = tmp.path().join(kernels);
+        let o = Command::new(referee_bin())
+            .env("REFEREE_CPU_KERNELS", kernels)
+            .args(["run", "mini_llm", "--runs", "1", "-j", "1", "--seed", SEED])
+            .args(["--no-cache-clear", "--quiet"])
+            .args(["--set", "total_steps=2", "--set", "warmup_steps=1", "--out"])
+            .arg(&out)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "ends before the target: {}",
+            stderr(&o)
+        );
+        let log = std::fs::read_to_string(out.join("result_0.txt")).unwrap();
+        assert!(
+            log.contains(&format!("\"engine\": \"{engine}\"")),
+            "{kernels}: provenance"
+        );
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+                .unwrap();
+        assert_eq!(record["engine"], engine);
+        let system: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("system.json")).unwrap())
+                .unwrap();
+        let fw = system["framework"].as_str().unwrap();
+        assert!(fw.contains(framework), "{kernels}: framework {fw}");
+    }
+    let o = Command::new(referee_bin())
+        .env("REFEREE_CPU_KERNELS", "sse9")
+        .args(["run", "mini_llm", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("REFEREE_CPU_KERNELS=sse9") && e.contains("graph"),
+        "{e}"
+    );
+}

@@ -5,7 +5,7 @@
 //! convergence points. The harness reads everything from here; the rule
 //! file of each benchmark is generated from it ([`crate::rulegen`]).
 
-use crate::{LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer, Result, StepOutput};
+use crate::{Engine, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer, Result, StepOutput};
 use candle_core::Device;
 use referee_datasets::{self as datasets, BatchOptions, ImageFolder, TokenDataset};
 use serde_json::{Value, json};
@@ -152,8 +152,14 @@ pub trait Benchmark: Sync {
     fn linear_precision(&self, _config: &Value) -> &'static str {
         "fp32"
     }
-    /// Build the model (the initialisation phase; touches no data).
-    fn build(&self, config: &Value, seed: u64, device: &Device) -> Result<Box<dyn Trainer>>;
+    /// Build the model (the initialisation phase; touches no data) on `engine`.
+    fn build(
+        &self,
+        config: &Value,
+        seed: u64,
+        device: &Device,
+        engine: Engine,
+    ) -> Result<Box<dyn Trainer>>;
     /// Open the training data: an endless stream of global-batch slices for
     /// this rank (the first touch of training data).
     fn open_train(
@@ -419,9 +425,17 @@ impl Benchmark for MiniResnet {
             fixed("model_blocks", json!(hp.blocks)),
         ]
     }
-    fn build(&self, config: &Value, seed: u64, device: &Device) -> Result<Box<dyn Trainer>> {
+    fn build(
+        &self,
+        config: &Value,
+        seed: u64,
+        device: &Device,
+        engine: Engine,
+    ) -> Result<Box<dyn Trainer>> {
         let hp: ResnetHparams = parse(config).map_err(crate::err)?;
-        Ok(Box::new(ResnetRun(ResnetTrainer::new(&hp, seed, device)?)))
+        Ok(Box::new(ResnetRun(ResnetTrainer::with_engine(
+            &hp, seed, device, engine,
+        )?)))
     }
     fn open_train(
         &self,
@@ -651,9 +665,17 @@ impl Benchmark for MiniLlm {
             fixed("model_vocab_size", json!(hp.vocab_size)),
         ]
     }
-    fn build(&self, config: &Value, seed: u64, device: &Device) -> Result<Box<dyn Trainer>> {
+    fn build(
+        &self,
+        config: &Value,
+        seed: u64,
+        device: &Device,
+        engine: Engine,
+    ) -> Result<Box<dyn Trainer>> {
         let hp: LlmHparams = parse(config).map_err(crate::err)?;
-        Ok(Box::new(LlmRun(LlmTrainer::new(&hp, seed, device)?)))
+        Ok(Box::new(LlmRun(LlmTrainer::with_engine(
+            &hp, seed, device, engine,
+        )?)))
     }
     fn open_train(
         &self,

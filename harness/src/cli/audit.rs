@@ -161,6 +161,10 @@ pub fn run(a: AuditArgs) -> i32 {
         .clone()
         .unwrap_or_else(referee_datasets::default_data_dir);
     let current = CodeIdentity::current();
+    let engine = match referee_workloads::Engine::for_device(&referee_workloads::Device::Cpu) {
+        Ok(e) => e,
+        Err(e) => return usage_error(e.to_string()),
+    };
     let mut reruns = Vec::new();
     let dirs = tree::benchmark_dirs(&a.dir, "training").unwrap_or_default();
     if a.rerun == 0 {
@@ -287,6 +291,7 @@ pub fn run(a: AuditArgs) -> i32 {
                 rerun_dir.clone(),
                 referee_workloads::Device::Cpu,
                 "cpu",
+                engine,
                 fingerprints.clone(),
             );
             plan.cache_clear = false;

@@ -328,6 +328,7 @@ pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
     let device =
         referee_workloads::open_device(ordinal, a.device.trim()).map_err(|e| at(e.to_string()))?;
     let gpu = ordinal.map(crate::gpu::probe).transpose().map_err(at)?;
+    let engine = referee_workloads::Engine::for_device(&device).map_err(|e| e.to_string())?;
     let data_dir = a
         .data_dir
         .clone()
@@ -370,6 +371,7 @@ pub fn resolve(a: &RunArgs, placement: Placement) -> Result<RunConfig, String> {
         out_dir,
         device,
         &a.device,
+        engine,
         fingerprints,
     );
     plan.stop_at_target = !a.keep_going;
@@ -401,6 +403,7 @@ pub fn build_plan(
     out_dir: PathBuf,
     device: referee_workloads::Device,
     device_name: &str,
+    engine: referee_workloads::Engine,
     dataset_fingerprints: BTreeMap<String, String>,
 ) -> RunPlan {
     RunPlan {
@@ -414,6 +417,7 @@ pub fn build_plan(
         out_dir,
         device,
         device_name: device_name.to_string(),
+        engine,
         stop_at_target: true,
         budget_minutes: bench.spec().budget_minutes,
         init_budget_ms: referee_rules::meta::init_budget_minutes(division) * 60_000,
@@ -570,11 +574,18 @@ pub fn execute(cfg: &RunConfig, coll: &mut dyn Collective) -> Result<Vec<RunResu
 fn write_records(cfg: &RunConfig, results: &[RunResult]) -> Result<(), String> {
     let plan = &cfg.plan;
     let host = HostFacts::probe();
-    let framework = format!(
-        "referee {} (candle {}, Rust)",
-        crate::provenance::VERSION,
-        "0.11"
-    );
+    let framework = match plan.engine {
+        referee_workloads::Engine::Cpu(isa) => format!(
+            "referee {} (CPU engine, {} kernels, Rust)",
+            crate::provenance::VERSION,
+            isa.name()
+        ),
+        referee_workloads::Engine::Graph => format!(
+            "referee {} (candle {} graph, Rust)",
+            crate::provenance::VERSION,
+            "0.11"
+        ),
+    };
     // One GPU per rank: a node holds as many as it has ranks.
     let per_node = cfg
         .placement
@@ -612,6 +623,7 @@ fn write_records(cfg: &RunConfig, results: &[RunResult]) -> Result<(), String> {
         "code": plan.code,
         "dataset_fingerprints": plan.dataset_fingerprints,
         "device": plan.device_name,
+        "engine": plan.engine.name(),
         "world_size": cfg.placement.world_size,
         "stop_at_target": plan.stop_at_target,
         "target": {
