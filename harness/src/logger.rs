@@ -237,10 +237,10 @@ impl MlLogger {
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, &path)?;
-        if let Some(dir) = path.parent() {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+        if let Some(dir) = path.parent()
+            && let Ok(d) = File::open(dir)
+        {
+            let _ = d.sync_all();
         }
         Ok(Some(path))
     }

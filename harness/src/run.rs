@@ -259,12 +259,12 @@ pub fn run_once(
     } else {
         CacheClear::Skipped
     };
-    if let CacheClear::NotPermitted(why) = &cache {
-        if index == 0 {
-            eprintln!(
-                "referee: warning: page cache not dropped: {why}; the log says so (cache_clear metadata)"
-            );
-        }
+    if let CacheClear::NotPermitted(why) = &cache
+        && index == 0
+    {
+        eprintln!(
+            "referee: warning: page cache not dropped: {why}; the log says so (cache_clear metadata)"
+        );
     }
     log.event("cache_clear", cache.dropped(), &cache.metadata());
 
@@ -351,14 +351,14 @@ pub fn run_once(
         }
     }
     coll.barrier()?;
-    if coll.world_size() > 1 {
-        if let Err(e) = crate::launch::write_pid_file(&plan.out_dir, coll.rank()) {
-            eprintln!(
-                "referee: warning: rank {}: cannot write its pid file under {}: {e}",
-                coll.rank(),
-                plan.out_dir.display()
-            );
-        }
+    if coll.world_size() > 1
+        && let Err(e) = crate::launch::write_pid_file(&plan.out_dir, coll.rank())
+    {
+        eprintln!(
+            "referee: warning: rank {}: cannot write its pid file under {}: {e}",
+            coll.rank(),
+            plan.out_dir.display()
+        );
     }
     let init_stop = log.end("init_stop", (), &[]);
     let init_ms = init_stop.saturating_sub(init_start);
@@ -453,11 +453,12 @@ pub fn run_once(
             train_samples += gbs;
             block_t += dt;
             block_samples += gbs;
-            if let Some(tp) = plan.throughput {
-                if steps_done >= tp.window.0 && steps_done < tp.window.1 {
-                    window_time += dt;
-                    window_samples += gbs;
-                }
+            if let Some(tp) = plan.throughput
+                && steps_done >= tp.window.0
+                && steps_done < tp.window.1
+            {
+                window_time += dt;
+                window_samples += gbs;
             }
             obs.step(
                 samples,
@@ -565,7 +566,7 @@ pub fn run_once(
             if at_eval {
                 log.start("block_start", (), &samples_meta(samples));
             }
-            if leader && steps_done % 32 == 0 {
+            if leader && steps_done.is_multiple_of(32) {
                 let _ = log.flush();
             }
         }

@@ -291,24 +291,24 @@ fn run_file(
             .push(i);
 
         if !has_been_exec.contains(key) {
-            if let Some(pre) = &rule.pre {
-                if let Err(e) = exec_snippet(pre, &mut s, Some(rec), &fx) {
-                    store.keyed(key, code_raised(rel, rule, pre, "PRE", rec, &e));
-                }
+            if let Some(pre) = &rule.pre
+                && let Err(e) = exec_snippet(pre, &mut s, Some(rec), &fx)
+            {
+                store.keyed(key, code_raised(rel, rule, pre, "PRE", rec, &e));
             }
             for check in &rule.check {
                 run_check(rel, rule, check, "CHECK", rec, &s, &fx, store);
             }
-            if let Some(post) = &rule.post {
-                if let Err(e) = exec_snippet(post, &mut s, Some(rec), &fx) {
-                    store.keyed(key, code_raised(rel, rule, post, "POST", rec, &e));
-                }
+            if let Some(post) = &rule.post
+                && let Err(e) = exec_snippet(post, &mut s, Some(rec), &fx)
+            {
+                store.keyed(key, code_raised(rel, rule, post, "POST", rec, &e));
             }
         }
-        if let Some(fc) = &rule.first_check {
-            if first_check_seen.insert(key) {
-                run_check(rel, rule, fc, "FIRST_CHECK", rec, &s, &fx, store);
-            }
+        if let Some(fc) = &rule.first_check
+            && first_check_seen.insert(key)
+        {
+            run_check(rel, rule, fc, "FIRST_CHECK", rec, &s, &fx, store);
         }
         if let Some(ac) = &rule.atleast_one_check {
             let entry = atleast.entry(key).or_insert((0, 0, i));
@@ -525,16 +525,16 @@ fn run_file(
     }
 
     if let Some(end) = &file.end {
-        if let Some(pre) = &end.pre {
-            if let Err(e) = exec_snippet(pre, &mut s, None, &fx) {
-                store.unkeyed.push(
-                    Diagnostic::error(
-                        "code-raised",
-                        format!("END PRE raised {e} (the official checker crashes here)"),
-                    )
-                    .rule(rel, Some(pre.line)),
-                );
-            }
+        if let Some(pre) = &end.pre
+            && let Err(e) = exec_snippet(pre, &mut s, None, &fx)
+        {
+            store.unkeyed.push(
+                Diagnostic::error(
+                    "code-raised",
+                    format!("END PRE raised {e} (the official checker crashes here)"),
+                )
+                .rule(rel, Some(pre.line)),
+            );
         }
         for c in &end.check {
             match py::eval_truth(&c.code, &s, None, &fx) {
@@ -670,14 +670,14 @@ fn found_for(test: &str, rec: &Record, s: &Value) -> String {
         if let (Some(first), Some(limit)) = (
             s.get("first_init_start").and_then(Value::as_f64),
             s.get("compile_time_mins").and_then(Value::as_f64),
-        ) {
-            if test.contains("first_init_start") && first < 1e90 {
-                parts.push(format!(
-                    "initialisation took {:.1} min where {} min are allowed",
-                    (rec.timestamp - first) / 60_000.0,
-                    crate::value::float_repr(limit).trim_end_matches(".0")
-                ));
-            }
+        ) && test.contains("first_init_start")
+            && first < 1e90
+        {
+            parts.push(format!(
+                "initialisation took {:.1} min where {} min are allowed",
+                (rec.timestamp - first) / 60_000.0,
+                crate::value::float_repr(limit).trim_end_matches(".0")
+            ));
         }
     }
     let mut seen = Vec::new();
@@ -773,10 +773,10 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
             agg.timestamp = rec.timestamp;
         }
         let metric = meta.get("metric").expect("checked above").py_str();
-        if let Value::Dict(v) = &mut agg.v {
-            if let Some(Value::Dict(inner)) = v.get_mut("value") {
-                inner.insert(metric, rec.value().clone());
-            }
+        if let Value::Dict(v) = &mut agg.v
+            && let Some(Value::Dict(inner)) = v.get_mut("value")
+        {
+            inner.insert(metric, rec.value().clone());
         }
     }
     records.extend(groups.into_values());

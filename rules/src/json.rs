@@ -182,10 +182,8 @@ impl<'a> Parser<'a> {
         self.pos = i;
         // The slice is ASCII digits, sign, '.', 'e': valid UTF-8.
         let text = std::str::from_utf8(&d[start..i]).expect("ASCII number");
-        if !is_float {
-            if let Ok(n) = text.parse::<i64>() {
-                return Ok(Value::Int(n));
-            }
+        if !is_float && let Ok(n) = text.parse::<i64>() {
+            return Ok(Value::Int(n));
         }
         Ok(Value::Float(
             text.parse::<f64>().expect("valid JSON number"),

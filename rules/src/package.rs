@@ -159,20 +159,20 @@ pub fn repo_checks(org: &Path) -> Vec<Diagnostic> {
                 }
             } else if ft.is_dir() {
                 stack.push(p);
-            } else if let Ok(m) = e.metadata() {
-                if m.len() > 50 * 1024 * 1024 {
-                    out.push(
-                        Diagnostic::error(
-                            "repo",
-                            format!(
-                                "file of {:.1} MiB; git hosting limits files to 50 MiB",
-                                m.len() as f64 / 1048576.0
-                            ),
-                        )
-                        .rule("repo", None)
-                        .file(p.display().to_string()),
-                    );
-                }
+            } else if let Ok(m) = e.metadata()
+                && m.len() > 50 * 1024 * 1024
+            {
+                out.push(
+                    Diagnostic::error(
+                        "repo",
+                        format!(
+                            "file of {:.1} MiB; git hosting limits files to 50 MiB",
+                            m.len() as f64 / 1048576.0
+                        ),
+                    )
+                    .rule("repo", None)
+                    .file(p.display().to_string()),
+                );
             }
         }
     }

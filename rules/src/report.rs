@@ -76,10 +76,10 @@ pub fn write_diagnostic<W: Write + ?Sized>(
             None => writeln!(out, "{pad}rule:     {r}")?,
         }
     }
-    if let Some(t) = &d.test {
-        if d.expected.as_deref() != Some(t.as_str()) {
-            writeln!(out, "{pad}test:     {}", one_line(t))?;
-        }
+    if let Some(t) = &d.test
+        && d.expected.as_deref() != Some(t.as_str())
+    {
+        writeln!(out, "{pad}test:     {}", one_line(t))?;
     }
     if let Some(e) = &d.expected {
         writeln!(out, "{pad}expected: {}", one_line(e))?;

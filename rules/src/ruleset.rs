@@ -367,15 +367,16 @@ impl RuleLibrary {
     /// Rulesets available for a usage (`training`, `hpc`), sorted.
     pub fn rulesets(&self, usage: &str) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(root) = &self.root {
-            if let Ok(rd) = std::fs::read_dir(root) {
-                for e in rd.flatten() {
-                    let name = e.file_name().to_string_lossy().to_string();
-                    if let Some(ver) = name.strip_prefix(&format!("{usage}_")) {
-                        if is_version(ver) && e.path().join("common.yaml").is_file() {
-                            out.push(ver.to_string());
-                        }
-                    }
+        if let Some(root) = &self.root
+            && let Ok(rd) = std::fs::read_dir(root)
+        {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                if let Some(ver) = name.strip_prefix(&format!("{usage}_"))
+                    && is_version(ver)
+                    && e.path().join("common.yaml").is_file()
+                {
+                    out.push(ver.to_string());
                 }
             }
         }
@@ -411,13 +412,13 @@ impl RuleLibrary {
             .filter(|k| k.starts_with(&format!("{dir}/")))
             .cloned()
             .collect();
-        if let Some(root) = &self.root {
-            if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
-                for e in rd.flatten() {
-                    let n = e.file_name().to_string_lossy().to_string();
-                    if n.ends_with(".yaml") {
-                        rels.push(format!("{dir}/{n}"));
-                    }
+        if let Some(root) = &self.root
+            && let Ok(rd) = std::fs::read_dir(root.join(dir))
+        {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().to_string();
+                if n.ends_with(".yaml") {
+                    rels.push(format!("{dir}/{n}"));
                 }
             }
         }
@@ -547,13 +548,12 @@ pub fn package_from_dir(dir: &Path) -> Option<MlperfLogging> {
     if let Some(p) = MlperfLogging::at(dir.to_path_buf()) {
         return Some(p);
     }
-    if dir.file_name().is_some_and(|n| n == "compliance_checker") {
-        if let Some(p) = dir
+    if dir.file_name().is_some_and(|n| n == "compliance_checker")
+        && let Some(p) = dir
             .parent()
             .and_then(|p| MlperfLogging::at(p.to_path_buf()))
-        {
-            return Some(p);
-        }
+    {
+        return Some(p);
     }
     MlperfLogging::at(dir.join("mlperf_logging"))
 }
@@ -608,12 +608,12 @@ pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
             ])
             .stderr(std::process::Stdio::null())
             .output();
-        if let Ok(out) = out {
-            if out.status.success() {
-                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                if let Some(p) = MlperfLogging::at(PathBuf::from(&dir)) {
-                    return Ok(p);
-                }
+        if let Ok(out) = out
+            && out.status.success()
+        {
+            let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if let Some(p) = MlperfLogging::at(PathBuf::from(&dir)) {
+                return Ok(p);
             }
         }
         tried.push(format!("`{py} -c 'import mlperf_logging'`"));

@@ -425,9 +425,10 @@ pub fn score_dir(
                         )),
                 );
             }
-            if let Some(f) = o.writes_scaling {
-                if (f - scale).abs() > 1e-12 {
-                    diags.push(
+            if let Some(f) = o.writes_scaling
+                && (f - scale).abs() > 1e-12
+            {
+                diags.push(
                         Diagnostic::note(
                             "rcp-normalization",
                             format!(
@@ -438,7 +439,6 @@ pub fn score_dir(
                         .rule("rcp", None)
                         .file(dir.path.display().to_string()),
                     );
-                }
             }
         }
         diags.extend(o.diagnostics.iter().cloned());

@@ -108,33 +108,30 @@ pub fn check(desc: &SystemDesc, path: &Path, status_rule: bool) -> Vec<Diagnosti
                 .official(format!("Missing field {f}")),
         );
     }
-    if status_rule {
-        if let Some(status) = desc.json.get("status") {
-            let ok =
-                matches!(status, Json::String(s) if SYSTEM_STATUS_VALUES.contains(&s.as_str()));
-            if !ok {
-                let shown = match status {
-                    Json::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let mut d = Diagnostic::error(
-                    "system-description",
-                    format!("field `status` has an invalid value `{shown}`"),
-                )
-                .rule("system-description", None)
-                .key("status")
-                .file(file.clone())
-                .expected(format!("one of {}", SYSTEM_STATUS_VALUES.join(" | ")))
-                .found(shown.clone())
-                .official(format!(
-                    "Field status contains a non valid value: {shown}, must be one of [{}]",
-                    SYSTEM_STATUS_VALUES.map(|s| format!("'{s}'")).join(", ")
-                ));
-                if !missing.is_empty() {
-                    d.message.push_str(" (the official checker reports only this and drops the missing-field messages)");
-                }
-                out.push(d);
+    if status_rule && let Some(status) = desc.json.get("status") {
+        let ok = matches!(status, Json::String(s) if SYSTEM_STATUS_VALUES.contains(&s.as_str()));
+        if !ok {
+            let shown = match status {
+                Json::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut d = Diagnostic::error(
+                "system-description",
+                format!("field `status` has an invalid value `{shown}`"),
+            )
+            .rule("system-description", None)
+            .key("status")
+            .file(file.clone())
+            .expected(format!("one of {}", SYSTEM_STATUS_VALUES.join(" | ")))
+            .found(shown.clone())
+            .official(format!(
+                "Field status contains a non valid value: {shown}, must be one of [{}]",
+                SYSTEM_STATUS_VALUES.map(|s| format!("'{s}'")).join(", ")
+            ));
+            if !missing.is_empty() {
+                d.message.push_str(" (the official checker reports only this and drops the missing-field messages)");
             }
+            out.push(d);
         }
     }
     out

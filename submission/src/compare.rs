@@ -723,10 +723,10 @@ fn definition(b: &RunSet, c: &RunSet) -> Definition {
             b.ruleset, c.ruleset
         ));
     }
-    if let (Some(tb), Some(tc)) = (&b.target, &c.target) {
-        if tb != tc {
-            d.push(format!("target: baseline {tb}, candidate {tc}"));
-        }
+    if let (Some(tb), Some(tc)) = (&b.target, &c.target)
+        && tb != tc
+    {
+        d.push(format!("target: baseline {tb}, candidate {tc}"));
     }
     for (name, set) in [("baseline", b), ("candidate", c)] {
         for (ds, fps) in &set.dataset_fingerprints {

@@ -345,18 +345,18 @@ impl Manifest {
                 continue;
             }
             let e = parse_line(line).map_err(|m| err(n, m))?;
-            if let Some(prev) = entries.last() {
-                if prev.path.as_bytes() >= e.path.as_bytes() {
-                    let m = if prev.path == e.path {
-                        format!("path {:?} listed twice", e.path)
-                    } else {
-                        format!(
-                            "path {:?} out of order (must sort after {:?})",
-                            e.path, prev.path
-                        )
-                    };
-                    return Err(err(n, m));
-                }
+            if let Some(prev) = entries.last()
+                && prev.path.as_bytes() >= e.path.as_bytes()
+            {
+                let m = if prev.path == e.path {
+                    format!("path {:?} listed twice", e.path)
+                } else {
+                    format!(
+                        "path {:?} out of order (must sort after {:?})",
+                        e.path, prev.path
+                    )
+                };
+                return Err(err(n, m));
             }
             entries.push(e);
         }

@@ -415,14 +415,14 @@ impl AllowedSigners {
                 ));
                 continue;
             }
-            if let Some(ns) = &s.namespaces {
-                if !match_pattern_list(namespace, ns) {
-                    notes.push(format!(
-                        "line {}: namespaces=\"{ns}\" does not include {namespace}",
-                        s.line
-                    ));
-                    continue;
-                }
+            if let Some(ns) = &s.namespaces
+                && !match_pattern_list(namespace, ns)
+            {
+                notes.push(format!(
+                    "line {}: namespaces=\"{ns}\" does not include {namespace}",
+                    s.line
+                ));
+                continue;
             }
             for p in &s.principals {
                 if !principals.contains(p) {

@@ -137,8 +137,8 @@ impl LlmHparams {
 
     fn validate(&self) -> Result<()> {
         if self.n_heads == 0
-            || self.d_model % self.n_heads != 0
-            || (self.d_model / self.n_heads) % 2 != 0
+            || !self.d_model.is_multiple_of(self.n_heads)
+            || !(self.d_model / self.n_heads).is_multiple_of(2)
         {
             return Err(err(
                 "llm: d_model must be a multiple of n_heads with an even head dim",
@@ -369,7 +369,7 @@ impl LlmTrainer {
 
     fn batch(&self, inputs: &[u32], targets: &[u32]) -> Result<Tensor> {
         let t = self.hp.seq_len;
-        if inputs.is_empty() || inputs.len() % t != 0 || inputs.len() != targets.len() {
+        if inputs.is_empty() || !inputs.len().is_multiple_of(t) || inputs.len() != targets.len() {
             return Err(err(format!(
                 "llm: inputs ({}) and targets ({}) must both be B x seq_len ({t}) tokens",
                 inputs.len(),

@@ -103,7 +103,7 @@ impl ResnetHparams {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.image_size % 4 != 0 || self.image_size == 0 {
+        if !self.image_size.is_multiple_of(4) || self.image_size == 0 {
             return Err(err("resnet: image_size must be a positive multiple of 4"));
         }
         if self.base_width == 0 || self.blocks.contains(&0) || self.num_classes < 2 {
@@ -512,7 +512,7 @@ impl ResnetTrainer {
     /// Whole images as a graph input (the graph's parameters brought up to date first).
     fn graph_input(&mut self, pixels: &[f32]) -> Result<Tensor> {
         let s = self.hp.image_size;
-        if pixels.is_empty() || pixels.len() % (s * s) != 0 {
+        if pixels.is_empty() || !pixels.len().is_multiple_of(s * s) {
             return Err(err(format!(
                 "resnet: {} pixel values are not whole {s}x{s} images",
                 pixels.len()

@@ -130,10 +130,10 @@ pub fn run(a: CompareArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    if let Some(p) = &a.markdown {
-        if let Err(e) = write_file(p, &report::markdown(&cmp)) {
-            return usage_error(e);
-        }
+    if let Some(p) = &a.markdown
+        && let Err(e) = write_file(p, &report::markdown(&cmp))
+    {
+        return usage_error(e);
     }
     if let Some(p) = &a.html {
         let page = match html::html(&cmp) {

@@ -85,12 +85,11 @@ pub fn run(a: RcpArgs) -> i32 {
         if a.write_scaling {
             let p = dir.join("scaling.json");
             let _ = std::fs::remove_file(&p);
-            if let Some(f) = o.writes_scaling {
-                if let Err(e) =
+            if let Some(f) = o.writes_scaling
+                && let Err(e) =
                     std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
-                {
-                    return usage_error(format!("{}: {e}", p.display()));
-                }
+            {
+                return usage_error(format!("{}: {e}", p.display()));
             }
         }
         all_pass &= o.passed;

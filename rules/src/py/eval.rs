@@ -251,12 +251,13 @@ fn exec_block(
 
 /// `X.update(arg)` as a statement: returns (X, arg).
 pub(crate) fn update_call(e: &Expr) -> Option<(&Expr, &Expr)> {
-    if let Expr::Call { func, args, kwargs } = e {
-        if let Expr::Attr(base, m) = func.as_ref() {
-            if m == "update" && args.len() == 1 && kwargs.is_empty() {
-                return Some((base, &args[0]));
-            }
-        }
+    if let Expr::Call { func, args, kwargs } = e
+        && let Expr::Attr(base, m) = func.as_ref()
+        && m == "update"
+        && args.len() == 1
+        && kwargs.is_empty()
+    {
+        return Some((base, &args[0]));
     }
     None
 }

@@ -176,7 +176,7 @@ pub fn igemm(
         Isa::Avx2 if isa.available() => 8,
         _ => 0,
     };
-    let simd_cols = if lanes == 0 { 0 } else { cols / lanes * lanes };
+    let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
     if simd_cols > 0 {
         // SAFETY: the asserts above bound every element the kernels touch
         // (rows × simd_cols of out, the A offsets, K rows × simd_cols of B),

@@ -217,7 +217,7 @@ impl Linear<'_> {
     ) {
         let s = &mut *self.s;
         let (x, dy) = if self.bf16 {
-            (&*rounded(&mut s.a, x), &*rounded(&mut s.b, dy))
+            (rounded(&mut s.a, x), rounded(&mut s.b, dy))
         } else {
             (x, dy)
         };
@@ -691,7 +691,7 @@ impl Llm {
 
     fn check_tokens(&self, tokens: &[u32], what: &str) -> Result<usize> {
         let t = self.spec.seq_len;
-        if tokens.is_empty() || tokens.len() % t != 0 {
+        if tokens.is_empty() || !tokens.len().is_multiple_of(t) {
             return Err(err(format!(
                 "llm: {} {what} are not whole sequences of {t}",
                 tokens.len()

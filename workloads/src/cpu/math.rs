@@ -22,7 +22,7 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 5e-1;
     let p = p * r * r + r + 1.0;
     let k = t.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
     p * f32::from_bits(((k + 127) << 23) as u32)

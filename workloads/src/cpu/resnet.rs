@@ -255,7 +255,7 @@ impl Resnet {
     /// Training mode uses batch statistics and updates the running ones.
     pub fn forward(&mut self, params: &[f32], pixels: &[f32], train: bool) -> Result<&[f32]> {
         let s = self.image_size;
-        if pixels.is_empty() || pixels.len() % (s * s) != 0 {
+        if pixels.is_empty() || !pixels.len().is_multiple_of(s * s) {
             return Err(err(format!(
                 "resnet: {} pixel values are not whole {s}x{s} images",
                 pixels.len()
