@@ -367,7 +367,7 @@ impl LlmTrainer {
         &self.hp
     }
 
-    fn batch(&self, inputs: &[u32], targets: &[u32]) -> Result<Tensor> {
+    fn check_batch(&self, inputs: &[u32], targets: &[u32]) -> Result<()> {
         let t = self.hp.seq_len;
         if inputs.is_empty() || !inputs.len().is_multiple_of(t) || inputs.len() != targets.len() {
             return Err(err(format!(
@@ -383,6 +383,13 @@ impl LlmTrainer {
         {
             return Err(err(format!("llm: token {bad} out of vocabulary")));
         }
+        Ok(())
+    }
+
+    /// Checked tokens as a graph input (the graph's parameters brought up to date first).
+    fn graph_input(&mut self, inputs: &[u32]) -> Result<Tensor> {
+        self.params.sync_vars()?;
+        let t = self.hp.seq_len;
         Tensor::from_slice(inputs, (inputs.len() / t, t), &self.device)
     }
 
@@ -403,13 +410,13 @@ impl LlmTrainer {
         inputs: &[u32],
         targets: &[u32],
     ) -> Result<(f32, Vec<f32>)> {
-        let x = self.batch(inputs, targets)?;
+        self.check_batch(inputs, targets)?;
         if let Some(e) = &mut self.cpu {
             let mut grads = vec![0f32; self.params.len()];
             let loss = e.gradients(self.params.flat(), inputs, targets, &mut grads)?;
             return Ok((loss, grads));
         }
-        self.params.sync_vars()?;
+        let x = self.graph_input(inputs)?;
         let logits = self.model.forward(&x)?;
         let loss = ops::cross_entropy(&logits, targets)?;
         let grads = loss.backward()?;
@@ -438,13 +445,12 @@ impl LlmTrainer {
         &mut self,
         batches: &mut dyn Iterator<Item = (Vec<u32>, Vec<u32>)>,
     ) -> Result<f64> {
-        self.params.sync_vars()?;
         let (mut sum, mut count) = (0f64, 0usize);
         // The CPU engine's buffers are sized for a training batch: larger
         // evaluation batches go through in pieces of that size.
         let piece = self.hp.batch_size.max(1) * self.hp.seq_len;
         for (inputs, targets) in batches {
-            let x = self.batch(&inputs, &targets)?;
+            self.check_batch(&inputs, &targets)?;
             match &mut self.cpu {
                 Some(e) => {
                     for (i, t) in inputs.chunks(piece).zip(targets.chunks(piece)) {
@@ -453,6 +459,7 @@ impl LlmTrainer {
                     }
                 }
                 None => {
+                    let x = self.graph_input(&inputs)?;
                     let logits = self.model.forward(&x)?.detach();
                     let loss = ops::cross_entropy(&logits, &targets)?.to_scalar::<f32>()?;
                     sum += f64::from(loss) * targets.len() as f64;
@@ -513,11 +520,11 @@ impl LlmTrainer {
 
     /// Logits `[B*T, vocab]` for `inputs` (B×T tokens), no gradient.
     pub fn logits(&mut self, inputs: &[u32]) -> Result<Vec<f32>> {
-        let x = self.batch(inputs, inputs)?;
+        self.check_batch(inputs, inputs)?;
         if let Some(e) = &mut self.cpu {
             return Ok(e.forward(self.params.flat(), inputs)?.to_vec());
         }
-        self.params.sync_vars()?;
+        let x = self.graph_input(inputs)?;
         self.model.forward(&x)?.detach().flatten_all()?.to_vec1()
     }
 }

@@ -237,16 +237,14 @@ impl BatchNorm {
     }
 
     fn update_running(&mut self, st: &BnStats) {
-        let mom = self.momentum as f32;
-        let unbias = if st.count > 1 {
-            st.count as f32 / (st.count - 1) as f32
-        } else {
-            1.0
-        };
-        for j in 0..self.running_mean.len() {
-            self.running_mean[j] = (1.0 - mom) * self.running_mean[j] + mom * st.mean[j];
-            self.running_var[j] = (1.0 - mom) * self.running_var[j] + mom * st.var[j] * unbias;
-        }
+        crate::cpu::norm::fold_running_stats(
+            &mut self.running_mean,
+            &mut self.running_var,
+            &st.mean,
+            &st.var,
+            st.count,
+            self.momentum as f32,
+        );
     }
 }
 

@@ -716,16 +716,16 @@ impl Llm {
             bf16: s.bf16,
             s: &mut self.bf16,
         };
-        for (l, (ls, sv)) in s.layers.iter().zip(self.layers.iter_mut()).enumerate() {
+        // The embedding lookup is the input of the first layer (or of the
+        // final norm when there are no layers).
+        self.x_out.resize(rows * d, 0.0);
+        for (xr, &tok) in self.x_out.chunks_exact_mut(d).zip(tokens) {
+            let e = tok as usize * d;
+            xr.copy_from_slice(&embed[e..e + d]);
+        }
+        for (ls, sv) in s.layers.iter().zip(self.layers.iter_mut()) {
             sv.x.resize(rows * d, 0.0);
-            if l == 0 {
-                for (xr, &tok) in sv.x.chunks_exact_mut(d).zip(tokens) {
-                    let e = tok as usize * d;
-                    xr.copy_from_slice(&embed[e..e + d]);
-                }
-            } else {
-                sv.x.copy_from_slice(&self.x_out);
-            }
+            sv.x.copy_from_slice(&self.x_out);
             sv.r1.resize(rows, 0.0);
             sv.h.resize(rows * d, 0.0);
             rms_forward(
@@ -798,13 +798,6 @@ impl Llm {
                 &mut self.x_out,
                 true,
             );
-        }
-        if s.layers.is_empty() {
-            self.x_out.resize(rows * d, 0.0);
-            for (xr, &tok) in self.x_out.chunks_exact_mut(d).zip(tokens) {
-                let e = tok as usize * d;
-                xr.copy_from_slice(&embed[e..e + d]);
-            }
         }
         self.rf.resize(rows, 0.0);
         self.hf.resize(rows * d, 0.0);

@@ -98,16 +98,21 @@ impl BatchNorm {
         });
         let m = z.n * z.h * z.w;
         let mf = m as f64;
-        let unbias = if m > 1 { mf / (mf - 1.0) } else { 1.0 } as f32;
-        let mom = self.momentum;
+        let mut var = vec![0f32; c];
         for j in 0..c {
             let mu = sums[j] / mf;
-            let var = (sums[c + j] / mf - mu * mu).max(0.0) as f32;
+            var[j] = (sums[c + j] / mf - mu * mu).max(0.0) as f32;
             self.mean[j] = mu as f32;
-            self.invstd[j] = 1.0 / (var + self.eps).sqrt();
-            self.running_mean[j] = (1.0 - mom) * self.running_mean[j] + mom * self.mean[j];
-            self.running_var[j] = (1.0 - mom) * self.running_var[j] + mom * var * unbias;
+            self.invstd[j] = 1.0 / (var[j] + self.eps).sqrt();
         }
+        fold_running_stats(
+            &mut self.running_mean,
+            &mut self.running_var,
+            &self.mean,
+            &var,
+            m,
+            self.momentum,
+        );
         let gamma = &params[self.gamma..self.gamma + c];
         let beta = &params[self.beta..self.beta + c];
         let scale: Vec<f32> = (0..c).map(|j| self.invstd[j] * gamma[j]).collect();
@@ -310,4 +315,32 @@ pub fn add_into(src: &Image, dst: &mut Image) {
             }
         }
     });
+}
+
+/// Folds a batch's statistics (`mean`, biased `var` over `count` values per
+/// channel) into running averages: torch's convention, `momentum` weighs the
+/// new batch and the variance is made unbiased. The graph's batch norm and the
+/// engine's both use this.
+pub fn fold_running_stats(
+    running_mean: &mut [f32],
+    running_var: &mut [f32],
+    mean: &[f32],
+    var: &[f32],
+    count: usize,
+    momentum: f32,
+) {
+    let unbias = if count > 1 {
+        count as f32 / (count - 1) as f32
+    } else {
+        1.0
+    };
+    let keep = 1.0 - momentum;
+    for (j, (rm, rv)) in running_mean
+        .iter_mut()
+        .zip(running_var.iter_mut())
+        .enumerate()
+    {
+        *rm = keep * *rm + momentum * mean[j];
+        *rv = keep * *rv + momentum * var[j] * unbias;
+    }
 }
