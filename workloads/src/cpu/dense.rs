@@ -99,14 +99,20 @@ pub fn matmul(
     match threads {
         Threads::One => block(0, m, dst),
         Threads::All => {
-            // A few blocks per thread, each a whole number of rows.
-            let per = m.div_ceil(rayon::current_num_threads() * 4).max(16);
+            // A few blocks per thread, each a whole number of rows, and
+            // (up to an even share) at least MIN_BLOCK_ROWS of them so that
+            // the kernel's packed B serves many row tiles.
+            let t = rayon::current_num_threads();
+            let per = m.div_ceil(t * 4).max(MIN_BLOCK_ROWS.min(m.div_ceil(t)));
             dst.par_chunks_mut(per * n)
                 .enumerate()
                 .for_each(|(i, out)| block(i * per, out.len() / n, out));
         }
     }
 }
+
+/// Rows a thread's block of the output has at least (when the product has enough).
+const MIN_BLOCK_ROWS: usize = 128;
 
 /// Longest reduction of one pass over the output.
 const K_BLOCK: usize = 512;

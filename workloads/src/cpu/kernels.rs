@@ -215,8 +215,16 @@ fn max_rows(isa: Isa, fv: usize) -> usize {
         (Isa::Avx512, 3) => 8,
         (Isa::Avx512, _) => 7,
         (_, 1) => 12,
-        (_, 2) => 6,
-        (_, 3) => 4,
+        _ => 6,
+    }
+}
+
+/// Widest register tile, in vectors of columns, per instruction set.
+fn max_vectors(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 4,
+        // 6 × 2 vectors (12 accumulators of 16 ymm); 3 and 4 vectors wide
+        // spill or starve on loads (measured on Zen 3).
         _ => 2,
     }
 }
@@ -247,42 +255,112 @@ unsafe fn simd_blocks(
     out_stride: usize,
     acc: bool,
 ) {
-    let vecs = cols / lanes;
+    let k = a.koff.len();
+    // Column blocks of at most `max_vectors` vectors; every block uses the
+    // row tiles of the widest one.
+    let groups: Vec<(usize, usize)> = balanced(cols / lanes, max_vectors(isa)).collect();
+    let rt = max_rows(isa, groups.iter().map(|g| g.1).max().unwrap_or(1));
     // Rows in chunks whose part of A stays in the L2 cache while every
     // column block passes over it.
-    let k = a.koff.len().max(1);
-    let chunk = (ROW_CHUNK_FLOATS / k).max(32);
-    for (c0, clen) in balanced(rows, chunk) {
-        for (v0, fv) in balanced(vecs, 4) {
-            let rmax = max_rows(isa, fv);
-            for (r0, r) in balanced(clen, rmax) {
-                let r0 = c0 + r0;
-                let t = Tile {
-                    // SAFETY (all `add`s): within the bounds igemm checked.
-                    a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
-                    a_rs: a.row_stride,
-                    koff: a.koff.list.as_ptr(),
-                    k: a.koff.len(),
-                    b: unsafe { b.data.as_ptr().add(b.base + v0 * lanes) },
-                    bkoff: b.koff.list.as_ptr(),
-                    c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
-                    c_rs: out_stride,
-                    acc,
+    let chunk = (ROW_CHUNK_FLOATS / k.max(1)).max(32);
+    // With enough rows to pay for the copy, B is packed first: each column
+    // block in consecutive memory (`wmax` values per k), read row by row so
+    // that the copy streams. Read in place, a block's K rows lie a row stride
+    // apart and (strides of 512 B and more) fall into a few cache sets,
+    // evicting each other between the row tiles that reuse them. Packing
+    // changes no sum's order. (Packing A as well, GotoBLAS-style, was
+    // measured: the copy cost more than it saved at these shapes.)
+    let wmax = groups.iter().map(|g| g.1).max().unwrap_or(1) * lanes;
+    let pack = rows >= PACK_MIN_ROWS;
+    PANEL.with_borrow_mut(|p| {
+        if pack {
+            p.fill(b, &groups, lanes, wmax);
+        }
+        for (c0, clen) in balanced(rows, chunk) {
+            let tiles: Vec<(usize, usize)> = balanced(clen, rt).collect();
+            for (g, &(v0, fv)) in groups.iter().enumerate() {
+                let (bp, bkoff) = if pack {
+                    // SAFETY: fill wrote K·wmax values per block.
+                    (unsafe { p.b.as_ptr().add(g * k * wmax) }, p.koff.as_ptr())
+                } else {
+                    // SAFETY: within the bounds igemm checked.
+                    let bp = unsafe { b.data.as_ptr().add(b.base + v0 * lanes) };
+                    (bp, b.koff.list.as_ptr())
                 };
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => unsafe { x86::avx512::run(r, fv, &t) },
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => unsafe { x86::avx2::run(r, fv, &t) },
-                    _ => unreachable!("SIMD kernels requested without SIMD"),
+                for &(r0, r) in &tiles {
+                    let r0 = c0 + r0;
+                    let t = Tile {
+                        // SAFETY: within the bounds igemm checked.
+                        a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
+                        a_rs: a.row_stride,
+                        koff: a.koff.list.as_ptr(),
+                        k,
+                        b: bp,
+                        bkoff,
+                        // SAFETY: within the bounds igemm checked.
+                        c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
+                        c_rs: out_stride,
+                        acc,
+                    };
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => unsafe { x86::avx512::run(r, fv, &t) },
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => unsafe { x86::avx2::run(r, fv, &t) },
+                        _ => unreachable!("SIMD kernels requested without SIMD"),
+                    }
                 }
             }
         }
-    }
+    });
 }
 
 /// Floats of A (rows × K) per row chunk: 256 KiB, a quarter of a typical L2.
 const ROW_CHUNK_FLOATS: usize = 1 << 16;
+
+/// Rows from which B is packed (below, the copy costs more than the cache
+/// misses it saves).
+const PACK_MIN_ROWS: usize = 64;
+
+/// One thread's packed B, reused from call to call: column block `g` at
+/// `b[g·K·wmax ..]`, `b[g·K·wmax + k·wmax + j]` = B(k, j0(g) + j) (a narrower
+/// block leaves the rest of its rows unused), read through the offsets
+/// `koff[k] = k·wmax`.
+#[derive(Default)]
+struct Panel {
+    b: Vec<f32>,
+    koff: Vec<usize>,
+}
+
+impl Panel {
+    /// `groups`: (first vector, vectors) of each column block.
+    fn fill(&mut self, b: &BMat, groups: &[(usize, usize)], lanes: usize, wmax: usize) {
+        let k = b.koff.len();
+        self.b.resize(groups.len() * k * wmax, 0.0);
+        for (kk, &o) in b.koff.list.iter().enumerate() {
+            let row = b.base + o;
+            for (g, &(v0, fv)) in groups.iter().enumerate() {
+                let (w, j0) = (fv * lanes, v0 * lanes);
+                let d0 = g * k * wmax + kk * wmax;
+                let dst = &mut self.b[d0..d0 + w];
+                // Whole vectors: moves in place of a call to memcpy per piece
+                // (which costs as much as the copy at these widths).
+                for (d, s) in dst
+                    .chunks_exact_mut(8)
+                    .zip(b.data[row + j0..row + j0 + w].chunks_exact(8))
+                {
+                    d.copy_from_slice(s);
+                }
+            }
+        }
+        self.koff.clear();
+        self.koff.extend((0..k).map(|i| i * wmax));
+    }
+}
+
+thread_local! {
+    static PANEL: std::cell::RefCell<Panel> = std::cell::RefCell::default();
+}
 
 /// Columns `j0..j1` with plain loops.
 #[allow(clippy::too_many_arguments)]
@@ -389,9 +467,7 @@ mod x86 {
     isa_kernels!(avx2, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
         _mm256_set1_ps, _mm256_fmadd_ps,
         [1 => [1 2 3 4 5 6 7 8 9 10 11 12],
-         2 => [1 2 3 4 5 6],
-         3 => [1 2 3 4],
-         4 => [1 2]]);
+         2 => [1 2 3 4 5 6]]);
 }
 
 #[cfg(test)]
@@ -418,8 +494,13 @@ mod tests {
     fn every_isa_and_tile_shape_matches_the_naive_product() {
         let mut rng = Rng::new(5);
         // (rows, cols, k): every tile width 1..4 vectors of both ISAs, column
-        // tails, a row count that is not a multiple of any tile height.
+        // tails, a row count that is not a multiple of any tile height; from
+        // 64 rows B is packed (column blocks of mixed widths, several row
+        // chunks when K is long).
         for &(rows, cols, k) in &[
+            (70, 40, 13),
+            (130, 56, 9),
+            (250, 24, 600),
             (1, 1, 1),
             (29, 16, 7),
             (13, 32, 5),

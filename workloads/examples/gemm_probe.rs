@@ -1,0 +1,51 @@
+//! Measures the CPU engine's dense products alone (GFLOP/s per shape, one
+//! thread) at the LLM's shapes, to tune the kernel on a new CPU.
+//!
+//! ```text
+//! gemm_probe [--isa avx512|avx2|portable] [--reps N]
+//! ```
+use std::time::Instant;
+
+use referee_workloads::cpu::dense::{Layout, Threads, matmul};
+use referee_workloads::cpu::kernels::Isa;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |n: &str| {
+        args.iter()
+            .position(|a| a == n)
+            .and_then(|i| args.get(i + 1))
+    };
+    let isa = get("--isa").map_or_else(Isa::detect, |v| {
+        Isa::parse(v).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        })
+    });
+    let reps: usize = get("--reps").and_then(|v| v.parse().ok()).unwrap_or(5);
+    use Layout::{Normal as N, Transposed as T};
+    // (m, n, k, layout of a, layout of b): the mini LLM's products at b16.
+    let shapes = [
+        (128, 768, 2048, T, N),
+        (128, 384, 2048, T, N),
+        (384, 128, 2048, T, N),
+        (2048, 128, 2048, T, N),
+        (2048, 128, 768, N, T),
+        (2048, 768, 128, N, N),
+        (2048, 2048, 128, N, T),
+        (2048, 128, 2048, N, N),
+    ];
+    for (m, n, k, la, lb) in shapes {
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+        let mut c = vec![0f32; m * n];
+        let mut best = f64::MAX;
+        for _ in 0..reps {
+            let t = Instant::now();
+            matmul(isa, Threads::All, m, n, k, &a, la, &b, lb, &mut c, false);
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let gf = 2.0 * (m * n * k) as f64 / best / 1e9;
+        println!("{} {m}x{n}x{k} {la:?} {lb:?}: {gf:.1} GFLOP/s", isa.name());
+    }
+}
