@@ -99,11 +99,12 @@ pub fn matmul(
     match threads {
         Threads::One => block(0, m, dst),
         Threads::All => {
-            // A few blocks per thread, each a whole number of rows, and
-            // (up to an even share) at least MIN_BLOCK_ROWS of them so that
-            // the kernel's packed B serves many row tiles.
+            // Blocks of whole rows, as many for each thread (up to 4 each),
+            // of MIN_BLOCK_ROWS rows or more where the product has them, so
+            // that the kernel's packed B serves many row tiles.
             let t = rayon::current_num_threads();
-            let per = m.div_ceil(t * 4).max(MIN_BLOCK_ROWS.min(m.div_ceil(t)));
+            let blocks = (m / MIN_BLOCK_ROWS).clamp(1, 4 * t).next_multiple_of(t);
+            let per = m.div_ceil(blocks);
             dst.par_chunks_mut(per * n)
                 .enumerate()
                 .for_each(|(i, out)| block(i * per, out.len() / n, out));
