@@ -1,5 +1,6 @@
-//! Measures the CPU engine's dense products alone (GFLOP/s per shape, one
-//! thread) at the LLM's shapes, to tune the kernel on a new CPU.
+//! Measures the CPU engine's dense products alone (best GFLOP/s of N
+//! repetitions per shape) at the LLM's shapes, to tune the kernel on a new
+//! CPU. Uses the rayon pool: `RAYON_NUM_THREADS=1` for one thread.
 //!
 //! ```text
 //! gemm_probe [--isa avx512|avx2|portable] [--reps N]

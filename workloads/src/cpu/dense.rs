@@ -112,7 +112,8 @@ pub fn matmul(
     }
 }
 
-/// Rows a thread's block of the output has at least (when the product has enough).
+/// Rows per block of the output the split aims for (fewer where the product
+/// has too few rows to give every thread a block of this size).
 const MIN_BLOCK_ROWS: usize = 128;
 
 /// Longest reduction of one pass over the output.
