@@ -263,15 +263,19 @@ unsafe fn simd_blocks(
     // Rows in chunks whose part of A stays in the L2 cache while every
     // column block passes over it.
     let chunk = (ROW_CHUNK_FLOATS / k.max(1)).max(32);
-    // With enough rows to pay for the copy, B is packed first: each column
-    // block in consecutive memory (`wmax` values per k), read row by row so
-    // that the copy streams. Read in place, a block's K rows lie a row stride
-    // apart and (strides of 512 B and more) fall into a few cache sets,
-    // evicting each other between the row tiles that reuse them. Packing
-    // changes no sum's order. (Packing A as well, GotoBLAS-style, was
-    // measured: the copy cost more than it saved at these shapes.)
+    // Where B's rows lie far apart and enough rows of A reuse it to pay for
+    // the copy, B is packed first: each column block in consecutive memory
+    // (`wmax` values per k), read row by row so that the copy streams. Read
+    // in place, a block's K rows lie a row stride apart and (strides of
+    // 512 B and more) fall into a few cache sets, evicting each other between
+    // the row tiles that reuse them; closer rows (a convolution's output
+    // gradient, 32 or 64 channels a pixel) are read well in place, and the
+    // copy would only cost. Packing changes no sum's order. (Packing A as
+    // well, GotoBLAS-style, was measured: the copy cost more than it saved
+    // at these shapes.)
     let wmax = groups.iter().map(|g| g.1).max().unwrap_or(1) * lanes;
-    let pack = rows >= PACK_MIN_ROWS;
+    let spread = b.koff.max / k.saturating_sub(1).max(1);
+    let pack = rows >= PACK_MIN_ROWS && spread >= PACK_MIN_STRIDE;
     PANEL.with_borrow_mut(|p| {
         if pack {
             p.fill(b, &groups, lanes, wmax);
@@ -321,6 +325,9 @@ const ROW_CHUNK_FLOATS: usize = 1 << 16;
 /// Rows from which B is packed (below, the copy costs more than the cache
 /// misses it saves).
 const PACK_MIN_ROWS: usize = 64;
+
+/// Mean distance between B's rows, in floats (512 B), from which B is packed.
+const PACK_MIN_STRIDE: usize = 128;
 
 /// One thread's packed B, reused from call to call: column block `g` at
 /// `b[g·K·wmax ..]`, `b[g·K·wmax + k·wmax + j]` = B(k, j0(g) + j) (a narrower
@@ -495,8 +502,8 @@ mod tests {
         let mut rng = Rng::new(5);
         // (rows, cols, k): every tile width 1..4 vectors of both ISAs, column
         // tails, a row count that is not a multiple of any tile height; from
-        // 64 rows B is packed (column blocks of mixed widths, several row
-        // chunks when K is long).
+        // 64 rows, with B's rows far apart, B is packed (column blocks of
+        // mixed widths, several row chunks when K is long).
         for &(rows, cols, k) in &[
             (70, 40, 13),
             (130, 56, 9),
@@ -515,34 +522,36 @@ mod tests {
             let koff = Offsets::new((0..k).map(|i| (i * 7) % 40 + i).collect());
             let alen = (rows.max(1) - 1) * a_rs + koff.max + 5;
             let a = rng.normal_vec(alen, 1.0);
-            let b_rs = cols + 3;
-            let b = rng.normal_vec(k.max(1) * b_rs + 1, 1.0);
-            let bkoff = Offsets::dense(k, b_rs);
-            let os = cols + 2;
-            let init = rng.normal_vec(rows * os, 1.0);
             let am = AMat {
                 data: &a,
                 base: 2,
                 row_stride: a_rs,
                 koff: &koff,
             };
-            let bm = BMat {
-                data: &b,
-                base: 1,
-                koff: &bkoff,
-            };
-            for acc in [false, true] {
-                let mut want = init.clone();
-                naive(rows, cols, &am, &bm, &mut want, os, acc);
-                for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-                    let mut got = init.clone();
-                    igemm(isa, rows, cols, am, bm, &mut got, os, acc);
-                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                        assert!(
-                            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                            "{} rows {rows} cols {cols} k {k} acc {acc}: [{i}] {g} vs {w}",
-                            isa.name()
-                        );
+            let os = cols + 2;
+            let init = rng.normal_vec(rows * os, 1.0);
+            // B's rows close (read in place) and far apart (packed).
+            for b_rs in [cols + 3, PACK_MIN_STRIDE + cols] {
+                let b = rng.normal_vec(k.max(1) * b_rs + 1, 1.0);
+                let bkoff = Offsets::dense(k, b_rs);
+                let bm = BMat {
+                    data: &b,
+                    base: 1,
+                    koff: &bkoff,
+                };
+                for acc in [false, true] {
+                    let mut want = init.clone();
+                    naive(rows, cols, &am, &bm, &mut want, os, acc);
+                    for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                        let mut got = init.clone();
+                        igemm(isa, rows, cols, am, bm, &mut got, os, acc);
+                        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                                "{} rows {rows} cols {cols} k {k} b stride {b_rs} acc {acc}: [{i}] {g} vs {w}",
+                                isa.name()
+                            );
+                        }
                     }
                 }
             }
