@@ -4,6 +4,7 @@
 //! [`cli`]; each command then resolves them, in one place, into a validated
 //! configuration before any work starts.
 
+pub mod audit;
 pub mod cache;
 pub mod cli;
 pub mod clock;
@@ -12,8 +13,12 @@ pub mod fsutil;
 pub mod gpu;
 pub mod launch;
 pub mod logger;
+pub mod own_benchmarks;
+pub mod packaging;
+pub mod plan;
 pub mod provenance;
-pub mod registry;
 pub mod rules_env;
 pub mod run;
+pub mod session;
+pub mod slurm;
 pub mod sysinfo;

@@ -1,10 +1,20 @@
-//! Locating the official rules (rule files and RCP tables) for commands
-//! that need them, with one error message when they cannot be found.
+//! The rules a command judges with: the official rule files and RCP tables
+//! located (one error message when they cannot be found), the ruleset read
+//! from the paths or given, or referee's own ruleset for referee's own
+//! benchmarks.
 
+use referee_rules::checker::Checker;
+use referee_rules::compliance::CheckOptions;
+use referee_rules::meta::Meta;
+use referee_rules::rcp::Pruning;
 use referee_rules::ruleset::{
     MlperfLogging, RuleLibrary, discover_mlperf_logging, package_from_dir,
 };
+use referee_rules::score::ScoreContext;
+use referee_submission::compare::RulesProvider;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The official rule files, resolved from `--rules-dir` or discovery.
 #[derive(Debug, Clone)]
@@ -63,5 +73,249 @@ impl OfficialRules {
 
     pub fn library(&self) -> RuleLibrary {
         RuleLibrary::from_dir(&self.compliance_dir)
+    }
+}
+
+/// `training_results_v5.0` → `5.0.0`.
+pub fn infer_ruleset(paths: &[PathBuf]) -> Option<String> {
+    for p in paths {
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        for c in abs.components() {
+            let s = c.as_os_str().to_string_lossy();
+            for prefix in ["training_results_v", "hpc_results_v"] {
+                if let Some(v) = s.strip_prefix(prefix) {
+                    let parts: Vec<&str> = v.split('.').collect();
+                    if parts.len() == 2
+                        && parts
+                            .iter()
+                            .all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()))
+                    {
+                        return Some(format!("{v}.0"));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Which rules a command judges results with, as the user asked for them.
+#[derive(Debug, Clone)]
+pub struct RulesRequest {
+    /// `training` or `hpc`.
+    pub usage: &'static str,
+    /// `X.Y.Z`; `None`: read from the path, or referee's own ruleset when
+    /// every result is of one of referee's benchmarks.
+    pub ruleset: Option<String>,
+    /// Where the official rule files are (default: the installed package).
+    pub rules_dir: Option<PathBuf>,
+    /// Where the RCP tables are (default: the installed package's).
+    pub rcp_dir: Option<PathBuf>,
+    pub pruning: Pruning,
+}
+
+/// The rules a command judges with, resolved and loaded.
+pub struct ResolvedRules {
+    /// Rule files, RCP tables and ruleset facts, ready to score with.
+    pub scoring: ScoreContext,
+    /// e.g. "training 5.0.0 rules from mlperf-logging 4.1.68".
+    pub description: String,
+    /// The ruleset was read from the paths, not given.
+    pub inferred: bool,
+}
+
+/// Do the results under these submission folders name only referee's
+/// own benchmarks?
+fn only_referee_benchmarks(paths: &[PathBuf]) -> bool {
+    let Ok(orgs) = referee_rules::tree::find_orgs(paths) else {
+        return false;
+    };
+    let names: Vec<String> = orgs
+        .iter()
+        .flat_map(|o| referee_rules::tree::benchmark_dirs(o, "training").unwrap_or_default())
+        .map(|d| d.benchmark)
+        .collect();
+    !names.is_empty()
+        && names
+            .iter()
+            .all(|n| crate::own_benchmarks::find(n).is_some())
+}
+
+/// Do the result logs directly under these paths (a `referee run` output
+/// folder, a benchmark folder, or log files) all name one of referee's own
+/// benchmarks in `submission_benchmark`?
+fn logs_name_referee_benchmarks(paths: &[PathBuf]) -> bool {
+    let mut logs = Vec::new();
+    for p in paths {
+        if p.is_file() {
+            logs.push(p.clone());
+        } else if let Ok(dir) = std::fs::read_dir(p) {
+            logs.extend(dir.flatten().map(|e| e.path()).filter(|f| {
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
+            }));
+        }
+    }
+    !logs.is_empty()
+        && logs.iter().all(|log| {
+            referee_rules::mllog::read_file(log).is_ok_and(|parsed| {
+                parsed
+                    .records
+                    .iter()
+                    .find(|r| r.key.as_deref() == Some("submission_benchmark"))
+                    .and_then(|r| r.value().as_str().map(str::to_string))
+                    .is_some_and(|name| crate::own_benchmarks::find(&name).is_some())
+            })
+        })
+}
+
+/// Resolve a rules request for the results under `paths`.
+pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRules, String> {
+    let usage = req.usage;
+    let own = referee_workloads::bench::RULESET;
+    let (ruleset, inferred) = match &req.ruleset {
+        Some(r) => (r.clone(), false),
+        None => match infer_ruleset(paths) {
+            Some(r) => (r, true),
+            None if only_referee_benchmarks(paths) || logs_name_referee_benchmarks(paths) => {
+                (own.to_string(), true)
+            }
+            None => {
+                return Err(format!(
+                    "give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0), or --ruleset {own} for referee's benchmarks"
+                ));
+            }
+        },
+    };
+    if ruleset == own {
+        let mut ctx = crate::own_benchmarks::own_score_context();
+        ctx.pruning = req.pruning;
+        return Ok(ResolvedRules {
+            scoring: ctx,
+            description: format!("referee's own ruleset {own}"),
+            inferred,
+        });
+    }
+    let official = OfficialRules::resolve(req.rules_dir.as_deref())?;
+    let lib = official.library();
+    let available = lib.rulesets(usage);
+    if !available.contains(&ruleset) {
+        return Err(format!(
+            "unknown ruleset {ruleset} for {usage}; {} provides: {}",
+            official.origin,
+            available.join(", ")
+        ));
+    }
+    let rcp_dir: Option<PathBuf> = match &req.rcp_dir {
+        Some(d) if !d.is_dir() => {
+            return Err(format!("--rcp-dir {}: no such directory", d.display()));
+        }
+        Some(d) => Some(d.clone()),
+        None => official.rcp_dir.clone(),
+    };
+    let checker = Arc::new(Checker::new(Arc::new(lib), CheckOptions::default()));
+    let mut ctx = ScoreContext::new(checker, usage, &ruleset, Meta::official(), rcp_dir);
+    ctx.pruning = req.pruning;
+    Ok(ResolvedRules {
+        description: format!("{usage} {ruleset} rules from {}", official.origin),
+        scoring: ctx,
+        inferred,
+    })
+}
+
+/// The rules of each side of `referee compare`: referee's own ruleset for referee's benchmarks (unless `--ruleset`
+/// names another), the official rules otherwise (the ruleset given, or
+/// read from the side's path as `referee summarize` does).
+pub struct RulesPerSide {
+    request: RulesRequest,
+    own: OnceLock<Arc<ScoreContext>>,
+    official: Mutex<HashMap<PathBuf, Arc<ScoreContext>>>,
+}
+
+impl RulesPerSide {
+    pub fn new(request: RulesRequest) -> Self {
+        RulesPerSide {
+            request,
+            own: OnceLock::new(),
+            official: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl RulesProvider for RulesPerSide {
+    fn usage(&self) -> String {
+        self.request.usage.to_string()
+    }
+
+    fn context(&self, root: &Path, benchmark: &str) -> Result<Arc<ScoreContext>, String> {
+        let own_ruleset = referee_workloads::bench::RULESET;
+        let explicit_other = self
+            .request
+            .ruleset
+            .as_deref()
+            .is_some_and(|r| r != own_ruleset);
+        if crate::own_benchmarks::find(benchmark).is_some() && !explicit_other {
+            return Ok(self
+                .own
+                .get_or_init(|| Arc::new(crate::own_benchmarks::own_score_context()))
+                .clone());
+        }
+        let mut cache = self.official.lock().expect("rules cache");
+        if let Some(c) = cache.get(root) {
+            return Ok(c.clone());
+        }
+        let resolved = resolve_rules(&self.request, &[root.to_path_buf()])
+            .map_err(|e| format!("{}: {e}", root.display()))?;
+        let ctx = Arc::new(resolved.scoring);
+        cache.insert(root.to_path_buf(), ctx.clone());
+        Ok(ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_naming(dir: &std::path::Path, file: &str, bench: &str) {
+        std::fs::write(
+            dir.join(file),
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"submission_benchmark\", \"value\": \"{bench}\", \"metadata\": {{\"file\": \"x.py\", \"lineno\": 1}}}}\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn run_output_of_own_benchmarks_gets_the_own_ruleset() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        assert!(!logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        log_naming(&dir, "result_0.txt", "mini_llm");
+        log_naming(&dir, "result_1.txt", "mini_llm");
+        assert!(logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        assert!(logs_name_referee_benchmarks(&[dir.join("result_0.txt")]));
+        // One official benchmark among them: no guess.
+        log_naming(&dir, "result_2.txt", "bert");
+        assert!(!logs_name_referee_benchmarks(std::slice::from_ref(&dir)));
+        let req = RulesRequest {
+            usage: "training",
+            ruleset: None,
+            rules_dir: None,
+            rcp_dir: None,
+            pruning: Pruning::Official,
+        };
+        let e = resolve_rules(&req, std::slice::from_ref(&dir))
+            .err()
+            .unwrap();
+        assert!(e.contains("--ruleset"), "{e}");
+        std::fs::remove_file(dir.join("result_2.txt")).unwrap();
+        let r = resolve_rules(&req, &[dir]).unwrap();
+        assert!(
+            r.inferred && r.description.contains("referee"),
+            "{}",
+            r.description
+        );
     }
 }

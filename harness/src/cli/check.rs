@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use referee_rules::Verdict;
 use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
 use referee_rules::compliance::CheckOptions;
-use referee_rules::report::{CheckSummary, HumanSink, JsonSink, MarkdownSink, Sink};
+use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink};
 use referee_rules::ruleset::RuleLibrary;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -71,19 +71,15 @@ pub struct CheckArgs {
     pub threads: Option<usize>,
 }
 
-enum Format {
-    Human { show_pass: bool },
-    Json,
-    Markdown,
-}
-
 /// The validated, resolved form of `CheckArgs`.
 struct CheckConfig {
     checker: Checker,
     choice: RulesetChoice,
     logs: Vec<PathBuf>,
     format: Format,
-    rules_desc: String,
+    /// Human form: PASS lines too.
+    show_pass: bool,
+    rules: String,
     threads: usize,
 }
 
@@ -113,8 +109,8 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         Some(o) => o.library(),
         None => RuleLibrary::embedded_only(),
     };
-    crate::registry::register_rules(&mut lib);
-    let (choice, rules_desc) = if let Some(v) = a.ruleset {
+    crate::own_benchmarks::register_rules(&mut lib);
+    let (choice, rules) = if let Some(v) = a.ruleset {
         let available = lib.rulesets(usage);
         if !available.contains(&v) {
             return Err(format!(
@@ -151,22 +147,14 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         quiet: a.no_warnings,
     };
     let mut checker = Checker::new(Arc::new(lib), opts);
-    crate::registry::register_own(&mut checker);
-    let format = if a.json {
-        Format::Json
-    } else if a.markdown {
-        Format::Markdown
-    } else {
-        Format::Human {
-            show_pass: !a.failures_only,
-        }
-    };
+    crate::own_benchmarks::register_own(&mut checker);
     Ok(CheckConfig {
         checker,
         choice,
         logs,
-        format,
-        rules_desc,
+        format: Format::from_flags(a.json, a.markdown),
+        show_pass: !a.failures_only,
+        rules,
         threads: init_threads(a.threads),
     })
 }
@@ -200,13 +188,13 @@ pub fn run(args: CheckArgs) -> i32 {
 
     let stdout = std::io::stdout().lock();
     let mut sink: Box<dyn Sink> = match cfg.format {
-        Format::Human { show_pass } => Box::new(HumanSink::new(stdout, show_pass)),
+        Format::Human => Box::new(HumanSink::new(stdout, cfg.show_pass)),
         Format::Json => Box::new(JsonSink::new(stdout)),
         Format::Markdown => Box::new(MarkdownSink::new(stdout)),
     };
     let mut summary = CheckSummary {
         threads: cfg.threads,
-        rules: cfg.rules_desc.clone(),
+        rules: cfg.rules.clone(),
         ..CheckSummary::default()
     };
     let mut io_ok = true;

@@ -5,13 +5,10 @@
 
 use super::common::RulesetArgs;
 use super::{EXIT_USAGE, init_threads, usage_error};
-use crate::registry;
+use crate::rules_env::RulesPerSide;
 use clap::Args;
-use referee_rules::score::ScoreContext;
-use referee_submission::compare::{self, Options, RulesProvider, html, report};
-use std::collections::HashMap;
+use referee_submission::compare::{self, Options, html, report};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -48,47 +45,6 @@ pub struct CompareArgs {
     pub threads: Option<usize>,
 }
 
-/// referee's own ruleset for referee's benchmarks (unless `--ruleset`
-/// names another), the official rules otherwise (the ruleset given, or
-/// read from the side's path as `referee summarize` does).
-struct CliRules<'a> {
-    args: &'a RulesetArgs,
-    own: OnceLock<Arc<ScoreContext>>,
-    official: Mutex<HashMap<PathBuf, Arc<ScoreContext>>>,
-}
-
-impl RulesProvider for CliRules<'_> {
-    fn usage(&self) -> String {
-        self.args.usage.as_str().to_string()
-    }
-
-    fn context(&self, root: &Path, benchmark: &str) -> Result<Arc<ScoreContext>, String> {
-        let own_ruleset = referee_workloads::bench::RULESET;
-        let explicit_other = self
-            .args
-            .ruleset
-            .as_deref()
-            .is_some_and(|r| r != own_ruleset);
-        if registry::find(benchmark).is_some() && !explicit_other {
-            return Ok(self
-                .own
-                .get_or_init(|| Arc::new(registry::own_score_context()))
-                .clone());
-        }
-        let mut cache = self.official.lock().expect("rules cache");
-        if let Some(c) = cache.get(root) {
-            return Ok(c.clone());
-        }
-        let resolved = self
-            .args
-            .resolve(&[root.to_path_buf()])
-            .map_err(|e| format!("{}: {e}", root.display()))?;
-        let ctx = Arc::new(resolved.ctx);
-        cache.insert(root.to_path_buf(), ctx.clone());
-        Ok(ctx)
-    }
-}
-
 fn write_file(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -107,11 +63,7 @@ pub fn run(a: CompareArgs) -> i32 {
             a.threshold
         ));
     }
-    let rules = CliRules {
-        args: &a.rules,
-        own: OnceLock::new(),
-        official: Mutex::new(HashMap::new()),
-    };
+    let rules = RulesPerSide::new(a.rules.request());
     let baseline = match compare::load_side(&a.baseline, &rules) {
         Ok(s) => s,
         Err(e) => return usage_error(format!("baseline: {e}")),

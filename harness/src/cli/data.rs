@@ -39,13 +39,13 @@ pub fn resolve_names(name: &str) -> Result<Vec<String>, String> {
     if datasets::dataset_names().contains(&name) {
         return Ok(vec![name.to_string()]);
     }
-    if let Some(ds) = crate::registry::benchmark_datasets(name) {
+    if let Some(ds) = crate::own_benchmarks::benchmark_datasets(name) {
         return Ok(ds.iter().map(|s| s.to_string()).collect());
     }
     Err(format!(
         "unknown dataset or benchmark `{name}`; datasets: {}; benchmarks: {}",
         datasets::dataset_names().join(", "),
-        crate::registry::benchmark_names().join(", ")
+        crate::own_benchmarks::benchmark_names().join(", ")
     ))
 }
 

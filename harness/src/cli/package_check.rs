@@ -4,11 +4,11 @@ use super::common::RulesetArgs;
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use referee_rules::Verdict;
 use referee_rules::package::{PackageOptions, check_package};
-use referee_rules::report::write_package_human;
+use referee_rules::report::package::PackageCheckReport;
+use referee_rules::report::{Detail, Format, render};
 use referee_rules::tree;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -28,8 +28,11 @@ pub struct PackageCheckArgs {
     #[arg(long)]
     pub rcp_bert_train_samples: bool,
     /// One JSON object per submission folder.
-    #[arg(long)]
+    #[arg(long, group = "format")]
     pub json: bool,
+    /// A Markdown report.
+    #[arg(long, group = "format")]
+    pub markdown: bool,
     /// Also print notes (RCP passes, quirks).
     #[arg(long, short)]
     pub verbose: bool,
@@ -61,34 +64,19 @@ pub fn run(a: PackageCheckArgs) -> i32 {
     } else {
         ProgressBar::hidden()
     };
-    let mut out = std::io::stdout().lock();
-    let mut all_ok = true;
-    for org in &orgs {
-        let rep = check_package(&resolved.ctx, org, opts, &|| pb.inc(1));
-        all_ok &= rep.verdict == Verdict::Pass;
-        let res = if a.json {
-            serde_json::to_writer(&mut out, &rep)
-                .map_err(std::io::Error::other)
-                .and_then(|_| writeln!(out))
-        } else {
-            write_package_human(&mut out, &rep, a.verbose)
-        };
-        if res.is_err() {
-            return EXIT_USAGE;
-        }
-    }
+    let folders = orgs
+        .iter()
+        .map(|org| check_package(&resolved.scoring, org, opts, &|| pb.inc(1)))
+        .collect();
     pb.finish_and_clear();
-    if !a.json {
-        let _ = writeln!(
-            out,
-            "{}: {}",
-            if all_ok {
-                "PACKAGE ACCEPTABLE"
-            } else {
-                "PACKAGE NOT ACCEPTABLE"
-            },
-            resolved.rules_desc
-        );
+    let report = PackageCheckReport {
+        folders,
+        rules: resolved.description,
+    };
+    let detail = Detail { verbose: a.verbose };
+    let format = Format::from_flags(a.json, a.markdown);
+    if render(&report, format, detail, &mut std::io::stdout().lock()).is_err() {
+        return EXIT_USAGE;
     }
-    if all_ok { EXIT_OK } else { EXIT_FAIL }
+    if report.passed() { EXIT_OK } else { EXIT_FAIL }
 }

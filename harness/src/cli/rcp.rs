@@ -1,16 +1,15 @@
 //! `referee rcp`: the RCP convergence test on benchmark directories.
 
 use super::common::RulesetArgs;
-use super::{EXIT_FAIL, EXIT_OK, init_threads, usage_error};
+use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::{Args, ValueEnum};
 use rayon::prelude::*;
-use referee_rules::diag::Severity;
 use referee_rules::rcp::{self, RcpPass};
-use referee_rules::report::write_diagnostic;
+use referee_rules::report::rcp::{RcpDirReport, RcpReport};
+use referee_rules::report::{Detail, Format, render};
 use referee_rules::score::analyze_run;
 use referee_rules::tree;
-use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PassArg {
@@ -57,14 +56,16 @@ pub fn run(a: RcpArgs) -> i32 {
         Err(e) => return usage_error(e),
     };
     init_threads(a.threads);
-    let ctx = &resolved.ctx;
+    let ctx = &resolved.scoring;
     let mut opts = ctx.rcp_options(a.rcp_bypass, a.bert_train_samples);
     opts.pass = match a.rcp_pass {
         PassArg::Pruned => RcpPass::Pruned,
         PassArg::Full => RcpPass::Full,
     };
-    let mut all_pass = true;
-    let mut out = std::io::stdout().lock();
+    let mut report = RcpReport {
+        dirs: Vec::new(),
+        inferred_rules: resolved.inferred.then(|| resolved.description.clone()),
+    };
     for dir in &a.dirs {
         let files = match tree::result_files(dir) {
             Ok(f) => f,
@@ -82,73 +83,31 @@ pub fn run(a: RcpArgs) -> i32 {
         if let Ok(t) = ctx.table(o.benchmark.as_deref().unwrap_or("")) {
             diags.extend(rcp::quirk_notes(&t, &o, &opts));
         }
-        if a.write_scaling {
-            let p = dir.join("scaling.json");
-            let _ = std::fs::remove_file(&p);
-            if let Some(f) = o.writes_scaling
-                && let Err(e) =
-                    std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
-            {
-                return usage_error(format!("{}: {e}", p.display()));
-            }
+        if a.write_scaling
+            && let Err(e) = write_scaling(dir, o.writes_scaling)
+        {
+            return usage_error(e);
         }
-        all_pass &= o.passed;
-        if a.json {
-            let v = serde_json::json!({
-                "path": dir.display().to_string(),
-                "verdict": if o.passed { "PASS" } else { "FAIL" },
-                "message": o.message,
-                "benchmark": o.benchmark,
-                "global_batch_size": o.global_batch_size,
-                "submission_mean": o.submission_mean,
-                "normalization_factor": o.norm_factor,
-                "record": o.record,
-                "runs": o.runs,
-                "diagnostics": diags,
-            });
-            let _ = writeln!(out, "{v}");
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "{} {}: {}{}",
-            if o.passed { "PASS" } else { "FAIL" },
-            dir.display(),
-            o.message,
-            o.benchmark
-                .as_ref()
-                .map(|b| format!(
-                    "  ({b}, BS {})",
-                    o.global_batch_size
-                        .map(|x| x.to_string())
-                        .unwrap_or("?".into())
-                ))
-                .unwrap_or_default()
-        );
-        if let (Some(r), Some(m)) = (&o.record, o.submission_mean) {
-            let _ = writeln!(
-                out,
-                "  submission mean {m:.4} vs minimum {:.4} (RCP {}: mean {:.4}, stdev {:.4}, max speedup {:.4}); normalisation factor {}",
-                r.mean / r.max_speedup,
-                r.name,
-                r.mean,
-                r.stdev,
-                r.max_speedup,
-                o.norm_factor
-            );
-        }
-        for d in &diags {
-            if d.severity != Severity::Note || a.verbose {
-                let _ = write_diagnostic(&mut out, d, "  ");
-            }
-        }
-        if resolved.inferred && a.verbose {
-            let _ = writeln!(
-                out,
-                "  note: {} (ruleset read from the path)",
-                resolved.rules_desc
-            );
-        }
+        report
+            .dirs
+            .push(RcpDirReport::new(dir.display().to_string(), &o, diags));
     }
-    if all_pass { EXIT_OK } else { EXIT_FAIL }
+    let format = if a.json { Format::Json } else { Format::Human };
+    let detail = Detail { verbose: a.verbose };
+    if render(&report, format, detail, &mut std::io::stdout().lock()).is_err() {
+        return EXIT_USAGE;
+    }
+    if report.passed() { EXIT_OK } else { EXIT_FAIL }
+}
+
+/// `scaling.json` where the official package checker would write one
+/// (and none where it would not).
+fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), String> {
+    let p = dir.join("scaling.json");
+    let _ = std::fs::remove_file(&p);
+    match factor {
+        Some(f) => std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
+            .map_err(|e| format!("{}: {e}", p.display())),
+        None => Ok(()),
+    }
 }

@@ -5,10 +5,8 @@ use super::{EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::diag::Severity;
-use referee_rules::report::{
-    write_diagnostic, write_scores_csv, write_scores_jsonl, write_scores_markdown,
-    write_scores_table,
-};
+use referee_rules::report::scores::{ScoreTable, write_csv};
+use referee_rules::report::{Detail, Format, render, write_diagnostic};
 use referee_rules::score::summarize;
 use referee_rules::tree;
 use std::io::{IsTerminal, Write};
@@ -51,7 +49,7 @@ pub fn run(a: SummarizeArgs) -> i32 {
     let start = Instant::now();
     let total: usize = orgs
         .iter()
-        .flat_map(|o| tree::benchmark_dirs(o, &resolved.ctx.usage).unwrap_or_default())
+        .flat_map(|o| tree::benchmark_dirs(o, &resolved.scoring.usage).unwrap_or_default())
         .map(|d| tree::result_files(&d.path).map(|f| f.len()).unwrap_or(0))
         .sum();
     let pb = if std::io::stderr().is_terminal() {
@@ -64,7 +62,7 @@ pub fn run(a: SummarizeArgs) -> i32 {
     } else {
         ProgressBar::hidden()
     };
-    let (mut rows, problems) = summarize(&resolved.ctx, &orgs, &|| pb.inc(1));
+    let (mut rows, problems) = summarize(&resolved.scoring, &orgs, &|| pb.inc(1));
     pb.finish_and_clear();
     rows.sort_by(|x, y| {
         (&x.submitter_dir, &x.system, &x.score.benchmark).cmp(&(
@@ -73,16 +71,15 @@ pub fn run(a: SummarizeArgs) -> i32 {
             &y.score.benchmark,
         ))
     });
+    let table = ScoreTable { rows };
     let mut out = std::io::stdout().lock();
     let res = if a.csv {
-        write_scores_csv(&mut out, &rows)
-    } else if a.markdown {
-        write_scores_markdown(&mut out, &rows)
-    } else if a.json {
-        write_scores_jsonl(&mut out, &rows)
+        write_csv(&mut out, &table.rows)
     } else {
-        write_scores_table(&mut out, &rows)
+        let format = Format::from_flags(a.json, a.markdown);
+        render(&table, format, Detail::default(), &mut out)
     };
+    let rows = table.rows;
     if res.is_err() {
         return EXIT_USAGE;
     }
@@ -119,7 +116,7 @@ pub fn run(a: SummarizeArgs) -> i32 {
         total,
         orgs.len(),
         if orgs.len() == 1 { "" } else { "s" },
-        resolved.rules_desc,
+        resolved.description,
         if resolved.inferred {
             " (ruleset read from the path)"
         } else {

@@ -1,0 +1,492 @@
+//! Planning a session of runs: a [`RunRequest`] (what the user asked for,
+//! from flags or a caller) is resolved once into a [`SessionConfig`] — the
+//! benchmark, its validated hyperparameters (defaults, then a config file,
+//! then `--set` overrides; fixed ones enforced in the closed division), the
+//! device and engine, the prepared data's fingerprints, the output
+//! directory and one seed per run — before anything runs. Every later step
+//! reads only the resolved form.
+
+use crate::gpu::GpuInfo;
+use crate::launch::Placement;
+use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
+use crate::run::{RunPlan, ThroughputPlan};
+use crate::sysinfo::HostFacts;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The MLPerf division of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Division {
+    /// Fixed hyperparameters must keep their reference values.
+    Closed,
+    Open,
+}
+
+impl Division {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Division::Closed => "closed",
+            Division::Open => "open",
+        }
+    }
+}
+
+/// What a session measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Train to the quality target (MLPerf timing rules).
+    TimeToTrain,
+    /// A fixed number of steps; step time and throughput over a window.
+    Throughput,
+}
+
+/// A session of runs as asked for (by `referee run`'s flags or a caller).
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub benchmark: String,
+    /// Number of runs (default: the benchmark's N).
+    pub runs: Option<usize>,
+    /// Hyperparameters from a YAML or JSON file.
+    pub config_file: Option<PathBuf>,
+    /// `KEY=VALUE` overrides, applied after the file.
+    pub sets: Vec<String>,
+    /// Output directory (default: `out/BENCHMARK-TIMESTAMP`).
+    pub out: Option<PathBuf>,
+    /// Base seed of the run seeds (default: from the OS).
+    pub seed: Option<u64>,
+    pub division: Division,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    /// Where prepared datasets are (default: `$REFEREE_DATA_DIR` or `./data`).
+    pub data_dir: Option<PathBuf>,
+    pub org: String,
+    /// System name (default: from the host name and CPU count).
+    pub system: Option<String>,
+    /// Do not try to drop the page cache.
+    pub no_cache_clear: bool,
+    /// Follow the whole schedule instead of stopping at the target.
+    pub keep_going: bool,
+    pub budget_minutes: Option<f64>,
+    pub mode: Mode,
+    /// Throughput mode: steps to run.
+    pub steps: Option<u64>,
+    /// Throughput mode: `A..B`, the steps averaged.
+    pub window: Option<String>,
+    /// Milliseconds added to every training step (to test regression gates).
+    pub step_delay_ms: u64,
+}
+
+/// A session of runs, resolved and validated.
+pub struct SessionConfig {
+    pub plan: RunPlan,
+    /// One seed per run.
+    pub seeds: Vec<u64>,
+    pub placement: Placement,
+    /// The GPU of this rank (None on CPU).
+    pub gpu: Option<GpuInfo>,
+}
+
+impl SessionConfig {
+    /// Resolve a request into a run configuration (no work is done yet):
+    /// the benchmark, its validated hyperparameters, the device, the prepared
+    /// data, the output directory (never one that holds results), the seeds.
+    pub fn resolve(a: &RunRequest, placement: Placement) -> Result<SessionConfig, String> {
+        let bench = crate::own_benchmarks::find_or_err(&a.benchmark)?;
+        let spec = bench.spec();
+        let closed = a.division == Division::Closed;
+        let division = a.division.as_str();
+        let config = resolve_config(bench, a.config_file.as_deref(), &a.sets, closed)?;
+        let runs = a.runs.unwrap_or(spec.runs);
+        if runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        let throughput = match a.mode {
+            Mode::TimeToTrain => {
+                if a.steps.is_some() || a.window.is_some() {
+                    return Err("--steps and --window belong to --mode throughput".into());
+                }
+                None
+            }
+            Mode::Throughput => {
+                let steps = a.steps.ok_or("--mode throughput needs --steps S")?;
+                let window = match &a.window {
+                    Some(w) => parse_window(w)?,
+                    None => ((steps / 2).max(1), steps + 1),
+                };
+                if window.1 > steps + 1 {
+                    return Err(format!("--window ends after step {steps}"));
+                }
+                Some(ThroughputPlan { steps, window })
+            }
+        };
+        let at = |e: String| format!("--device {}: {e}", a.device);
+        let ordinal =
+            referee_workloads::parse_device(&a.device, placement.local_rank).map_err(at)?;
+        let device = referee_workloads::open_device(ordinal, a.device.trim())
+            .map_err(|e| at(e.to_string()))?;
+        let gpu = ordinal.map(crate::gpu::probe).transpose().map_err(at)?;
+        let engine = referee_workloads::Engine::for_device(&device).map_err(|e| e.to_string())?;
+        let data_dir = a
+            .data_dir
+            .clone()
+            .unwrap_or_else(referee_datasets::default_data_dir);
+        let fingerprints = dataset_fingerprints(bench, &data_dir)?;
+        let out_dir = match &a.out {
+            Some(o) => o.clone(),
+            None => {
+                let now = utc_stamp();
+                PathBuf::from("out").join(format!("{}-{now}", spec.name))
+            }
+        };
+        if out_dir.is_dir() {
+            let existing: Vec<_> = referee_rules::tree::result_files(&out_dir).unwrap_or_default();
+            if !existing.is_empty() {
+                return Err(format!(
+                    "{} already holds {} result file(s); choose another --out (a log is never overwritten)",
+                    out_dir.display(),
+                    existing.len()
+                ));
+            }
+        }
+        let seeds = run_seeds(a.seed.unwrap_or_else(os_seed), runs);
+        let host = HostFacts::probe();
+        let system = a
+            .system
+            .clone()
+            .unwrap_or_else(|| sanitize(&format!("{}_{}cpu", host.hostname, host.logical_cpus)));
+        let budget_minutes = a.budget_minutes.unwrap_or(spec.budget_minutes);
+        if budget_minutes <= 0.0 {
+            return Err("--budget-minutes must be positive".into());
+        }
+        let mut plan = build_plan(
+            bench,
+            config,
+            division,
+            &a.org,
+            &system,
+            data_dir,
+            out_dir,
+            device,
+            &a.device,
+            engine,
+            fingerprints,
+        );
+        plan.stop_at_target = !a.keep_going;
+        plan.budget_minutes = budget_minutes;
+        plan.cache_clear = !a.no_cache_clear;
+        plan.throughput = throughput;
+        plan.step_delay_ms = a.step_delay_ms;
+        plan.peak_flops = gpu.as_ref().and_then(|g| g.peak_flops());
+        Ok(SessionConfig {
+            plan,
+            seeds,
+            placement,
+            gpu,
+        })
+    }
+}
+
+/// A run plan with the harness defaults (stop at target, the benchmark's
+/// time budget, cache clearing, no throughput mode).
+#[allow(clippy::too_many_arguments)]
+pub fn build_plan(
+    bench: &'static dyn referee_workloads::bench::Benchmark,
+    config: Value,
+    division: &str,
+    org: &str,
+    platform: &str,
+    data_dir: PathBuf,
+    out_dir: PathBuf,
+    device: referee_workloads::Device,
+    device_name: &str,
+    engine: referee_workloads::Engine,
+    dataset_fingerprints: BTreeMap<String, String>,
+) -> RunPlan {
+    RunPlan {
+        bench,
+        config_sha256: json_sha256(&config),
+        config,
+        division: division.into(),
+        org: org.to_string(),
+        platform: platform.to_string(),
+        data_dir,
+        out_dir,
+        device,
+        device_name: device_name.to_string(),
+        engine,
+        stop_at_target: true,
+        budget_minutes: bench.spec().budget_minutes,
+        init_budget_ms: referee_rules::meta::init_budget_minutes(division) * 60_000,
+        cache_clear: true,
+        dataset_fingerprints,
+        code: CodeIdentity::current(),
+        env: filtered_env(std::env::vars()),
+        peak_flops: None,
+        throughput: None,
+        step_delay_ms: 0,
+    }
+}
+
+/// Fingerprints of the prepared datasets a benchmark needs; the error says
+/// how to prepare them.
+pub fn dataset_fingerprints(
+    bench: &dyn referee_workloads::bench::Benchmark,
+    data_dir: &Path,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for ds in bench.spec().datasets {
+        let m = referee_datasets::open_manifest(ds, data_dir).map_err(|e| e.to_string())?;
+        out.insert(ds.to_string(), m.fingerprint);
+    }
+    Ok(out)
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC: names of default output directories.
+pub fn utc_stamp() -> String {
+    chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
+}
+
+/// Parse a `--set` value as YAML (numbers, booleans, lists, strings).
+fn parse_scalar(s: &str) -> Value {
+    match yaml_rust2::YamlLoader::load_from_str(s) {
+        Ok(docs) if docs.len() == 1 => yaml_to_json(&docs[0]),
+        _ => Value::String(s.to_string()),
+    }
+}
+
+fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
+    use yaml_rust2::Yaml;
+    match y {
+        Yaml::Real(r) => r
+            .parse::<f64>()
+            .map(Value::from)
+            .unwrap_or(Value::String(r.clone())),
+        Yaml::Integer(i) => Value::from(*i),
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Boolean(b) => Value::Bool(*b),
+        Yaml::Array(a) => Value::Array(a.iter().map(yaml_to_json).collect()),
+        Yaml::Hash(h) => Value::Object(
+            h.iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| format!("{k:?}")),
+                        yaml_to_json(v),
+                    )
+                })
+                .collect(),
+        ),
+        Yaml::Null | Yaml::BadValue => Value::Null,
+        Yaml::Alias(_) => Value::Null,
+    }
+}
+
+/// Read a YAML or JSON hyperparameter file into an object.
+pub fn read_config_file(path: &Path) -> Result<serde_json::Map<String, Value>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).map_err(|e| {
+        format!(
+            "--config {}:{}: invalid YAML/JSON: {}",
+            path.display(),
+            e.marker().line(),
+            e.info()
+        )
+    })?;
+    match docs.first().map(yaml_to_json) {
+        Some(Value::Object(m)) => Ok(m),
+        None => Ok(serde_json::Map::new()),
+        Some(_) => Err(format!(
+            "--config {}: expected a mapping of hyperparameter names to values",
+            path.display()
+        )),
+    }
+}
+
+/// Merge overrides into the default configuration and validate it,
+/// enforcing fixed hyperparameters in the closed division.
+pub fn resolve_config(
+    bench: &dyn referee_workloads::bench::Benchmark,
+    file: Option<&Path>,
+    sets: &[String],
+    closed: bool,
+) -> Result<Value, String> {
+    let default = bench.default_config();
+    let mut cfg = default.clone();
+    let obj = cfg.as_object_mut().expect("configs are objects");
+    let mut overrides: Vec<(String, Value, String)> = Vec::new();
+    if let Some(f) = file {
+        for (k, v) in read_config_file(f)? {
+            overrides.push((k, v, format!("--config {}", f.display())));
+        }
+    }
+    for s in sets {
+        let Some((k, v)) = s.split_once('=') else {
+            return Err(format!("--set {s}: expected KEY=VALUE"));
+        };
+        overrides.push((
+            k.trim().to_string(),
+            parse_scalar(v.trim()),
+            format!("--set {s}"),
+        ));
+    }
+    for (k, v, origin) in overrides {
+        if !obj.contains_key(&k) {
+            let mut keys: Vec<&String> = default.as_object().expect("object").keys().collect();
+            keys.sort();
+            return Err(format!(
+                "{origin}: `{k}` is not a hyperparameter of {}; known: {}",
+                bench.spec().name,
+                keys.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if closed && bench.spec().fixed_fields.contains(&k.as_str()) && default.get(&k) != Some(&v)
+        {
+            return Err(format!(
+                "{origin}: `{k}` is fixed in the closed division (reference {}, given {v}); use --division open to change it",
+                default[&k]
+            ));
+        }
+        obj.insert(k, v);
+    }
+    bench
+        .validate(&cfg)
+        .map_err(|e| format!("invalid configuration of {}: {e}", bench.spec().name))?;
+    Ok(cfg)
+}
+
+fn os_seed() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    u64::from_le_bytes(b) ^ t
+}
+
+/// Distinct seeds for N runs: derived from a base seed (splitmix64), kept
+/// below 2^31 so every tool reads them as plain integers.
+pub fn run_seeds(base: u64, n: usize) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::with_capacity(n);
+    let mut x = base;
+    while out.len() < n {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let s = z % (1 << 31);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn sanitize(s: &str) -> String {
+    let t: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if t.is_empty() { "local".into() } else { t }
+}
+
+fn parse_window(w: &str) -> Result<(u64, u64), String> {
+    let (a, b) = w
+        .split_once("..")
+        .ok_or_else(|| format!("--window {w}: expected A..B"))?;
+    let a: u64 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("--window {w}: A is not a step number"))?;
+    let b: u64 = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("--window {w}: B is not a step number"))?;
+    if a == 0 || b <= a {
+        return Err(format!("--window {w}: need 1 <= A < B"));
+    }
+    Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_distinct_and_reproducible() {
+        let a = run_seeds(42, 10);
+        assert_eq!(a, run_seeds(42, 10));
+        let mut b = a.clone();
+        b.sort();
+        b.dedup();
+        assert_eq!(b.len(), 10);
+        assert!(a.iter().all(|s| *s < (1 << 31)));
+        assert_ne!(a, run_seeds(43, 10));
+    }
+
+    #[test]
+    fn config_resolution() {
+        let b = crate::own_benchmarks::find("mini_resnet").unwrap();
+        let c = resolve_config(
+            b,
+            None,
+            &["batch_size=256".into(), "base_lr=0.2".into()],
+            true,
+        )
+        .unwrap();
+        assert_eq!(c["batch_size"], 256);
+        assert_eq!(c["base_lr"], 0.2);
+        let e = resolve_config(b, None, &["base_width=32".into()], true).unwrap_err();
+        assert!(e.contains("fixed in the closed division"), "{e}");
+        assert!(resolve_config(b, None, &["base_width=32".into()], false).is_ok());
+        let e = resolve_config(b, None, &["nonsense=1".into()], true).unwrap_err();
+        assert!(
+            e.contains("not a hyperparameter") && e.contains("batch_size"),
+            "{e}"
+        );
+        assert!(resolve_config(b, None, &["batch_size".into()], true).is_err());
+        let e = resolve_config(b, None, &["batch_size=0".into()], true).unwrap_err();
+        assert!(e.contains("batch_size"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.yaml");
+        std::fs::write(&f, "batch_size: 64\nwarmup_steps: 10\n").unwrap();
+        let c = resolve_config(b, Some(&f), &["warmup_steps=5".into()], true).unwrap();
+        assert_eq!(
+            (c["batch_size"].as_u64(), c["warmup_steps"].as_u64()),
+            (Some(64), Some(5))
+        );
+        std::fs::write(&f, "- not a map\n").unwrap();
+        assert!(
+            resolve_config(b, Some(&f), &[], true)
+                .unwrap_err()
+                .contains("mapping")
+        );
+    }
+
+    #[test]
+    fn windows_and_stamps() {
+        assert_eq!(parse_window("35..45").unwrap(), (35, 45));
+        assert!(parse_window("0..3").is_err());
+        assert!(parse_window("5..5").is_err());
+        assert!(parse_window("x").is_err());
+        let s = utc_stamp();
+        assert_eq!(s.len(), 15);
+        assert_eq!(&s[8..9], "-");
+    }
+}

@@ -1,0 +1,140 @@
+//! The package checker's report (`referee package-check`, and the check
+//! that closes `referee package`).
+
+use super::{Detail, Report, md_escape, write_diagnostic, write_diagnostic_markdown};
+use crate::diag::Severity;
+use crate::package::PackageReport;
+use std::io::{self, Write};
+
+impl Report for PackageReport {
+    fn write_human(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
+        write_human(out, self, detail.verbose)
+    }
+    fn write_markdown(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
+        writeln!(
+            out,
+            "## {} `{}`\n\nRuleset {}, {} systems.\n",
+            self.verdict.as_str(),
+            md_escape(&self.path),
+            self.ruleset,
+            self.systems
+        )?;
+        writeln!(
+            out,
+            "| verdict | system | benchmark | result files | non-compliant | RCP |\n| --- | --- | --- | ---: | --- | --- |"
+        )?;
+        for b in &self.benchmarks {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} of {} | {} | {} |",
+                b.verdict.as_str(),
+                md_escape(&b.system),
+                md_escape(&b.benchmark),
+                b.result_files,
+                b.expected_files,
+                md_escape(&b.noncompliant.join(", ")),
+                md_escape(b.rcp.as_deref().unwrap_or("-"))
+            )?;
+        }
+        let shown: Vec<_> = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity != Severity::Note || detail.verbose)
+            .collect();
+        if !shown.is_empty() {
+            writeln!(out)?;
+        }
+        for d in shown {
+            write_diagnostic_markdown(out, d)?;
+        }
+        Ok(())
+    }
+}
+
+/// Human form: per benchmark directory one line, then the findings.
+fn write_human(out: &mut dyn Write, rep: &PackageReport, verbose: bool) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} {}  (ruleset {}, {} systems)",
+        rep.verdict.as_str(),
+        rep.path,
+        rep.ruleset,
+        rep.systems
+    )?;
+    for b in &rep.benchmarks {
+        writeln!(
+            out,
+            "  {} {}/{}  {} of {} result files{}{}",
+            b.verdict.as_str(),
+            b.system,
+            b.benchmark,
+            b.result_files,
+            b.expected_files,
+            if b.noncompliant.is_empty() {
+                String::new()
+            } else {
+                format!(", non-compliant: {}", b.noncompliant.join(", "))
+            },
+            b.rcp
+                .as_ref()
+                .map(|r| format!(", RCP: {r}"))
+                .unwrap_or_default()
+        )?;
+    }
+    for d in &rep.diagnostics {
+        if d.severity == Severity::Note && !verbose {
+            continue;
+        }
+        write_diagnostic(out, d, "  ")?;
+    }
+    Ok(())
+}
+
+/// The package check of every submission folder of one invocation.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+pub struct PackageCheckReport {
+    pub folders: Vec<PackageReport>,
+    /// Which rules judged (e.g. "training 5.0.0 rules from mlperf-logging 4.1.68").
+    #[serde(skip)]
+    pub rules: String,
+}
+
+impl PackageCheckReport {
+    pub fn passed(&self) -> bool {
+        self.folders
+            .iter()
+            .all(|f| f.verdict == crate::diag::Verdict::Pass)
+    }
+
+    fn closing_line(&self) -> String {
+        format!(
+            "{}: {}",
+            if self.passed() {
+                "PACKAGE ACCEPTABLE"
+            } else {
+                "PACKAGE NOT ACCEPTABLE"
+            },
+            self.rules
+        )
+    }
+}
+
+impl Report for PackageCheckReport {
+    fn write_human(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
+        for f in &self.folders {
+            f.write_human(out, detail)?;
+        }
+        writeln!(out, "{}", self.closing_line())
+    }
+    fn write_markdown(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
+        writeln!(out, "# Package check\n\n{}\n", self.closing_line())?;
+        for f in &self.folders {
+            f.write_markdown(out, detail)?;
+        }
+        Ok(())
+    }
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        super::write_json_lines(out, &self.folders)
+    }
+}
