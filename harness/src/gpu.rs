@@ -35,6 +35,7 @@ impl GpuInfo {
             name: self.name.clone(),
             memory_gib: self.memory_bytes as f64 / (1u64 << 30) as f64,
             count: per_node,
+            max_mhz: None,
         }
     }
 }

@@ -22,3 +22,4 @@ pub mod run;
 pub mod session;
 pub mod slurm;
 pub mod sysinfo;
+pub mod system;

@@ -3,7 +3,7 @@
 //! accelerators when a GPU back end is compiled in and a driver is present
 //! (no driver is a normal, quiet case).
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
@@ -104,6 +104,126 @@ pub struct Accelerator {
     pub name: String,
     pub memory_gib: f64,
     pub count: usize,
+    /// Highest clock in MHz, when the driver reports it.
+    pub max_mhz: Option<f64>,
+}
+
+/// GPUs as `nvidia-smi --query-gpu=name,memory.total,clocks.max.sm
+/// --format=csv,noheader,nounits` lists them (one line per GPU; memory in
+/// MiB). Lines of other models than the first are counted apart: a node of
+/// mixed GPUs is described by its first model, and the caller says so.
+pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Accelerator>, String> {
+    let mut out: Vec<Accelerator> = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [name, mem, clock] = cols[..] else {
+            return Err(format!(
+                "nvidia-smi output line {}: expected `name, memory.total, clocks.max.sm`, found `{line}`",
+                n + 1
+            ));
+        };
+        let memory_mib: f64 = mem.parse().map_err(|_| {
+            format!(
+                "nvidia-smi output line {}: memory `{mem}` is not a number of MiB",
+                n + 1
+            )
+        })?;
+        match out.iter_mut().find(|a| a.name == name) {
+            Some(a) => a.count += 1,
+            None => out.push(Accelerator {
+                name: name.to_string(),
+                memory_gib: memory_mib / 1024.0,
+                count: 1,
+                max_mhz: clock.parse().ok(),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// The GPUs of this node through `nvidia-smi` (empty when it is not
+/// installed or finds no GPU: a CPU machine is a normal case).
+pub fn probe_nvidia_smi() -> Result<Vec<Accelerator>, String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,memory.total,clocks.max.sm",
+            "--format=csv,noheader,nounits",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Err(_) => Ok(Vec::new()),
+        Ok(o) if !o.status.success() => Ok(Vec::new()),
+        Ok(o) => parse_nvidia_smi(&String::from_utf8_lossy(&o.stdout)),
+    }
+}
+
+/// Network and storage facts read from `/sys` (under `sys_root`, `/sys`
+/// on a real machine).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IoFacts {
+    /// InfiniBand ports: (device, rate text such as `400 Gb/sec (4X NDR)`).
+    pub infiniband: Vec<(String, String)>,
+    /// Physical Ethernet interfaces with a known speed: (name, Mb/s).
+    pub ethernet: Vec<(String, u64)>,
+    /// Whole disks: (name, bytes, rotational).
+    pub disks: Vec<(String, u64, bool)>,
+}
+
+impl IoFacts {
+    pub fn probe(sys_root: &std::path::Path) -> Self {
+        let list = |dir: &str| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(sys_root.join(dir))
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        let text = |p: std::path::PathBuf| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .ok()
+        };
+        let mut f = IoFacts::default();
+        for dev in list("class/infiniband") {
+            for port in list(&format!("class/infiniband/{dev}/ports")) {
+                if let Some(rate) =
+                    text(sys_root.join(format!("class/infiniband/{dev}/ports/{port}/rate")))
+                {
+                    f.infiniband.push((dev.clone(), rate));
+                }
+            }
+        }
+        for ifc in list("class/net") {
+            let base = sys_root.join("class/net").join(&ifc);
+            let physical = base.join("device").exists();
+            let speed = text(base.join("speed")).and_then(|s| s.parse::<i64>().ok());
+            if let (true, Some(mbps)) = (physical, speed.filter(|s| *s > 0)) {
+                f.ethernet.push((ifc, mbps as u64));
+            }
+        }
+        for disk in list("block") {
+            let skip = ["loop", "ram", "zram", "dm-", "md", "sr", "nbd"];
+            if skip.iter().any(|p| disk.starts_with(p)) {
+                continue;
+            }
+            let base = sys_root.join("block").join(&disk);
+            let sectors = text(base.join("size")).and_then(|s| s.parse::<u64>().ok());
+            let rotational = text(base.join("queue/rotational")).as_deref() == Some("1");
+            if let Some(sectors) = sectors.filter(|s| *s > 0) {
+                f.disks.push((disk, sectors * 512, rotational));
+            }
+        }
+        f
+    }
 }
 
 /// Who and what a system description is about (besides the probed facts).
@@ -118,94 +238,110 @@ pub struct SystemIdentity<'a> {
     pub nodes: usize,
 }
 
-/// The 33-field system description JSON.
+/// The facts this machine tells about itself, as system-description
+/// fields. A field that cannot be discovered is absent, never guessed.
+pub fn discovered_fields(
+    host: &HostFacts,
+    io: &IoFacts,
+    accel: Option<&Accelerator>,
+) -> Vec<(&'static str, String)> {
+    let mut f: Vec<(&'static str, String)> = vec![
+        ("host_processors_per_node", host.sockets.to_string()),
+        ("host_processor_model_name", host.cpu_model.clone()),
+        (
+            "host_processor_core_count",
+            host.cores_per_socket.to_string(),
+        ),
+        ("host_processor_vcpu_count", host.logical_cpus.to_string()),
+        (
+            "host_memory_capacity",
+            format!("{:.1} GiB", host.memory_gib),
+        ),
+        ("operating_system", host.os.clone()),
+        ("other_software_stack", format!("Linux {}", host.kernel)),
+        (
+            "accelerators_per_node",
+            accel.map(|a| a.count).unwrap_or(0).to_string(),
+        ),
+        (
+            "accelerator_model_name",
+            accel
+                .map(|a| a.name.clone())
+                .unwrap_or_else(|| "none (CPU)".into()),
+        ),
+    ];
+    if let Some(mhz) = host.cpu_mhz {
+        f.push(("host_processor_frequency", format!("{mhz:.0} MHz")));
+    }
+    if !host.cache.is_empty() {
+        f.push(("host_processor_caches", host.cache.clone()));
+    }
+    if let Some(a) = accel {
+        f.push((
+            "accelerator_memory_capacity",
+            format!("{:.0} GiB", a.memory_gib),
+        ));
+        if let Some(mhz) = a.max_mhz {
+            f.push(("accelerator_frequency", format!("{mhz:.0} MHz")));
+        }
+    }
+    let mut nets: Vec<String> = io
+        .infiniband
+        .iter()
+        .map(|(d, r)| format!("InfiniBand {r} ({d})"))
+        .collect();
+    nets.extend(
+        io.ethernet
+            .iter()
+            .map(|(n, s)| format!("Ethernet {} Gb/s ({n})", *s as f64 / 1000.0)),
+    );
+    if !nets.is_empty() {
+        f.push(("host_networking", nets.join(", ")));
+    }
+    if !io.disks.is_empty() {
+        let total: u64 = io.disks.iter().map(|d| d.1).sum();
+        f.push((
+            "host_storage_capacity",
+            format!("{:.0} GB", total as f64 / 1e9),
+        ));
+        let kinds: std::collections::BTreeSet<&str> = io
+            .disks
+            .iter()
+            .map(|(n, _, rot)| match (n.starts_with("nvme"), rot) {
+                (true, _) => "NVMe SSD",
+                (false, true) => "HDD",
+                (false, false) => "SSD",
+            })
+            .collect();
+        f.push((
+            "host_storage_type",
+            kinds.into_iter().collect::<Vec<_>>().join(", "),
+        ));
+    }
+    f
+}
+
+/// The 33-field system description JSON of a `referee run`: the identity
+/// given, the facts discovered, every other field empty.
 pub fn system_description(
     id: &SystemIdentity,
     host: &HostFacts,
     accel: Option<&Accelerator>,
 ) -> Value {
-    let SystemIdentity {
-        submitter,
-        division,
-        status,
-        system_name,
-        framework,
-        nodes,
-    } = *id;
-    let mut m = Map::new();
-    let mut put = |k: &str, v: Value| {
-        m.insert(k.to_string(), v);
-    };
-    put("submitter", json!(submitter));
-    put("division", json!(division));
-    put("status", json!(status));
-    put("system_name", json!(system_name));
-    put("number_of_nodes", json!(nodes.to_string()));
-    put("host_processors_per_node", json!(host.sockets.to_string()));
-    put("host_processor_model_name", json!(host.cpu_model));
-    put(
-        "host_processor_core_count",
-        json!(host.cores_per_socket.to_string()),
-    );
-    put(
-        "host_processor_vcpu_count",
-        json!(host.logical_cpus.to_string()),
-    );
-    put(
-        "host_processor_frequency",
-        json!(
-            host.cpu_mhz
-                .map(|f| format!("{f:.0} MHz"))
-                .unwrap_or_default()
-        ),
-    );
-    put("host_processor_caches", json!(host.cache));
-    put("host_processor_interconnect", json!(""));
-    put(
-        "host_memory_capacity",
-        json!(format!("{:.1} GiB", host.memory_gib)),
-    );
-    put("host_storage_type", json!(""));
-    put("host_storage_capacity", json!(""));
-    put("host_networking", json!(""));
-    put("host_networking_topology", json!(""));
-    put("host_memory_configuration", json!(""));
-    put(
-        "accelerators_per_node",
-        json!(accel.map(|a| a.count).unwrap_or(0).to_string()),
-    );
-    put(
-        "accelerator_model_name",
-        json!(
-            accel
-                .map(|a| a.name.clone())
-                .unwrap_or_else(|| "none (CPU)".into())
-        ),
-    );
-    put("accelerator_host_interconnect", json!(""));
-    put("accelerator_frequency", json!(""));
-    put("accelerator_on-chip_memories", json!(""));
-    put("accelerator_memory_configuration", json!(""));
-    put(
-        "accelerator_memory_capacity",
-        json!(
-            accel
-                .map(|a| format!("{:.0} GiB", a.memory_gib))
-                .unwrap_or_default()
-        ),
-    );
-    put("accelerator_interconnect", json!(""));
-    put("accelerator_interconnect_topology", json!(""));
-    put("cooling", json!(""));
-    put("hw_notes", json!(""));
-    put("framework", json!(framework));
-    put(
-        "other_software_stack",
-        json!(format!("Linux {}", host.kernel)),
-    );
-    put("operating_system", json!(host.os));
-    put("sw_notes", json!("captured automatically by referee"));
-    Value::Object(m)
+    let io = IoFacts::probe(std::path::Path::new("/sys"));
+    let mut d = crate::system::Description::new(&discovered_fields(host, &io, accel));
+    for (k, v) in [
+        ("submitter", id.submitter.to_string()),
+        ("division", id.division.to_string()),
+        ("status", id.status.to_string()),
+        ("system_name", id.system_name.to_string()),
+        ("number_of_nodes", id.nodes.to_string()),
+        ("framework", id.framework.to_string()),
+        ("sw_notes", "captured automatically by referee".to_string()),
+    ] {
+        d.set(k, v, crate::system::Source::Given);
+    }
+    Value::Object(d.json())
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod run;
 pub mod sign;
 pub mod slurm;
 pub mod summarize;
+pub mod system;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
@@ -67,6 +68,8 @@ pub enum Command {
     Verify(sign::VerifyArgs),
     /// Write an sbatch script that runs a benchmark's runs on a Slurm cluster.
     Slurm(slurm::SlurmArgs),
+    /// Describe this machine as the MLCommons system JSON (33 fields); list what must be filled.
+    System(system::SystemArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -98,6 +101,7 @@ where
         Command::Sign(a) => sign::run_sign(a),
         Command::Verify(a) => sign::run_verify(a),
         Command::Slurm(a) => slurm::run(a),
+        Command::System(a) => system::run(a),
     }
 }
 

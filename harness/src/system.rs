@@ -1,0 +1,431 @@
+//! `referee system`: this machine described as the MLCommons system JSON
+//! (the 33 fields), every field with where its value came from —
+//! discovered on the machine, read from a file (`--from`), or given
+//! (`--set`) — and the fields nobody filled listed for the user, never
+//! invented. The result is judged with the system-description rules of
+//! the ruleset named. `referee run` writes its `system.json` with the same
+//! code ([`crate::sysinfo::system_description`]).
+
+use crate::sysinfo::{Accelerator, HostFacts, IoFacts, discovered_fields, probe_nvidia_smi};
+use referee_rules::diag::Diagnostic;
+use referee_rules::meta::SYSTEM_REQUIRED_FIELDS;
+use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Where a field's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Read off this machine.
+    Discovered,
+    /// From the `--from` file.
+    File,
+    /// Given by the caller (`--set`, or `referee run`'s identity).
+    Given,
+    /// Nobody knows it: the value is empty, for the user to fill.
+    Missing,
+}
+
+/// A system description under construction: the 33 fields in the
+/// official order (then any extra field a file brought), each with its source.
+#[derive(Debug, Clone)]
+pub struct Description {
+    fields: Vec<(String, Value, Source)>,
+}
+
+impl Description {
+    /// The 33 fields, filled from `discovered` where it has them.
+    pub fn new(discovered: &[(&'static str, String)]) -> Self {
+        let fields = SYSTEM_REQUIRED_FIELDS
+            .iter()
+            .map(|f| match discovered.iter().find(|(k, _)| k == f) {
+                Some((_, v)) => (f.to_string(), Value::String(v.clone()), Source::Discovered),
+                None => (f.to_string(), Value::String(String::new()), Source::Missing),
+            })
+            .collect();
+        Description { fields }
+    }
+
+    /// Set one field (an unknown name is appended after the 33).
+    pub fn set(&mut self, field: &str, value: impl Into<Value>, source: Source) {
+        let value = value.into();
+        match self.fields.iter_mut().find(|(k, _, _)| k == field) {
+            Some(slot) => {
+                slot.1 = value;
+                slot.2 = source;
+            }
+            None => self.fields.push((field.to_string(), value, source)),
+        }
+    }
+
+    /// The JSON object, fields in order.
+    pub fn json(&self) -> Map<String, Value> {
+        self.fields
+            .iter()
+            .map(|(k, v, _)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Fields nobody filled.
+    pub fn missing(&self) -> Vec<String> {
+        self.fields
+            .iter()
+            .filter(|(_, _, s)| *s == Source::Missing)
+            .map(|(k, _, _)| k.clone())
+            .collect()
+    }
+}
+
+/// What `referee system` is asked for.
+#[derive(Debug, Clone, Default)]
+pub struct SystemRequest {
+    /// An existing description whose values override what is discovered.
+    pub from: Option<PathBuf>,
+    /// `field=value` settings, applied last.
+    pub sets: Vec<String>,
+    /// The ruleset whose system-description rules judge the result.
+    pub ruleset: String,
+    /// `/sys` (tests point it elsewhere).
+    pub sys_root: PathBuf,
+}
+
+/// The description, where each value came from, and its check.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemReport {
+    /// The 33-field system JSON.
+    pub system: Map<String, Value>,
+    pub sources: BTreeMap<String, Source>,
+    /// Fields left empty: give them with `--set field=value`.
+    pub to_fill: Vec<String>,
+    /// Notes on what discovery saw (several GPU models, nvidia-smi errors).
+    pub notes: Vec<String>,
+    pub ruleset: String,
+    /// `PASS` or `FAIL`: the ruleset's system-description check.
+    pub verdict: &'static str,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl SystemReport {
+    pub fn passed(&self) -> bool {
+        self.verdict == "PASS"
+    }
+}
+
+/// Read a `--from` file: a JSON object of fields.
+fn read_from(path: &Path) -> Result<Map<String, Value>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--from {}: {e}", path.display()))?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!(
+            "--from {}: expected a JSON object of system-description fields",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "--from {}:{}:{}: invalid JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )),
+    }
+}
+
+/// Parse `field=value`; the field must be one of the 33 (a typo would
+/// otherwise add a field nobody reads).
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--set {s}: expected FIELD=VALUE"))?;
+    let k = k.trim();
+    if !SYSTEM_REQUIRED_FIELDS.contains(&k) {
+        return Err(format!(
+            "--set {s}: `{k}` is not a system-description field; the fields are: {}",
+            SYSTEM_REQUIRED_FIELDS.join(", ")
+        ));
+    }
+    Ok((k.to_string(), v.trim().to_string()))
+}
+
+/// The accelerator of this node as `nvidia-smi` sees it, with notes.
+fn node_accelerator(notes: &mut Vec<String>) -> Option<Accelerator> {
+    let gpus = match probe_nvidia_smi() {
+        Ok(g) => g,
+        Err(e) => {
+            notes.push(e);
+            return None;
+        }
+    };
+    if gpus.len() > 1 {
+        notes.push(format!(
+            "several GPU models on this node ({}); described by the first",
+            gpus.iter()
+                .map(|g| format!("{} × {}", g.count, g.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    gpus.into_iter().next()
+}
+
+/// Describe this machine: discovered facts, then `--from`, then `--set`;
+/// then the ruleset's system-description check.
+pub fn describe(req: &SystemRequest) -> Result<SystemReport, String> {
+    let sets = req
+        .sets
+        .iter()
+        .map(|s| parse_set(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let from = req.from.as_deref().map(read_from).transpose()?;
+    let mut notes = Vec::new();
+    let accel = node_accelerator(&mut notes);
+    let io = IoFacts::probe(&req.sys_root);
+    let mut d = Description::new(&discovered_fields(&HostFacts::probe(), &io, accel.as_ref()));
+    d.set("number_of_nodes", "1", Source::Discovered);
+    for (k, v) in from.into_iter().flatten() {
+        d.set(&k, v, Source::File);
+    }
+    for (k, v) in sets {
+        d.set(&k, v, Source::Given);
+    }
+    let system = d.json();
+    let diagnostics = check(&system, &req.ruleset);
+    Ok(SystemReport {
+        sources: d.fields.iter().map(|(k, _, s)| (k.clone(), *s)).collect(),
+        to_fill: d.missing(),
+        notes,
+        ruleset: req.ruleset.clone(),
+        verdict: pass_fail(diagnostics.iter().all(|x| !x.is_error())),
+        diagnostics,
+        system,
+    })
+}
+
+/// The ruleset's system-description check of `system`.
+fn check(system: &Map<String, Value>, ruleset: &str) -> Vec<Diagnostic> {
+    let name = system
+        .get("system_name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("system");
+    let desc = referee_rules::sysdesc::SystemDesc {
+        id: name.to_string(),
+        json: system.clone(),
+    };
+    let facts = crate::own_benchmarks::meta();
+    referee_rules::sysdesc::check(
+        &desc,
+        Path::new(&format!("{name}.json")),
+        facts.status_rule_applies("training", ruleset),
+    )
+}
+
+impl Report for SystemReport {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        let width = self.system.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (k, v) in &self.system {
+            let shown = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let source = self.sources.get(k).copied().unwrap_or(Source::Given);
+            let tag = match source {
+                Source::Discovered => "discovered",
+                Source::File => "from file",
+                Source::Given => "given",
+                Source::Missing => "TO FILL",
+            };
+            writeln!(out, "{k:width$}  {shown}  [{tag}]")?;
+        }
+        for n in &self.notes {
+            writeln!(out, "note: {n}")?;
+        }
+        if !self.to_fill.is_empty() {
+            writeln!(
+                out,
+                "{} field(s) could not be discovered; give them with --set FIELD=VALUE: {}",
+                self.to_fill.len(),
+                self.to_fill.join(", ")
+            )?;
+        }
+        for d in &self.diagnostics {
+            write_diagnostic(out, d, "")?;
+        }
+        writeln!(
+            out,
+            "{}: system-description check of training {}",
+            self.verdict, self.ruleset
+        )
+    }
+
+    fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        writeln!(
+            out,
+            "# System description\n\n{}: system-description check of training {}.\n",
+            self.verdict, self.ruleset
+        )?;
+        writeln!(out, "| field | value | source |\n| --- | --- | --- |")?;
+        for (k, v) in &self.system {
+            let shown = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let source =
+                serde_json::to_value(self.sources.get(k).copied().unwrap_or(Source::Given))
+                    .ok()
+                    .and_then(|s| s.as_str().map(str::to_string))
+                    .unwrap_or_default();
+            writeln!(out, "| {k} | {} | {source} |", md_escape(&shown))?;
+        }
+        Ok(())
+    }
+
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sysinfo::parse_nvidia_smi;
+
+    fn request(sets: &[&str]) -> SystemRequest {
+        SystemRequest {
+            from: None,
+            sets: sets.iter().map(|s| s.to_string()).collect(),
+            ruleset: "5.0.0".into(),
+            sys_root: PathBuf::from("/nonexistent-sys"),
+        }
+    }
+
+    const IDENTITY: [&str; 5] = [
+        "submitter=ACME",
+        "division=closed",
+        "status=Available on-premise",
+        "system_name=box",
+        "framework=PyTorch 2.5",
+    ];
+
+    #[test]
+    fn undiscoverable_fields_are_listed_not_invented() {
+        let r = describe(&request(&[])).unwrap();
+        assert_eq!(r.system.len(), 33);
+        let keys: Vec<&str> = r.system.keys().map(String::as_str).collect();
+        assert_eq!(keys, SYSTEM_REQUIRED_FIELDS.to_vec());
+        for f in [
+            "submitter",
+            "division",
+            "status",
+            "system_name",
+            "framework",
+            "cooling",
+        ] {
+            assert!(r.to_fill.contains(&f.to_string()), "{f} not listed");
+            assert_eq!(r.system[f], "", "{f} invented");
+            assert_eq!(r.sources[f], Source::Missing);
+        }
+        assert_eq!(r.sources["host_processor_model_name"], Source::Discovered);
+        // No /sys: nothing about networks or disks is claimed.
+        assert_eq!(r.sources["host_networking"], Source::Missing);
+        // An empty status is not one of the allowed values.
+        assert!(!r.passed());
+        assert!(
+            r.diagnostics
+                .iter()
+                .any(|d| d.key.as_deref() == Some("status"))
+        );
+    }
+
+    #[test]
+    fn given_fields_make_it_pass_and_a_file_is_overridden_by_set() {
+        let r = describe(&request(&IDENTITY)).unwrap();
+        assert!(r.passed(), "{:?}", r.diagnostics);
+        assert_eq!(r.sources["status"], Source::Given);
+        assert!(!r.to_fill.contains(&"framework".to_string()));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("old.json");
+        std::fs::write(&f, r#"{"cooling": "liquid", "framework": "JAX 0.4"}"#).unwrap();
+        let mut req = request(&IDENTITY);
+        req.from = Some(f.clone());
+        let r = describe(&req).unwrap();
+        assert_eq!(
+            (r.system["cooling"].as_str(), r.sources["cooling"]),
+            (Some("liquid"), Source::File)
+        );
+        assert_eq!(r.system["framework"], "PyTorch 2.5");
+        std::fs::write(&f, "[1, 2]").unwrap();
+        let e = describe(&req).unwrap_err();
+        assert!(e.contains("old.json") && e.contains("JSON object"), "{e}");
+        std::fs::write(&f, "{\n  \"cooling\": \n").unwrap();
+        let e = describe(&req).unwrap_err();
+        assert!(e.contains("old.json:3:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_and_malformed_settings_are_refused() {
+        let e = describe(&request(&["colling=air"])).unwrap_err();
+        assert!(
+            e.contains("`colling` is not a system-description field"),
+            "{e}"
+        );
+        let e = describe(&request(&["cooling"])).unwrap_err();
+        assert!(e.contains("FIELD=VALUE"), "{e}");
+    }
+
+    #[test]
+    fn sys_tree_gives_networks_and_disks() {
+        let root = tempfile::tempdir().unwrap();
+        let w = |p: &str, text: &str| {
+            let p = root.path().join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w(
+            "class/infiniband/mlx5_0/ports/1/rate",
+            "400 Gb/sec (4X NDR)\n",
+        );
+        w("class/net/eth0/speed", "25000\n");
+        w("class/net/eth0/device/vendor", "0x15b3\n");
+        w("class/net/lo/speed", "-1\n");
+        w("block/nvme0n1/size", "7501476528\n");
+        w("block/nvme0n1/queue/rotational", "0\n");
+        w("block/loop0/size", "100\n");
+        let io = IoFacts::probe(root.path());
+        assert_eq!(io.ethernet, vec![("eth0".to_string(), 25_000)]);
+        assert_eq!(io.disks.len(), 1);
+        let host = HostFacts::default();
+        let f = discovered_fields(&host, &io, None);
+        let get = |k: &str| f.iter().find(|(x, _)| *x == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            get("host_networking").unwrap(),
+            "InfiniBand 400 Gb/sec (4X NDR) (mlx5_0), Ethernet 25 Gb/s (eth0)"
+        );
+        assert_eq!(get("host_storage_type").unwrap(), "NVMe SSD");
+        assert_eq!(get("host_storage_capacity").unwrap(), "3841 GB");
+    }
+
+    #[test]
+    fn nvidia_smi_lines_become_accelerators() {
+        let g = parse_nvidia_smi(
+            "NVIDIA H100 80GB HBM3, 81559, 1980\nNVIDIA H100 80GB HBM3, 81559, 1980\n",
+        )
+        .unwrap();
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            (g[0].count, g[0].memory_gib.round(), g[0].max_mhz),
+            (2, 80.0, Some(1980.0))
+        );
+        let e = parse_nvidia_smi("NVIDIA H100, lots, 1980\n").unwrap_err();
+        assert!(e.contains("line 1") && e.contains("MiB"), "{e}");
+        assert!(
+            parse_nvidia_smi("just a name\n")
+                .unwrap_err()
+                .contains("expected")
+        );
+    }
+}
