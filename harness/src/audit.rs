@@ -10,6 +10,11 @@
 //!    compared with the original's curve and with the benchmark's RCP
 //!    bounds.
 //!
+//! Every stage asked for is a [`Step`] that ends passed, failed, or not
+//! done (with why). The verdict is PASS only when every step was done and
+//! passed: a result that cannot be re-run here, or a convergence with no
+//! RCP bounds to hold it to, is never counted as a pass.
+//!
 //! [`audit`] returns an [`AuditReport`]; its Markdown form is `audit.md`,
 //! its JSON form `audit.json` ([`AuditReport::write`]).
 
@@ -22,7 +27,7 @@ use referee_rules::Verdict;
 use referee_rules::mllog;
 use referee_rules::package::{PackageOptions, PackageReport, check_package};
 use referee_rules::rcp::RcpTable;
-use referee_rules::report::{Detail, Report, pass_fail};
+use referee_rules::report::{Detail, Report};
 use referee_rules::tree as layout; // TODO(rename)
 use referee_submission::sign::{VerifyReport, verify_dir};
 use referee_workloads::bench::Benchmark;
@@ -50,6 +55,49 @@ pub struct AuditRequest {
     pub force: bool,
     /// Where prepared datasets are.
     pub data_dir: PathBuf,
+    /// The rules the package is judged with (the ruleset read from the
+    /// package's path or logs unless given).
+    pub rules: crate::rules_env::RulesRequest,
+}
+
+/// How a step of the audit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Passed,
+    Failed,
+    /// Asked for but not carried out; `detail` says why.
+    NotDone,
+}
+
+/// One step of the audit: the signature, the package check, one re-run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub step: String,
+    pub status: StepStatus,
+    pub detail: String,
+}
+
+impl Step {
+    fn new(step: impl Into<String>, status: StepStatus, detail: impl Into<String>) -> Self {
+        Step {
+            step: step.into(),
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// PASS when every step passed; FAIL when one failed; INCOMPLETE when
+/// none failed but one was not done.
+fn verdict_of(steps: &[Step]) -> &'static str {
+    if steps.iter().any(|s| s.status == StepStatus::Failed) {
+        "FAIL"
+    } else if steps.iter().any(|s| s.status == StepStatus::NotDone) {
+        "INCOMPLETE"
+    } else {
+        "PASS"
+    }
 }
 
 /// The RCP bounds a re-run's convergence is held to.
@@ -65,7 +113,8 @@ pub struct RcpBounds {
 /// A re-run compared with its original and with the RCP bounds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
-    /// `PASS` or `FAIL`.
+    /// `PASS`, `FAIL`, or `NOT CHECKED` (the curves agree but no RCP
+    /// record holds the convergence point to bounds).
     pub verdict: &'static str,
     pub original_converged_at: Option<u64>,
     pub rerun_converged_at: Option<u64>,
@@ -105,7 +154,12 @@ pub struct AuditReport {
     pub package_check: Option<PackageReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reruns: Option<Vec<Rerun>>,
-    /// `PASS` or `FAIL`.
+    /// The ruleset the package was judged with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<String>,
+    /// Every step asked for, in order, with how it ended.
+    pub steps: Vec<Step>,
+    /// `PASS`, `FAIL` or `INCOMPLETE` (see [`Step`]).
     pub verdict: &'static str,
     /// `audit.md`, built as the stages ran.
     #[serde(skip)]
@@ -129,17 +183,17 @@ impl AuditReport {
 }
 
 impl Report for AuditReport {
-    /// The verdict line of `audit.md` (or the signature failure).
+    /// One line per step, then the verdict.
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        writeln!(
-            out,
-            "{}",
-            self.markdown
-                .lines()
-                .rev()
-                .find(|l| l.starts_with("**") || l.contains("FAILED"))
-                .unwrap_or("")
-        )
+        for s in &self.steps {
+            let status = match s.status {
+                StepStatus::Passed => "passed  ",
+                StepStatus::Failed => "FAILED  ",
+                StepStatus::NotDone => "NOT DONE",
+            };
+            writeln!(out, "{status} {}: {}", s.step, s.detail)?;
+        }
+        writeln!(out, "audit: {}", self.verdict)
     }
     fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         out.write_all(self.markdown.as_bytes())
@@ -151,7 +205,7 @@ impl Report for AuditReport {
 }
 
 /// Audit `req.dir`. `Err` only when the audit cannot be carried out at all
-/// (an unreadable folder, configuration or log); findings are in the report.
+/// (an unreadable folder, rules or configuration); findings are in the report.
 pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
     let mut md = format!(
         "# referee audit\n\nSubmission: `{}`  \nAudited on: this machine, referee {}\n\n",
@@ -160,34 +214,130 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
     );
     let verify = verify_dir(&req.dir, req.allowed_signers.as_deref()).map_err(|e| e.to_string())?;
     signature_section(&mut md, &verify);
+    let mut steps = vec![signature_step(&verify)];
     if !verify.ok {
         md.push_str("\nThe package does not verify; nothing further is trusted or re-run.\n");
+        steps.push(Step::new(
+            "package check",
+            StepStatus::NotDone,
+            "the package does not verify",
+        ));
+        if req.rerun > 0 {
+            steps.push(Step::new(
+                "re-runs",
+                StepStatus::NotDone,
+                "the package does not verify",
+            ));
+        }
+        md.push_str(&steps_section(&steps));
         return Ok(AuditReport {
             dir: None,
             verify,
             package_check: None,
             reruns: None,
-            verdict: "FAIL",
+            rules: None,
+            verdict: verdict_of(&steps),
+            steps,
             markdown: md,
         });
     }
-    let scoring = crate::own_benchmarks::own_score_context();
-    let pkg = check_package(&scoring, &req.dir, PackageOptions::default(), &|| {});
-    package_section(&mut md, &pkg);
+    let rules = crate::rules_env::resolve_rules(&req.rules, std::slice::from_ref(&req.dir))?;
+    let pkg = check_package(&rules.scoring, &req.dir, PackageOptions::default(), &|| {});
+    package_section(&mut md, &pkg, &rules.description);
+    steps.push(package_step(&pkg, &rules.description));
     let mut rerunner = Rerunner::new(req, md)?;
     rerunner.rerun_all()?;
-    let ok = pkg.verdict == Verdict::Pass && rerunner.ok;
-    let verdict = pass_fail(ok);
+    steps.append(&mut rerunner.steps);
     let mut md = rerunner.md;
-    md.push_str(&format!("\n## Verdict\n\n**{verdict}**\n"));
+    md.push_str(&steps_section(&steps));
     Ok(AuditReport {
         dir: Some(req.dir.display().to_string()),
         verify,
         package_check: Some(pkg),
         reruns: Some(rerunner.reruns),
-        verdict,
+        rules: Some(rules.description),
+        verdict: verdict_of(&steps),
+        steps,
         markdown: md,
     })
+}
+
+fn signature_step(verify: &VerifyReport) -> Step {
+    let key = verify.key_fingerprint.as_deref().unwrap_or("?");
+    if verify.ok {
+        Step::new(
+            "signature",
+            StepStatus::Passed,
+            format!("{} files verified, key {key}", verify.files),
+        )
+    } else {
+        Step::new(
+            "signature",
+            StepStatus::Failed,
+            verify
+                .problems
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
+}
+
+fn package_step(pkg: &PackageReport, rules: &str) -> Step {
+    if pkg.verdict == Verdict::Pass {
+        return Step::new(
+            "package check",
+            StepStatus::Passed,
+            format!("acceptable under {rules}"),
+        );
+    }
+    let errors: Vec<String> = pkg
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| match &d.file {
+            Some(f) => format!("{f}: {}", d.message),
+            None => d.message.clone(),
+        })
+        .collect();
+    let shown = errors
+        .iter()
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    let more = errors.len().saturating_sub(5);
+    Step::new(
+        "package check",
+        StepStatus::Failed,
+        format!(
+            "not acceptable under {rules}: {shown}{}",
+            if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            }
+        ),
+    )
+}
+
+/// The last section of `audit.md`: every step, then the verdict.
+fn steps_section(steps: &[Step]) -> String {
+    let mut md = String::from("\n## Steps\n\n| step | status | detail |\n| --- | --- | --- |\n");
+    for s in steps {
+        let status = serde_json::to_value(s.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        md.push_str(&format!(
+            "| {} | {status} | {} |\n",
+            referee_rules::report::md_escape(&s.step),
+            referee_rules::report::md_escape(&s.detail)
+        ));
+    }
+    md.push_str(&format!("\n## Verdict\n\n**{}**\n", verdict_of(steps)));
+    md
 }
 
 /// Section 1 of `audit.md`.
@@ -204,9 +354,9 @@ fn signature_section(md: &mut String, verify: &VerifyReport) {
 }
 
 /// Section 2 of `audit.md`.
-fn package_section(md: &mut String, pkg: &PackageReport) {
+fn package_section(md: &mut String, pkg: &PackageReport, rules: &str) {
     md.push_str(&format!(
-        "## 2. Package check\n\n{}\n\n",
+        "## 2. Package check\n\n{} ({rules})\n\n",
         pkg.verdict.as_str()
     ));
     for d in pkg.diagnostics.iter().filter(|d| d.is_error()) {
@@ -273,7 +423,8 @@ fn read_curve(log: &Path, key: &str) -> Result<Curve, String> {
 struct Rerunner<'a> {
     req: &'a AuditRequest,
     md: String,
-    ok: bool,
+    /// One step per result asked to be re-run.
+    steps: Vec<Step>,
     reruns: Vec<Rerun>,
     current: CodeIdentity,
     engine: referee_workloads::Engine,
@@ -297,7 +448,7 @@ impl<'a> Rerunner<'a> {
         Ok(Rerunner {
             req,
             md,
-            ok: true,
+            steps: Vec::new(),
             reruns: Vec::new(),
             current: CodeIdentity::current(),
             engine,
@@ -306,27 +457,49 @@ impl<'a> Rerunner<'a> {
 
     /// Every benchmark directory: its first K results re-run.
     fn rerun_all(&mut self) -> Result<(), String> {
+        if self.req.rerun == 0 {
+            return Ok(());
+        }
         for d in layout::benchmark_dirs(&self.req.dir, "training").unwrap_or_default() {
-            let Some(recorded) = self.recorded(&d)? else {
-                continue;
-            };
             let logs = layout::result_files(&d.path).unwrap_or_default();
-            for log in logs.iter().take(self.req.rerun) {
-                self.rerun_one(&d.benchmark, &recorded, log)?;
+            let asked = &logs[..logs.len().min(self.req.rerun)];
+            match self.recorded(&d)? {
+                Ok(recorded) => {
+                    for log in asked {
+                        self.rerun_one(&d.benchmark, &recorded, log)?;
+                    }
+                }
+                Err(why) => {
+                    for log in asked {
+                        self.not_done(log, why.clone());
+                    }
+                }
             }
         }
         Ok(())
     }
 
-    /// The benchmark's recorded configuration, or `None` (with the reason
-    /// in the report) when it cannot be re-run here.
-    fn recorded(&mut self, d: &layout::BenchmarkDir) -> Result<Option<Recorded>, String> {
+    /// A re-run that was asked for and cannot be done.
+    fn not_done(&mut self, log: &Path, why: String) {
+        self.steps.push(Step::new(
+            format!("re-run {}", log.display()),
+            StepStatus::NotDone,
+            why,
+        ));
+    }
+
+    /// The benchmark's recorded configuration, or why its results cannot
+    /// be re-run here (also written into the report).
+    fn recorded(&mut self, d: &layout::BenchmarkDir) -> Result<Result<Recorded, String>, String> {
         let Some(bench) = crate::own_benchmarks::find(&d.benchmark) else {
             self.md.push_str(&format!(
                 "- `{}`: not a referee benchmark; cannot be re-run here\n",
                 d.benchmark
             ));
-            return Ok(None);
+            return Ok(Err(format!(
+                "`{}` is not one of referee's benchmarks: referee cannot train it here",
+                d.benchmark
+            )));
         };
         let impl_dir = self
             .req
@@ -340,12 +513,14 @@ impl<'a> Rerunner<'a> {
                 .find(|p| p.is_file())
         });
         let Some(config_path) = config_path else {
-            self.ok = false;
             self.md.push_str(&format!(
                 "- `{}`: no implementations/*/config.json; cannot re-run\n",
                 d.benchmark
             ));
-            return Ok(None);
+            return Ok(Err(format!(
+                "no benchmarks/{}/implementations/*/config.json: the configuration to re-run is not recorded",
+                d.benchmark
+            )));
         };
         let config: Value = std::fs::read_to_string(&config_path)
             .ok()
@@ -361,7 +536,7 @@ impl<'a> Rerunner<'a> {
         .ok()
         .and_then(|s| s.text("division"))
         .unwrap_or_else(|| "closed".into());
-        Ok(Some(Recorded {
+        Ok(Ok(Recorded {
             bench,
             config,
             division,
@@ -401,17 +576,23 @@ impl<'a> Rerunner<'a> {
     fn rerun_one(&mut self, benchmark: &str, rec: &Recorded, log: &Path) -> Result<(), String> {
         let orig = read_curve(log, rec.bench.spec().metric.key)?;
         let Some(seed) = orig.provenance["seed"].as_u64() else {
-            self.ok = false;
             self.md.push_str(&format!(
                 "- `{}`: no recorded seed (referee_provenance); cannot re-run\n",
                 log.display()
             ));
+            self.not_done(log, "no recorded seed (referee_provenance)".into());
             return Ok(());
         };
         let fingerprints = dataset_fingerprints(rec.bench, &self.req.data_dir)?;
         let differences = self.differences(&orig.provenance, &fingerprints);
         if !differences.is_empty() && !self.req.force {
-            self.ok = false;
+            self.not_done(
+                log,
+                format!(
+                    "refused: {} (--force re-runs anyway)",
+                    differences.join("; ")
+                ),
+            );
             self.md.push_str(&format!(
                 "- `{}`: refused to re-run: {} (use --force to re-run anyway)\n",
                 log.display(),
@@ -450,14 +631,18 @@ impl<'a> Rerunner<'a> {
         let r: RunResult = match run_once(&plan, 0, seed, clock, &mut Local, &Quiet) {
             Ok(r) => r,
             Err(e) => {
-                self.ok = false;
                 self.md
                     .push_str(&format!("- `{}`: re-run failed: {e}\n", log.display()));
+                self.steps.push(Step::new(
+                    format!("re-run {}", log.display()),
+                    StepStatus::Failed,
+                    format!("the re-run failed: {e}"),
+                ));
                 return Ok(());
             }
         };
         let comparison = compare(rec.bench, &rec.config, &orig.points, orig.converged_at, &r);
-        self.ok &= comparison.verdict == "PASS";
+        self.steps.push(rerun_step(log, &comparison));
         self.md
             .push_str(&rerun_line(log, seed, &differences, &comparison));
         self.reruns.push(Rerun::Done {
@@ -470,6 +655,36 @@ impl<'a> Rerunner<'a> {
         });
         Ok(())
     }
+}
+
+/// The step of one re-run that was carried out.
+fn rerun_step(log: &Path, c: &Comparison) -> Step {
+    let conv = |x: Option<u64>| x.map(|v| v.to_string()).unwrap_or_else(|| "never".into());
+    let mut detail = format!(
+        "original converged at {}, re-run at {}; curves differ by at most {:.4} (tolerance {})",
+        conv(c.original_converged_at),
+        conv(c.rerun_converged_at),
+        c.curve_max_relative_difference,
+        c.curve_tolerance
+    );
+    match (&c.rcp_bounds, c.within_rcp_bounds) {
+        (Some(b), Some(w)) => detail.push_str(&format!(
+            "; RCP {} bounds [{:.0}, {:.0}]: {}",
+            b.record,
+            b.min_acceptable,
+            b.upper_3sd,
+            if w { "within" } else { "outside" }
+        )),
+        _ => detail.push_str(
+            "; convergence not checked against RCP bounds (no RCP record for this batch size)",
+        ),
+    }
+    let status = match c.verdict {
+        "PASS" => StepStatus::Passed,
+        "FAIL" => StepStatus::Failed,
+        _ => StepStatus::NotDone,
+    };
+    Step::new(format!("re-run {}", log.display()), status, detail)
 }
 
 /// The `audit.md` line of one re-run.
@@ -547,9 +762,13 @@ fn compare(
         _ => None,
     };
     let curves_agree = common > 0 && max_rel <= CURVE_TOLERANCE;
-    let pass = rerun_conv.is_some() && within != Some(false) && curves_agree;
+    let verdict = match (rerun_conv.is_some() && curves_agree, within) {
+        (false, _) | (true, Some(false)) => "FAIL",
+        (true, Some(true)) => "PASS",
+        (true, None) => "NOT CHECKED",
+    };
     Comparison {
-        verdict: pass_fail(pass),
+        verdict,
         original_converged_at: orig_conv,
         rerun_converged_at: rerun_conv,
         rcp_bounds: bounds,
@@ -569,4 +788,57 @@ fn record_for(t: &RcpTable, gbs: f64) -> Option<referee_rules::rcp::RcpRecord> {
         let hi = t.records.iter().find(|x| x.bs > gbs)?;
         Some(t.interpolate(gbs, lo, hi))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comparison(
+        bounds: Option<RcpBounds>,
+        within: Option<bool>,
+        verdict: &'static str,
+    ) -> Comparison {
+        Comparison {
+            verdict,
+            original_converged_at: Some(9216),
+            rerun_converged_at: Some(9216),
+            rcp_bounds: bounds,
+            within_rcp_bounds: within,
+            common_eval_points: 6,
+            curve_max_relative_difference: 0.001,
+            curve_tolerance: CURVE_TOLERANCE,
+            original_curve: vec![],
+            rerun_curve: vec![],
+        }
+    }
+
+    #[test]
+    fn missing_rcp_bounds_are_not_checked_and_not_a_pass() {
+        let s = rerun_step(Path::new("r.txt"), &comparison(None, None, "NOT CHECKED"));
+        assert_eq!(s.status, StepStatus::NotDone);
+        assert!(
+            s.detail.contains("not checked against RCP bounds"),
+            "{}",
+            s.detail
+        );
+        let passed = Step::new("signature", StepStatus::Passed, "");
+        assert_eq!(verdict_of(&[passed.clone(), s.clone()]), "INCOMPLETE");
+        let failed = Step::new("package check", StepStatus::Failed, "");
+        assert_eq!(verdict_of(&[passed.clone(), s, failed]), "FAIL");
+        assert_eq!(verdict_of(std::slice::from_ref(&passed)), "PASS");
+        let bounds = RcpBounds {
+            record: "b16".into(),
+            min_acceptable: 8644.0,
+            mean: 9369.6,
+            stdev: 460.8,
+            upper_3sd: 10752.0,
+        };
+        let inside = rerun_step(
+            Path::new("r.txt"),
+            &comparison(Some(bounds), Some(true), "PASS"),
+        );
+        assert_eq!(inside.status, StepStatus::Passed);
+        assert!(inside.detail.contains("within"), "{}", inside.detail);
+    }
 }

@@ -293,3 +293,26 @@ pub fn official_score_context(ruleset: &str) -> referee_rules::score::ScoreConte
         Some(pkg.rcp_dir()),
     )
 }
+
+/// The official package checker's verdict on a submission folder: "FOUND NO ERRORS" vs "FOUND ERRORS" in its log.
+pub fn official_package_ok(org: &Path, ruleset: &str) -> bool {
+    let o = std::process::Command::new(python())
+        .args(["-m", "mlperf_logging.package_checker"])
+        .arg(org)
+        .args(["training", ruleset, "--log_output", "/dev/null"])
+        .output()
+        .expect("run the official package checker");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the official package checker always exits 0:\n{err}"
+    );
+    if err.contains("PACKAGE CHECKER FOUND NO ERRORS") {
+        true
+    } else if err.contains("PACKAGE CHECKER FOUND ERRORS") {
+        false
+    } else {
+        panic!("no verdict from the official package checker:\n{err}")
+    }
+}

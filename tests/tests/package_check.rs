@@ -2,9 +2,8 @@
 //! copies of it; each verdict is also compared with the official package
 //! checker's (which always exits 0 and states its verdict in a log line).
 
-use referee_tests::{copy_tree, corpus_dir, python, referee, stderr, stdout};
+use referee_tests::{copy_tree, corpus_dir, official_package_ok, referee, stderr, stdout};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const BENCH: &str = "results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora";
 const SYSTEM: &str = "systems/MI300X_EPYC_9575F_pytorch.json";
@@ -18,29 +17,6 @@ fn fresh(tmp: &Path, name: &str) -> PathBuf {
 fn edit(path: &Path, f: impl Fn(String) -> String) {
     let text = std::fs::read_to_string(path).unwrap();
     std::fs::write(path, f(text)).unwrap();
-}
-
-/// The official verdict: "FOUND NO ERRORS" vs "FOUND ERRORS" in its log.
-fn official_ok(org: &Path) -> bool {
-    let o = Command::new(python())
-        .args(["-m", "mlperf_logging.package_checker"])
-        .arg(org)
-        .args(["training", "5.0.0", "--log_output", "/dev/null"])
-        .output()
-        .expect("run the official package checker");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "the official package checker always exits 0:\n{err}"
-    );
-    if err.contains("PACKAGE CHECKER FOUND NO ERRORS") {
-        true
-    } else if err.contains("PACKAGE CHECKER FOUND ERRORS") {
-        false
-    } else {
-        panic!("no verdict from the official package checker:\n{err}")
-    }
 }
 
 struct Case {
@@ -186,7 +162,7 @@ fn correct_package_and_damaged_copies() {
         let theirs = fresh(&tmp.path().join("official"), c.name);
         (c.damage)(&theirs);
         assert_eq!(
-            official_ok(&theirs),
+            official_package_ok(&theirs, "5.0.0"),
             c.pass,
             "{}: official verdict differs",
             c.name

@@ -29,9 +29,14 @@ pub struct AuditArgs {
     /// Where prepared datasets are (default: $REFEREE_DATA_DIR or ./data).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub rules: super::common::RulesetArgs,
     /// Compute threads.
     #[arg(short = 'j', long, value_name = "N")]
     pub threads: Option<usize>,
+    /// The report (audit.json's content) on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(a: AuditArgs) -> i32 {
@@ -62,6 +67,7 @@ pub fn run(a: AuditArgs) -> i32 {
             .data_dir
             .clone()
             .unwrap_or_else(referee_datasets::default_data_dir),
+        rules: a.rules.request(),
     };
     let report = match audit(&req) {
         Ok(r) => r,
@@ -70,9 +76,10 @@ pub fn run(a: AuditArgs) -> i32 {
     if let Err(e) = report.write(&out) {
         return usage_error(format!("{}: {e}", out.display()));
     }
+    let format = if a.json { Format::Json } else { Format::Human };
     let mut stdout = std::io::stdout().lock();
-    let _ = render(&report, Format::Human, Detail::default(), &mut stdout);
-    println!(
+    let _ = render(&report, format, Detail::default(), &mut stdout);
+    eprintln!(
         "audit report: {} and {}",
         out.join("audit.md").display(),
         out.join("audit.json").display()
