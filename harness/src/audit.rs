@@ -3,12 +3,15 @@
 //! 1. **signature**: the manifest's signature and every file's digest
 //!    ([`referee_submission::sign::verify_dir`]); a package that does not
 //!    verify is trusted no further;
-//! 2. **package check**: the folder judged with referee's rules;
+//! 2. **package check**: the folder judged with referee's rules, and every
+//!    result that `referee run --exec` supervised verified against the
+//!    harness's witness of its clock;
 //! 3. **re-runs**: the first K results of each benchmark trained again on
-//!    this machine from their recorded configuration and seed (refused when
-//!    the code or the data differ, unless forced), their convergence
-//!    compared with the original's curve and with the benchmark's RCP
-//!    bounds.
+//!    this machine from their recorded configuration and seed — referee's
+//!    own benchmarks in-process, a supervised program by running its
+//!    recorded command under the same supervision — (refused when the code
+//!    or the data differ, unless forced), their convergence compared with
+//!    the original's curve and with the benchmark's RCP bounds.
 //!
 //! Every stage asked for is a [`Step`] that ends passed, failed, or not
 //! done (with why). The verdict is PASS only when every step was done and
@@ -24,11 +27,11 @@ use crate::plan::{build_plan, dataset_fingerprints};
 use crate::provenance::CodeIdentity;
 use crate::run::{Quiet, RunResult, run_once};
 use referee_rules::Verdict;
+use referee_rules::layout;
 use referee_rules::mllog;
-use referee_rules::package::{PackageOptions, PackageReport, check_package};
+use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::rcp::RcpTable;
 use referee_rules::report::{Detail, Report};
-use referee_rules::tree as layout; // TODO(rename)
 use referee_submission::sign::{VerifyReport, verify_dir};
 use referee_workloads::bench::Benchmark;
 use serde::Serialize;
@@ -76,6 +79,17 @@ pub struct Step {
     pub step: String,
     pub status: StepStatus,
     pub detail: String,
+}
+
+impl StepStatus {
+    /// As in the JSON form: `passed`, `failed`, `not_done`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Passed => "passed",
+            StepStatus::Failed => "failed",
+            StepStatus::NotDone => "not_done",
+        }
+    }
 }
 
 impl Step {
@@ -245,7 +259,15 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
     let pkg = check_package(&rules.scoring, &req.dir, PackageOptions::default(), &|| {});
     package_section(&mut md, &pkg, &rules.description);
     steps.push(package_step(&pkg, &rules.description));
-    let mut rerunner = Rerunner::new(req, md)?;
+    if let Some(step) = witness_step(&req.dir) {
+        md.push_str(&format!(
+            "\n**Witness**: {} — {}\n\n",
+            step.status.as_str(),
+            step.detail
+        ));
+        steps.push(step);
+    }
+    let mut rerunner = Rerunner::new(req, md, rules.scoring)?;
     rerunner.rerun_all()?;
     steps.append(&mut rerunner.steps);
     let mut md = rerunner.md;
@@ -259,6 +281,49 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
         verdict: verdict_of(&steps),
         steps,
         markdown: md,
+    })
+}
+
+/// The results a supervised run wrote, each verified against its witness;
+/// `None` when the package holds none.
+fn witness_step(dir: &Path) -> Option<Step> {
+    let mut witnessed = 0;
+    let mut problems = Vec::new();
+    for d in layout::benchmark_dirs(dir, "training").unwrap_or_default() {
+        for log in layout::result_files(&d.path).unwrap_or_default() {
+            match crate::witness::verify_log(&log) {
+                Ok(None) => {}
+                Ok(Some((_, diags))) => {
+                    witnessed += 1;
+                    problems.extend(diags.iter().map(|d| {
+                        format!(
+                            "{}: {} ({})",
+                            log.display(),
+                            d.message,
+                            d.found.as_deref().unwrap_or("")
+                        )
+                    }));
+                }
+                Err(e) => {
+                    witnessed += 1;
+                    problems.push(e);
+                }
+            }
+        }
+    }
+    if witnessed == 0 {
+        return None;
+    }
+    Some(if problems.is_empty() {
+        Step::new(
+            "witness",
+            StepStatus::Passed,
+            format!(
+                "{witnessed} supervised results agree with the harness's witness of their clock"
+            ),
+        )
+    } else {
+        Step::new("witness", StepStatus::Failed, problems.join("; "))
     })
 }
 
@@ -326,10 +391,7 @@ fn package_step(pkg: &PackageReport, rules: &str) -> Step {
 fn steps_section(steps: &[Step]) -> String {
     let mut md = String::from("\n## Steps\n\n| step | status | detail |\n| --- | --- | --- |\n");
     for s in steps {
-        let status = serde_json::to_value(s.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let status = s.status.as_str();
         md.push_str(&format!(
             "| {} | {status} | {} |\n",
             referee_rules::report::md_escape(&s.step),
@@ -380,6 +442,8 @@ struct Curve {
     /// `submission_org` and `submission_platform`.
     org: String,
     platform: String,
+    /// `global_batch_size`.
+    global_batch_size: Option<f64>,
 }
 
 /// Read an original log once: its evaluation curve, convergence point,
@@ -392,6 +456,7 @@ fn read_curve(log: &Path, key: &str) -> Result<Curve, String> {
         provenance: Value::Null,
         org: String::new(),
         platform: String::new(),
+        global_batch_size: None,
     };
     let text = |r: &mllog::Record| r.value().as_str().map(str::to_string);
     for r in &parsed.records {
@@ -408,6 +473,9 @@ fn read_curve(log: &Path, key: &str) -> Result<Curve, String> {
                 c.converged_at = c.points.last().map(|x| x.0);
             }
             "referee_provenance" => c.provenance = serde_json::Value::from(r.value()),
+            "global_batch_size" if c.global_batch_size.is_none() => {
+                c.global_batch_size = r.value().as_f64()
+            }
             // The first occurrence counts, as the original reader took it.
             "submission_org" if c.org.is_empty() => c.org = text(r).unwrap_or_default(),
             "submission_platform" if c.platform.is_empty() => {
@@ -428,17 +496,29 @@ struct Rerunner<'a> {
     reruns: Vec<Rerun>,
     current: CodeIdentity,
     engine: referee_workloads::Engine,
+    /// The package's rules (RCP tables of official benchmarks).
+    scoring: referee_rules::score::ScoreContext,
 }
 
-/// A benchmark directory's recorded configuration and division.
-struct Recorded {
-    bench: &'static dyn Benchmark,
-    config: Value,
-    division: String,
+/// How a benchmark directory's results can be re-run.
+enum Recorded {
+    /// One of referee's benchmarks: its configuration and division.
+    Own {
+        bench: &'static dyn Benchmark,
+        config: Value,
+        division: String,
+    },
+    /// A program `referee run --exec` supervised: its command, from the
+    /// run records in the implementation.
+    Exec,
 }
 
 impl<'a> Rerunner<'a> {
-    fn new(req: &'a AuditRequest, mut md: String) -> Result<Self, String> {
+    fn new(
+        req: &'a AuditRequest,
+        mut md: String,
+        scoring: referee_rules::score::ScoreContext,
+    ) -> Result<Self, String> {
         md.push_str("## 3. Re-runs\n\n");
         if req.rerun == 0 {
             md.push_str("No re-run requested (`--rerun K`).\n");
@@ -452,6 +532,7 @@ impl<'a> Rerunner<'a> {
             reruns: Vec::new(),
             current: CodeIdentity::current(),
             engine,
+            scoring,
         })
     }
 
@@ -464,6 +545,11 @@ impl<'a> Rerunner<'a> {
             let logs = layout::result_files(&d.path).unwrap_or_default();
             let asked = &logs[..logs.len().min(self.req.rerun)];
             match self.recorded(&d)? {
+                Ok(Recorded::Exec) => {
+                    for log in asked {
+                        self.rerun_exec(&d.benchmark, log)?;
+                    }
+                }
                 Ok(recorded) => {
                     for log in asked {
                         self.rerun_one(&d.benchmark, &recorded, log)?;
@@ -491,6 +577,9 @@ impl<'a> Rerunner<'a> {
     /// The benchmark's recorded configuration, or why its results cannot
     /// be re-run here (also written into the report).
     fn recorded(&mut self, d: &layout::BenchmarkDir) -> Result<Result<Recorded, String>, String> {
+        if self.supervised(&d.benchmark) {
+            return Ok(Ok(Recorded::Exec));
+        }
         let Some(bench) = crate::own_benchmarks::find(&d.benchmark) else {
             self.md.push_str(&format!(
                 "- `{}`: not a referee benchmark; cannot be re-run here\n",
@@ -536,11 +625,222 @@ impl<'a> Rerunner<'a> {
         .ok()
         .and_then(|s| s.text("division"))
         .unwrap_or_else(|| "closed".into());
-        Ok(Ok(Recorded {
+        Ok(Ok(Recorded::Own {
             bench,
             config,
             division,
         }))
+    }
+
+    /// Does the implementation hold run records of `referee run --exec`?
+    fn supervised(&self, benchmark: &str) -> bool {
+        let imps = self
+            .req
+            .dir
+            .join("benchmarks")
+            .join(benchmark)
+            .join("implementations");
+        std::fs::read_dir(imps)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|imp| {
+                std::fs::read_dir(imp.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .filter(|f| f.file_name().to_string_lossy().starts_with("referee_run_"))
+            .any(|f| {
+                std::fs::read_to_string(f.path())
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .is_some_and(|v| v["mode"] == "exec")
+            })
+    }
+
+    /// Re-run one result of a supervised program: its recorded command,
+    /// seed and working directory, under the same supervision.
+    fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), String> {
+        let found = match crate::witness::find(log) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                self.not_done(
+                    log,
+                    "no run record in the implementation holds this log (matched by its sha256)"
+                        .into(),
+                );
+                return Ok(());
+            }
+            Err(e) => {
+                self.not_done(log, e);
+                return Ok(());
+            }
+        };
+        let (session, run) = (&found.session, &found.run);
+        let command: Vec<String> = session["command"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let cwd = PathBuf::from(session["working_directory"].as_str().unwrap_or(""));
+        let Some(seed) = run["seed"].as_u64() else {
+            self.not_done(
+                log,
+                format!("{}: the run has no seed", found.record.display()),
+            );
+            return Ok(());
+        };
+        if command.is_empty() || !cwd.is_dir() {
+            self.not_done(
+                log,
+                format!(
+                    "the recorded command {command:?} cannot be run here: its working directory {} is not on this machine",
+                    cwd.display()
+                ),
+            );
+            return Ok(());
+        }
+        let prov = &run["provenance"];
+        let (commit, diff) = crate::provenance::git_identity(&cwd).unwrap_or_default();
+        let mut differences = Vec::new();
+        if prov["git_commit"].as_str().unwrap_or("") != commit
+            || prov["uncommitted_diff_sha256"].as_str().unwrap_or("") != diff
+        {
+            differences.push(format!(
+                "code in {}: original {} (diff {}), now {} (diff {})",
+                cwd.display(),
+                prov["git_commit"].as_str().unwrap_or("none"),
+                prov["uncommitted_diff_sha256"].as_str().unwrap_or(""),
+                if commit.is_empty() { "none" } else { &commit },
+                diff
+            ));
+        }
+        if !differences.is_empty() && !self.req.force {
+            self.refuse(log, differences);
+            return Ok(());
+        }
+        let rerun_dir = self.rerun_dir(benchmark, log);
+        let mut rules = self.req.rules.clone();
+        rules.ruleset = Some(self.scoring.ruleset.clone());
+        let req = crate::exec::ExecRequest {
+            command,
+            benchmark: benchmark.to_string(),
+            rules,
+            runs: Some(1),
+            seed: Some(seed),
+            division: if session["division"] == "open" {
+                crate::plan::Division::Open
+            } else {
+                crate::plan::Division::Closed
+            },
+            org: session["org"].as_str().unwrap_or("").to_string(),
+            system: session["system"].as_str().map(str::to_string),
+            budget_minutes: None,
+            out: Some(rerun_dir.clone()),
+            cache_clear: crate::exec::CacheClearMethod::Skip,
+            tolerance_ms: session["witness_tolerance_ms"]
+                .as_u64()
+                .unwrap_or(crate::witness::DEFAULT_TOLERANCE_MS),
+            grace: std::time::Duration::from_secs(10),
+        };
+        let mut cfg = crate::exec::ExecConfig::resolve(req)?;
+        cfg.cwd = cwd;
+        eprintln!(
+            "referee: re-running {} (seed {seed}): {}",
+            log.display(),
+            cfg.req.command.join(" ")
+        );
+        let r = match crate::exec::run_one(&cfg, 0, seed) {
+            Ok(r) => r,
+            Err(e) => {
+                self.failed(log, e);
+                return Ok(());
+            }
+        };
+        let orig = read_curve(log, "eval_accuracy")?;
+        let again = read_curve(&r.log, "eval_accuracy")?;
+        let bounds = match (self.scoring.table(benchmark), orig.global_batch_size) {
+            (Ok(t), Some(gbs)) => rcp_bounds(&t, gbs),
+            _ => None,
+        };
+        let comparison = compare(
+            bounds,
+            &orig.points,
+            orig.converged_at,
+            &again.points,
+            again.converged_at,
+        );
+        self.done(log, seed, differences, rerun_dir, comparison);
+        Ok(())
+    }
+
+    /// Refused: the code differs and `--force` was not given.
+    fn refuse(&mut self, log: &Path, differences: Vec<String>) {
+        self.not_done(
+            log,
+            format!(
+                "refused: {} (--force re-runs anyway)",
+                differences.join("; ")
+            ),
+        );
+        self.md.push_str(&format!(
+            "- `{}`: refused to re-run: {} (use --force to re-run anyway)\n",
+            log.display(),
+            differences.join("; ")
+        ));
+        self.reruns.push(Rerun::Refused {
+            log: log.display().to_string(),
+            refused: differences,
+        });
+    }
+
+    /// A fresh directory for the re-run of `log`.
+    fn rerun_dir(&self, benchmark: &str, log: &Path) -> PathBuf {
+        let dir = self.req.out.join(format!(
+            "rerun-{benchmark}-{}",
+            log.file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// The re-run could not complete.
+    fn failed(&mut self, log: &Path, e: String) {
+        self.md
+            .push_str(&format!("- `{}`: re-run failed: {e}\n", log.display()));
+        self.steps.push(Step::new(
+            format!("re-run {}", log.display()),
+            StepStatus::Failed,
+            format!("the re-run failed: {e}"),
+        ));
+    }
+
+    /// A re-run carried out and compared.
+    fn done(
+        &mut self,
+        log: &Path,
+        seed: u64,
+        differences: Vec<String>,
+        rerun_dir: PathBuf,
+        comparison: Comparison,
+    ) {
+        self.steps.push(rerun_step(log, &comparison));
+        self.md
+            .push_str(&rerun_line(log, seed, &differences, &comparison));
+        self.reruns.push(Rerun::Done {
+            log: log.display().to_string(),
+            seed,
+            forced: !differences.is_empty(),
+            differences,
+            rerun_dir: rerun_dir.display().to_string(),
+            comparison: Box::new(comparison),
+        });
     }
 
     /// Why a re-run would not reproduce the original: other code, other data.
@@ -574,7 +874,15 @@ impl<'a> Rerunner<'a> {
 
     /// Re-run one result and compare it.
     fn rerun_one(&mut self, benchmark: &str, rec: &Recorded, log: &Path) -> Result<(), String> {
-        let orig = read_curve(log, rec.bench.spec().metric.key)?;
+        let Recorded::Own {
+            bench,
+            config,
+            division,
+        } = rec
+        else {
+            return self.rerun_exec(benchmark, log);
+        };
+        let orig = read_curve(log, bench.spec().metric.key)?;
         let Some(seed) = orig.provenance["seed"].as_u64() else {
             self.md.push_str(&format!(
                 "- `{}`: no recorded seed (referee_provenance); cannot re-run\n",
@@ -583,39 +891,18 @@ impl<'a> Rerunner<'a> {
             self.not_done(log, "no recorded seed (referee_provenance)".into());
             return Ok(());
         };
-        let fingerprints = dataset_fingerprints(rec.bench, &self.req.data_dir)?;
+        let fingerprints = dataset_fingerprints(*bench, &self.req.data_dir)?;
         let differences = self.differences(&orig.provenance, &fingerprints);
         if !differences.is_empty() && !self.req.force {
-            self.not_done(
-                log,
-                format!(
-                    "refused: {} (--force re-runs anyway)",
-                    differences.join("; ")
-                ),
-            );
-            self.md.push_str(&format!(
-                "- `{}`: refused to re-run: {} (use --force to re-run anyway)\n",
-                log.display(),
-                differences.join("; ")
-            ));
-            self.reruns.push(Rerun::Refused {
-                log: log.display().to_string(),
-                refused: differences,
-            });
+            self.refuse(log, differences);
             return Ok(());
         }
-        let rerun_dir = self.req.out.join(format!(
-            "rerun-{benchmark}-{}",
-            log.file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_default()
-        ));
-        let _ = std::fs::remove_dir_all(&rerun_dir);
+        let rerun_dir = self.rerun_dir(benchmark, log);
         std::fs::create_dir_all(&rerun_dir).map_err(|e| format!("{}: {e}", rerun_dir.display()))?;
         let mut plan = build_plan(
-            rec.bench,
-            rec.config.clone(),
-            &rec.division,
+            *bench,
+            config.clone(),
+            division,
             &orig.org,
             &orig.platform,
             self.req.data_dir.clone(),
@@ -631,28 +918,24 @@ impl<'a> Rerunner<'a> {
         let r: RunResult = match run_once(&plan, 0, seed, clock, &mut Local, &Quiet) {
             Ok(r) => r,
             Err(e) => {
-                self.md
-                    .push_str(&format!("- `{}`: re-run failed: {e}\n", log.display()));
-                self.steps.push(Step::new(
-                    format!("re-run {}", log.display()),
-                    StepStatus::Failed,
-                    format!("the re-run failed: {e}"),
-                ));
+                self.failed(log, e.to_string());
                 return Ok(());
             }
         };
-        let comparison = compare(rec.bench, &rec.config, &orig.points, orig.converged_at, &r);
-        self.steps.push(rerun_step(log, &comparison));
-        self.md
-            .push_str(&rerun_line(log, seed, &differences, &comparison));
-        self.reruns.push(Rerun::Done {
-            log: log.display().to_string(),
-            seed,
-            forced: !differences.is_empty(),
-            differences,
-            rerun_dir: rerun_dir.display().to_string(),
-            comparison: Box::new(comparison),
-        });
+        let rerun_conv = (r.status == "success")
+            .then(|| r.evals.last().map(|e| e.0))
+            .flatten();
+        let bounds = own_rcp_table(*bench)
+            .and_then(|t| rcp_bounds(&t, bench.global_batch_size(config) as f64));
+        let rerun_curve: Vec<(u64, f64)> = r.evals.iter().map(|e| (e.0, e.1)).collect();
+        let comparison = compare(
+            bounds,
+            &orig.points,
+            orig.converged_at,
+            &rerun_curve,
+            rerun_conv,
+        );
+        self.done(log, seed, differences, rerun_dir, comparison);
         Ok(())
     }
 }
@@ -715,18 +998,8 @@ fn json<T: Serialize>(v: &T) -> String {
 /// The RCP record a re-run at global batch size `gbs` is held to: the
 /// table's record for that size, or one interpolated between its
 /// neighbours.
-fn rcp_bounds(bench: &dyn Benchmark, gbs: f64) -> Option<RcpBounds> {
-    let facts = crate::own_benchmarks::meta();
-    let table = RcpTable::from_json(
-        bench.rcp_json(),
-        "rcps",
-        "training",
-        referee_workloads::bench::RULESET,
-        bench.spec().name,
-        &facts,
-    )
-    .ok()?;
-    let rec = record_for(&table, gbs)?;
+fn rcp_bounds(table: &RcpTable, gbs: f64) -> Option<RcpBounds> {
+    let rec = table.record_for(gbs)?;
     Some(RcpBounds {
         record: rec.name,
         min_acceptable: rec.min_epochs,
@@ -736,27 +1009,37 @@ fn rcp_bounds(bench: &dyn Benchmark, gbs: f64) -> Option<RcpBounds> {
     })
 }
 
-/// Compare a re-run with its original and with the RCP bounds.
+/// The RCP table of one of referee's benchmarks.
+fn own_rcp_table(bench: &dyn Benchmark) -> Option<RcpTable> {
+    RcpTable::from_json(
+        bench.rcp_json(),
+        "rcps",
+        "training",
+        referee_workloads::bench::RULESET,
+        bench.spec().name,
+        &crate::own_benchmarks::ruleset_facts(),
+    )
+    .ok()
+}
+
+/// Compare a re-run's curve and convergence with its original's and with
+/// the RCP bounds.
 fn compare(
-    bench: &dyn Benchmark,
-    config: &Value,
+    bounds: Option<RcpBounds>,
     orig: &[(u64, f64)],
     orig_conv: Option<u64>,
-    r: &RunResult,
+    rerun: &[(u64, f64)],
+    rerun_conv: Option<u64>,
 ) -> Comparison {
-    let rerun_conv = (r.status == "success")
-        .then(|| r.evals.last().map(|e| e.0))
-        .flatten();
     let mut max_rel = 0.0f64;
     let mut common = 0;
     for (s, v) in orig {
-        if let Some(e) = r.evals.iter().find(|e| e.0 == *s) {
+        if let Some(e) = rerun.iter().find(|e| e.0 == *s) {
             common += 1;
             let rel = (e.1 - v).abs() / v.abs().max(1e-12);
             max_rel = max_rel.max(rel);
         }
     }
-    let bounds = rcp_bounds(bench, bench.global_batch_size(config) as f64);
     let within = match (rerun_conv, &bounds) {
         (Some(c), Some(b)) => Some((c as f64) >= b.min_acceptable && (c as f64) <= b.upper_3sd),
         _ => None,
@@ -777,17 +1060,8 @@ fn compare(
         curve_max_relative_difference: max_rel,
         curve_tolerance: CURVE_TOLERANCE,
         original_curve: orig.to_vec(),
-        rerun_curve: r.evals.iter().map(|e| (e.0, e.1)).collect(),
+        rerun_curve: rerun.to_vec(),
     }
-}
-
-/// TODO(move to rcp.rs)
-fn record_for(t: &RcpTable, gbs: f64) -> Option<referee_rules::rcp::RcpRecord> {
-    t.records.iter().find(|x| x.bs == gbs).cloned().or_else(|| {
-        let lo = t.records.iter().rfind(|x| x.bs < gbs)?;
-        let hi = t.records.iter().find(|x| x.bs > gbs)?;
-        Some(t.interpolate(gbs, lo, hi))
-    })
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! registered next to the official rules.
 
 use referee_rules::checker::Checker;
-use referee_rules::meta::{BenchmarkMeta, Meta};
 use referee_rules::ruleset::RuleLibrary;
+use referee_rules::ruleset_facts::{BenchmarkFacts, RulesetFacts};
 use referee_rules::score::ScoreContext;
 use referee_workloads::bench::{self, Benchmark, RULESET};
 use referee_workloads::rulegen;
@@ -39,13 +39,13 @@ pub fn register_own(checker: &mut Checker) {
 }
 
 /// The olympic and RCP facts of referee's benchmarks.
-pub fn meta() -> Meta {
-    let mut m = Meta::official();
+pub fn ruleset_facts() -> RulesetFacts {
+    let mut m = RulesetFacts::official();
     for b in bench::registry() {
         let s = b.spec();
         m = m.with_benchmark(
             RULESET,
-            BenchmarkMeta {
+            BenchmarkFacts {
                 name: s.name.to_string(),
                 result_files: s.runs,
                 max_dropped: 1,
@@ -71,7 +71,7 @@ pub fn own_checker() -> Checker {
 /// files, RCP tables shipped in the repository).
 pub fn own_score_context() -> ScoreContext {
     let checker = std::sync::Arc::new(own_checker());
-    let mut ctx = ScoreContext::new(checker, "training", RULESET, meta(), None);
+    let mut ctx = ScoreContext::new(checker, "training", RULESET, ruleset_facts(), None);
     ctx.rcp_json = rcp_tables();
     ctx.choice = referee_rules::checker::RulesetChoice::Auto;
     ctx

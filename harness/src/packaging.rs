@@ -1,24 +1,35 @@
-//! `referee run` outputs → an MLCommons submission folder, checked right
-//! after it is built with referee's own ruleset.
+//! Result logs → an MLCommons submission folder, checked right after it is
+//! built with the ruleset it is for: outputs of `referee run` (referee's
+//! ruleset), of `referee run --exec` (the ruleset they ran under), or any
+//! folder of result logs (`--ruleset`, `--system-json`).
 
 use crate::plan::Division;
-use referee_rules::package::{PackageOptions, PackageReport, check_package};
+use crate::rules_env::{RulesRequest, resolve_rules};
+use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
-use referee_submission::package::{PackageSpec, PackageSummary, RunDir, package};
+use referee_submission::assemble::{Origin, PackageSpec, PackageSummary, RunDir, package};
 use serde::Serialize;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What to package, as asked for.
 #[derive(Debug, Clone)]
 pub struct PackagingRequest {
-    /// Output directories of `referee run`.
+    /// Directories of result logs: outputs of `referee run` (with or
+    /// without `--exec`) or any folder of `result_*.txt`.
     pub runs: Vec<PathBuf>,
+    /// The rules the package is for (default: the ruleset the runs were
+    /// made under; plain logs need `--ruleset`).
+    pub rules: RulesRequest,
+    /// The system description (default: the runs' `system.json`).
+    pub system_json: Option<PathBuf>,
+    /// Training code to include under the implementation.
+    pub code: Option<PathBuf>,
     /// Where the submission folder ORG/ is created.
     pub out: PathBuf,
-    /// Submitting organisation (default: the runs' `org`).
+    /// Submitting organisation (default: the logs' `submission_org`).
     pub org: Option<String>,
-    /// System name (default: the runs' `system`).
+    /// System name (default: the logs' `submission_platform`).
     pub system: Option<String>,
     /// The division every run must have been made in.
     pub division: Option<Division>,
@@ -79,27 +90,113 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
             ));
         }
     }
-    let recorded = |key: &str| runs[0].record[key].as_str().unwrap_or("").to_string();
-    let facts = crate::own_benchmarks::meta();
-    let required = crate::own_benchmarks::benchmark_names()
-        .into_iter()
-        .filter_map(|b| {
-            facts
-                .benchmark("training", b)
-                .map(|m| (b.to_string(), m.result_files))
-        })
-        .collect();
+    let mut rules_req = req.rules.clone();
+    if rules_req.ruleset.is_none() {
+        rules_req.ruleset = runs
+            .iter()
+            .find_map(|r| r.ruleset().map(str::to_string))
+            .or_else(|| {
+                runs.iter()
+                    .all(|r| r.origin == Origin::Own)
+                    .then(|| referee_workloads::bench::RULESET.to_string())
+            });
+    }
+    if rules_req.ruleset.is_none() {
+        return Err(
+            "give --ruleset X.Y.Z: the ruleset these logs are submitted under (e.g. 5.0.0)".into(),
+        );
+    }
+    let rules = resolve_rules(&rules_req, &[])?;
+    let usage = rules.scoring.usage.clone();
+    let mut required = std::collections::BTreeMap::new();
+    for r in &runs {
+        let b = r.benchmark();
+        let allowed = rules.scoring.facts.allowed(&usage, &rules.scoring.ruleset);
+        let facts = rules
+            .scoring
+            .facts
+            .benchmark(&usage, b)
+            .filter(|_| allowed.iter().any(|a| a == b))
+            .ok_or_else(|| {
+                format!(
+                    "{}: `{b}` is not a benchmark of {} (benchmarks: {})",
+                    r.path.display(),
+                    rules.description,
+                    allowed.join(", ")
+                )
+            })?;
+        required.insert(b.to_string(), facts.result_files);
+    }
+    let first = referee_submission::assemble::LogFacts::read(&runs[0].logs[0])?;
+    let named = |flag: &Option<String>, key: &str| -> Result<String, String> {
+        match flag {
+            Some(v) => Ok(v.clone()),
+            None => first
+                .submission
+                .get(key)
+                .cloned()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "{} logs no submission_{key}: give --{}",
+                        runs[0].logs[0].display(),
+                        if key == "org" { "org" } else { "system" }
+                    )
+                }),
+        }
+    };
+    let system_json = match &req.system_json {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| format!("--system-json {}: {e}", p.display()))
+                .and_then(|t| {
+                    serde_json::from_str(&t).map_err(|e| {
+                        format!(
+                            "--system-json {}:{}: invalid JSON: {e}",
+                            p.display(),
+                            e.line()
+                        )
+                    })
+                })?,
+        ),
+        None => None,
+    };
+    let implementation = match (runs[0].origin, &req.code) {
+        (Origin::Own, _) => format!("referee-{}", crate::provenance::VERSION),
+        (_, Some(code)) => dir_name(code),
+        (Origin::Exec, None) => dir_name(Path::new(
+            runs[0].record["working_directory"]
+                .as_str()
+                .unwrap_or("implementation"),
+        )),
+        (Origin::Logs, None) => "implementation".to_string(),
+    };
     let spec = PackageSpec {
-        org: req.org.clone().unwrap_or_else(|| recorded("org")),
-        system: req.system.clone().unwrap_or_else(|| recorded("system")),
+        org: named(&req.org, "org")?,
+        system: named(&req.system, "platform")?,
         required_runs: required,
-        implementation: format!("referee-{}", crate::provenance::VERSION),
+        implementation,
+        system_json,
+        code: req.code.clone(),
     };
     let summary = package(&runs, &spec, &req.out)?;
-    let scoring = crate::own_benchmarks::own_score_context();
-    let check = check_package(&scoring, &summary.path, PackageOptions::default(), &|| {});
+    let check = check_package(
+        &rules.scoring,
+        &summary.path,
+        PackageOptions::default(),
+        &|| {},
+    );
     Ok(PackagingReport {
         package: summary,
         check,
     })
+}
+
+/// A directory's own name, as a folder name of the package.
+fn dir_name(p: &Path) -> String {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    abs.file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .filter(|n| !n.is_empty() && !n.starts_with('.'))
+        .unwrap_or_else(|| "implementation".to_string())
 }

@@ -139,22 +139,15 @@ impl SessionConfig {
                 PathBuf::from("out").join(format!("{}-{now}", spec.name))
             }
         };
-        if out_dir.is_dir() {
-            let existing: Vec<_> = referee_rules::tree::result_files(&out_dir).unwrap_or_default();
-            if !existing.is_empty() {
-                return Err(format!(
-                    "{} already holds {} result file(s); choose another --out (a log is never overwritten)",
-                    out_dir.display(),
-                    existing.len()
-                ));
-            }
+        let existing = result_count(&out_dir);
+        if existing > 0 {
+            return Err(format!(
+                "{} already holds {existing} result file(s); choose another --out (a log is never overwritten)",
+                out_dir.display()
+            ));
         }
         let seeds = run_seeds(a.seed.unwrap_or_else(os_seed), runs);
-        let host = HostFacts::probe();
-        let system = a
-            .system
-            .clone()
-            .unwrap_or_else(|| sanitize(&format!("{}_{}cpu", host.hostname, host.logical_cpus)));
+        let system = a.system.clone().unwrap_or_else(default_system_name);
         let budget_minutes = a.budget_minutes.unwrap_or(spec.budget_minutes);
         if budget_minutes <= 0.0 {
             return Err("--budget-minutes must be positive".into());
@@ -217,7 +210,7 @@ pub fn build_plan(
         engine,
         stop_at_target: true,
         budget_minutes: bench.spec().budget_minutes,
-        init_budget_ms: referee_rules::meta::init_budget_minutes(division) * 60_000,
+        init_budget_ms: referee_rules::ruleset_facts::init_budget_minutes(division) * 60_000,
         cache_clear: true,
         dataset_fingerprints,
         code: CodeIdentity::current(),
@@ -360,7 +353,24 @@ pub fn resolve_config(
     Ok(cfg)
 }
 
-fn os_seed() -> u64 {
+/// How many result files `dir` holds already (a log is never overwritten).
+pub fn result_count(dir: &Path) -> usize {
+    if !dir.is_dir() {
+        return 0;
+    }
+    referee_rules::layout::result_files(dir)
+        .map(|f| f.len())
+        .unwrap_or(0)
+}
+
+/// `HOSTNAME_Ncpu`: the system name when none is given.
+pub fn default_system_name() -> String {
+    let host = HostFacts::probe();
+    sanitize(&format!("{}_{}cpu", host.hostname, host.logical_cpus))
+}
+
+/// A base seed from the OS (when none is given).
+pub fn os_seed() -> u64 {
     let mut b = [0u8; 8];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         use std::io::Read;

@@ -77,6 +77,79 @@ pub fn filtered_env(vars: impl Iterator<Item = (String, String)>) -> BTreeMap<St
     vars.filter(|(k, _)| !is_secret(k)).collect()
 }
 
+/// The git commit of `dir` and the sha256 of its uncommitted diff ("" when
+/// clean), when `dir` is in a git checkout.
+pub fn git_identity(dir: &std::path::Path) -> Option<(String, String)> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout)
+    };
+    let commit = String::from_utf8_lossy(&git(&["rev-parse", "HEAD"])?)
+        .trim()
+        .to_string();
+    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    let diff_sha = if diff.is_empty() {
+        String::new()
+    } else {
+        hex::encode(Sha256::digest(&diff))
+    };
+    Some((commit, diff_sha))
+}
+
+/// Variables through which container runtimes name the image a job runs in.
+const CONTAINER_VARS: [&str; 6] = [
+    "SINGULARITY_CONTAINER",
+    "APPTAINER_CONTAINER",
+    "SLURM_CONTAINER_IMAGE",
+    "PYXIS_CONTAINER_IMAGE",
+    "ENROOT_IMAGE",
+    "CONTAINER_IMAGE",
+];
+
+/// The provenance of one run of an external program: what ran, where, in
+/// which code and container, how it ended, and the sha256 of every file
+/// written for it.
+pub fn external(
+    command: &[String],
+    cwd: &std::path::Path,
+    extra_env: &[(String, String)],
+    exit: &str,
+    seed: u64,
+    files: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    let env = filtered_env(std::env::vars().chain(extra_env.iter().cloned()));
+    let container: BTreeMap<&str, &String> = CONTAINER_VARS
+        .iter()
+        .filter_map(|k| env.get(*k).map(|v| (*k, v)))
+        .collect();
+    let git = git_identity(cwd);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    serde_json::json!({
+        "command": command,
+        "working_directory": cwd.display().to_string(),
+        "git_commit": git.as_ref().map(|g| g.0.clone()),
+        "uncommitted_diff_sha256": git.as_ref().map(|g| g.1.clone()),
+        "container": container,
+        "hostname": hostname,
+        "nodes": env.get("SLURM_JOB_NODELIST"),
+        "exit": exit,
+        "seed": seed,
+        "referee": CodeIdentity::current(),
+        "env": env,
+        "files_sha256": files,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

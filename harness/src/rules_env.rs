@@ -5,11 +5,11 @@
 
 use referee_rules::checker::Checker;
 use referee_rules::compliance::CheckOptions;
-use referee_rules::meta::Meta;
 use referee_rules::rcp::Pruning;
 use referee_rules::ruleset::{
     MlperfLogging, RuleLibrary, discover_mlperf_logging, package_from_dir,
 };
+use referee_rules::ruleset_facts::RulesetFacts;
 use referee_rules::score::ScoreContext;
 use referee_submission::compare::RulesProvider;
 use std::collections::HashMap;
@@ -76,8 +76,55 @@ impl OfficialRules {
     }
 }
 
-/// `training_results_v5.0` → `5.0.0`.
+/// `training_results_v5.0` → `5.0.0`; or the ruleset that the supervised
+/// runs of a package (or of a `referee run --exec` directory) were made
+/// under, as their run records say.
 pub fn infer_ruleset(paths: &[PathBuf]) -> Option<String> {
+    from_path_names(paths).or_else(|| from_run_records(paths))
+}
+
+/// The `ruleset` of `referee_run*.json` files of `mode: exec` at the top
+/// of `paths` or in their `benchmarks/*/implementations/*/`.
+fn from_run_records(paths: &[PathBuf]) -> Option<String> {
+    let ls = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    };
+    for p in paths {
+        let mut records: Vec<PathBuf> = ls(p);
+        for b in ls(&p.join("benchmarks")) {
+            for imp in ls(&b.join("implementations")) {
+                records.extend(ls(&imp));
+            }
+        }
+        records.retain(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("referee_run") && n.ends_with(".json"))
+        });
+        records.sort();
+        for r in records {
+            let Some(v) = std::fs::read_to_string(&r)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            else {
+                continue;
+            };
+            if v["mode"] == "exec"
+                && let Some(rs) = v["ruleset"].as_str()
+            {
+                return Some(rs.to_string());
+            }
+        }
+    }
+    None
+}
+
+fn from_path_names(paths: &[PathBuf]) -> Option<String> {
     for p in paths {
         let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         for c in abs.components() {
@@ -127,12 +174,12 @@ pub struct ResolvedRules {
 /// Do the results under these submission folders name only referee's
 /// own benchmarks?
 fn only_referee_benchmarks(paths: &[PathBuf]) -> bool {
-    let Ok(orgs) = referee_rules::tree::find_orgs(paths) else {
+    let Ok(orgs) = referee_rules::layout::find_orgs(paths) else {
         return false;
     };
     let names: Vec<String> = orgs
         .iter()
-        .flat_map(|o| referee_rules::tree::benchmark_dirs(o, "training").unwrap_or_default())
+        .flat_map(|o| referee_rules::layout::benchmark_dirs(o, "training").unwrap_or_default())
         .map(|d| d.benchmark)
         .collect();
     !names.is_empty()
@@ -215,7 +262,7 @@ pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRu
         None => official.rcp_dir.clone(),
     };
     let checker = Arc::new(Checker::new(Arc::new(lib), CheckOptions::default()));
-    let mut ctx = ScoreContext::new(checker, usage, &ruleset, Meta::official(), rcp_dir);
+    let mut ctx = ScoreContext::new(checker, usage, &ruleset, RulesetFacts::official(), rcp_dir);
     ctx.pruning = req.pruning;
     Ok(ResolvedRules {
         description: format!("{usage} {ruleset} rules from {}", official.origin),

@@ -378,7 +378,7 @@ mod tests {
         };
         let v = system_description(&id, &host, None);
         let obj = v.as_object().unwrap();
-        for f in referee_rules::meta::SYSTEM_REQUIRED_FIELDS {
+        for f in referee_rules::ruleset_facts::SYSTEM_REQUIRED_FIELDS {
             assert!(obj.contains_key(f), "missing {f}");
         }
         let dir = tempfile::tempdir().unwrap();

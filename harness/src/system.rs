@@ -8,8 +8,8 @@
 
 use crate::sysinfo::{Accelerator, HostFacts, IoFacts, discovered_fields, probe_nvidia_smi};
 use referee_rules::diag::Diagnostic;
-use referee_rules::meta::SYSTEM_REQUIRED_FIELDS;
 use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
+use referee_rules::ruleset_facts::SYSTEM_REQUIRED_FIELDS;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -215,7 +215,7 @@ fn check(system: &Map<String, Value>, ruleset: &str) -> Vec<Diagnostic> {
         id: name.to_string(),
         json: system.clone(),
     };
-    let facts = crate::own_benchmarks::meta();
+    let facts = crate::own_benchmarks::ruleset_facts();
     referee_rules::sysdesc::check(
         &desc,
         Path::new(&format!("{name}.json")),

@@ -226,307 +226,391 @@ fn exec_snippet(
     py::exec(&sn.code, s, ll, fx)
 }
 
+/// Run one rule file over the records: BEGIN, the KEY rules record by
+/// record, the ATLEAST_ONE_CHECK verdicts, the occurrence requirements and
+/// END. Rule files enqueued by its code are appended to `queue`.
 fn run_file(
     file: &RuleFile,
     records: &mut Vec<Record>,
     store: &mut Store,
     queue: &mut VecDeque<String>,
 ) {
-    let rel = file.rel.as_str();
-    let mut s = Value::Dict(Dict::new());
-    let fx = Effects::default();
-
-    match &file.begin {
-        Some(Begin::Code(sn)) => {
-            if let Err(e) = exec_snippet(sn, &mut s, None, &fx) {
-                store.unkeyed.push(
-                    Diagnostic::error(
-                        "code-raised",
-                        format!("BEGIN code raised {e} (the official checker crashes here)"),
-                    )
-                    .rule(rel, Some(sn.line))
-                    .test(sn.text.trim()),
-                );
-            }
-        }
-        Some(Begin::AggregateEvalMetrics { line }) => {
-            if let Err(e) = aggregate_eval_metrics(records) {
-                store.unkeyed.push(
-                    Diagnostic::error(
-                        "code-raised",
-                        format!("aggregating FID/CLIP evaluations failed: {e} (the official checker crashes here)"),
-                    )
-                    .rule(rel, Some(*line))
-                    .key("eval_accuracy"),
-                );
-            }
-        }
-        None => {}
-    }
-
+    let mut run = RuleFileRun::new(file);
+    run.begin(records, store);
     // A file that defines a key supersedes earlier messages for it.
     for k in file.keys.keys() {
         store.keyed.shift_remove(k.as_str());
     }
-
-    let mut reported: IndexMap<&str, Vec<usize>> =
-        file.keys.keys().map(|k| (k.as_str(), Vec::new())).collect();
-    let mut has_been_exec: HashSet<&str> = HashSet::new();
-    let mut first_check_seen: HashSet<&str> = HashSet::new();
-    // key → (successes, lines evaluated, last record index)
-    let mut atleast: IndexMap<&str, (usize, usize, usize)> = IndexMap::new();
-    let mut atleast_raised: HashSet<&str> = HashSet::new();
-
     for (i, rec) in records.iter().enumerate() {
+        run.record(i, rec, store);
+    }
+    // Effects of POST code (enqueue) take effect in order.
+    queue.extend(run.effects.enqueued.borrow_mut().drain(..));
+    run.report_atleast_one(records, store);
+    run.check_occurrences(records, store);
+    run.end(store);
+}
+
+/// How the ATLEAST_ONE_CHECK of one key fared over the log.
+struct AtLeastOneTally {
+    /// Lines for which the test held.
+    held: usize,
+    /// Lines evaluated.
+    checked: usize,
+    /// Index of the last record evaluated.
+    last: usize,
+}
+
+/// The state of one rule file's run over a log (the locals of the official
+/// `configured_checks`).
+struct RuleFileRun<'f> {
+    file: &'f RuleFile,
+    rel: &'f str,
+    /// The rule file's state dictionary `s`.
+    state: Value,
+    effects: Effects,
+    /// Record indices seen per KEY name (every NAME has a slot, in file order).
+    seen: IndexMap<&'f str, Vec<usize>>,
+    /// `submission_*` keys whose PRE, CHECK and POST have run (they run on
+    /// the first occurrence only).
+    has_been_exec: HashSet<&'f str>,
+    /// Keys whose FIRST_CHECK has run.
+    first_check_seen: HashSet<&'f str>,
+    atleast: IndexMap<&'f str, AtLeastOneTally>,
+    /// Keys whose ATLEAST_ONE_CHECK raised (reported once).
+    atleast_raised: HashSet<&'f str>,
+}
+
+impl<'f> RuleFileRun<'f> {
+    fn new(file: &'f RuleFile) -> Self {
+        RuleFileRun {
+            file,
+            rel: file.rel.as_str(),
+            state: Value::Dict(Dict::new()),
+            effects: Effects::default(),
+            seen: file.keys.keys().map(|k| (k.as_str(), Vec::new())).collect(),
+            has_been_exec: HashSet::new(),
+            first_check_seen: HashSet::new(),
+            atleast: IndexMap::new(),
+            atleast_raised: HashSet::new(),
+        }
+    }
+
+    /// The BEGIN record: its code, or the native stable-diffusion
+    /// aggregation (which adds records).
+    fn begin(&mut self, records: &mut Vec<Record>, store: &mut Store) {
+        let rel = self.rel;
+        match &self.file.begin {
+            Some(Begin::Code(sn)) => {
+                if let Err(e) = exec_snippet(sn, &mut self.state, None, &self.effects) {
+                    store.unkeyed.push(
+                        Diagnostic::error(
+                            "code-raised",
+                            format!("BEGIN code raised {e} (the official checker crashes here)"),
+                        )
+                        .rule(rel, Some(sn.line))
+                        .test(sn.text.trim()),
+                    );
+                }
+            }
+            Some(Begin::AggregateEvalMetrics { line }) => {
+                if let Err(e) = aggregate_eval_metrics(records) {
+                    store.unkeyed.push(
+                        Diagnostic::error(
+                            "code-raised",
+                            format!("aggregating FID/CLIP evaluations failed: {e} (the official checker crashes here)"),
+                        )
+                        .rule(rel, Some(*line))
+                        .key("eval_accuracy"),
+                    );
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// One record whose key the file names: PRE, each CHECK and POST (only
+    /// on the first occurrence for `submission_*` keys), FIRST_CHECK on the
+    /// first occurrence, ATLEAST_ONE_CHECK on every one.
+    fn record(&mut self, i: usize, rec: &Record, store: &mut Store) {
         let Some(key) = rec.key.as_deref() else {
-            continue;
+            return;
         };
-        let Some(rule) = file.keys.get(key) else {
-            continue;
+        let Some(rule) = self.file.keys.get(key) else {
+            return;
         };
-        let key: &str = rule.name.as_str();
-        reported
+        let rel = self.rel;
+        let key: &'f str = rule.name.as_str();
+        self.seen
             .get_mut(key)
             .expect("every NAME has a slot")
             .push(i);
 
-        if !has_been_exec.contains(key) {
+        if !self.has_been_exec.contains(key) {
             if let Some(pre) = &rule.pre
-                && let Err(e) = exec_snippet(pre, &mut s, Some(rec), &fx)
+                && let Err(e) = exec_snippet(pre, &mut self.state, Some(rec), &self.effects)
             {
                 store.keyed(key, code_raised(rel, rule, pre, "PRE", rec, &e));
             }
             for check in &rule.check {
-                run_check(rel, rule, check, "CHECK", rec, &s, &fx, store);
+                self.run_check(rule, check, "CHECK", rec, store);
             }
             if let Some(post) = &rule.post
-                && let Err(e) = exec_snippet(post, &mut s, Some(rec), &fx)
+                && let Err(e) = exec_snippet(post, &mut self.state, Some(rec), &self.effects)
             {
                 store.keyed(key, code_raised(rel, rule, post, "POST", rec, &e));
             }
         }
         if let Some(fc) = &rule.first_check
-            && first_check_seen.insert(key)
+            && self.first_check_seen.insert(key)
         {
-            run_check(rel, rule, fc, "FIRST_CHECK", rec, &s, &fx, store);
+            self.run_check(rule, fc, "FIRST_CHECK", rec, store);
         }
         if let Some(ac) = &rule.atleast_one_check {
-            let entry = atleast.entry(key).or_insert((0, 0, i));
-            entry.1 += 1;
-            entry.2 = i;
-            match py::eval_truth(&ac.code, &s, Some(rec), &fx) {
-                Ok(true) => entry.0 += 1,
-                Ok(false) => {}
-                Err(e) => {
-                    if atleast_raised.insert(key) {
-                        store.unkeyed.push(
-                            Diagnostic::error(
-                                "check-raised",
-                                format!(
-                                    "ATLEAST_ONE_CHECK raised {e} (the official checker crashes with a traceback here)"
-                                ),
-                            )
-                            .rule(rel, Some(ac.line))
-                            .key(key)
-                            .at(Some(rec.line))
-                            .test(ac.text.trim())
-                            .found(found_for(&ac.text, rec, &s)),
-                        );
-                    }
+            self.atleast_one_check(key, ac, i, rec, store);
+        }
+        if key.contains("submission_") {
+            self.has_been_exec.insert(key);
+        }
+    }
+
+    /// Evaluate a CHECK or FIRST_CHECK on a record; a failure or an
+    /// exception replaces the key's earlier message.
+    fn run_check(
+        &self,
+        rule: &KeyRule,
+        check: &Snippet<py::Expr>,
+        kind: &str,
+        rec: &Record,
+        store: &mut Store,
+    ) {
+        let (rel, s) = (self.rel, &self.state);
+        match py::eval_truth(&check.code, s, Some(rec), &self.effects) {
+            Ok(true) => {}
+            Ok(false) => {
+                let official = format!(
+                    "CHECK for '{}' failed in line {}:\n{}\nfailed test: {}\ncurrent context[s]={}\ncurrent line[v]={}",
+                    rule.name,
+                    rec.index,
+                    rec.text,
+                    check.text,
+                    s.json_pretty(),
+                    rec.v.json_pretty()
+                );
+                store.keyed(
+                    &rule.name,
+                    Diagnostic::error(
+                        "check-failed",
+                        format!("`{}` fails {kind} `{}`", rule.name, check.text.trim()),
+                    )
+                    .rule(rel, Some(check.line))
+                    .key(rule.name.as_str())
+                    .at(Some(rec.line))
+                    .test(check.text.trim())
+                    .expected(check.text.trim())
+                    .found(found_for(&check.text, rec, s))
+                    .official(official),
+                );
+            }
+            Err(e) => {
+                let official = format!(
+                    "Failed executing CHECK code:\n{}\ntriggered by line:\n{}\ncurrent context[s]={}",
+                    check.text,
+                    rec.text,
+                    s.json_pretty()
+                );
+                store.keyed(
+                    &rule.name,
+                    Diagnostic::error(
+                        "check-raised",
+                        format!("`{}` {kind} `{}` raised {e}", rule.name, check.text.trim()),
+                    )
+                    .rule(rel, Some(check.line))
+                    .key(rule.name.as_str())
+                    .at(Some(rec.line))
+                    .test(check.text.trim())
+                    .found(found_for(&check.text, rec, s))
+                    .official(official),
+                );
+            }
+        }
+    }
+
+    /// Tally an ATLEAST_ONE_CHECK on one record; its first exception is
+    /// reported (the official checker crashes there).
+    fn atleast_one_check(
+        &mut self,
+        key: &'f str,
+        ac: &Snippet<py::Expr>,
+        i: usize,
+        rec: &Record,
+        store: &mut Store,
+    ) {
+        let tally = self.atleast.entry(key).or_insert(AtLeastOneTally {
+            held: 0,
+            checked: 0,
+            last: i,
+        });
+        tally.checked += 1;
+        tally.last = i;
+        match py::eval_truth(&ac.code, &self.state, Some(rec), &self.effects) {
+            Ok(true) => tally.held += 1,
+            Ok(false) => {}
+            Err(e) => {
+                if self.atleast_raised.insert(key) {
+                    store.unkeyed.push(
+                        Diagnostic::error(
+                            "check-raised",
+                            format!(
+                                "ATLEAST_ONE_CHECK raised {e} (the official checker crashes with a traceback here)"
+                            ),
+                        )
+                        .rule(self.rel, Some(ac.line))
+                        .key(key)
+                        .at(Some(rec.line))
+                        .test(ac.text.trim())
+                        .found(found_for(&ac.text, rec, &self.state)),
+                    );
                 }
             }
         }
-        if key.contains("submission_") {
-            has_been_exec.insert(key);
-        }
     }
-    // Effects of POST code (enqueue) take effect in order.
-    queue.extend(fx.enqueued.borrow_mut().drain(..));
 
-    for (name, (ok, checked, last)) in &atleast {
-        if *ok == 0 {
-            let rule = &file.keys[*name];
-            let ac = rule
+    /// An error for each key none of whose lines satisfied its
+    /// ATLEAST_ONE_CHECK.
+    fn report_atleast_one(&self, records: &[Record], store: &mut Store) {
+        for (name, tally) in &self.atleast {
+            if tally.held > 0 {
+                continue;
+            }
+            let checked = tally.checked;
+            let ac = self.file.keys[*name]
                 .atleast_one_check
                 .as_ref()
                 .expect("has ATLEAST_ONE_CHECK");
-            let last_rec = &records[*last];
+            let last_rec = &records[tally.last];
             store.unkeyed.push(
                 Diagnostic::error(
                     "target-not-reached",
                     format!(
                         "no `{name}` line satisfies `{}` ({checked} line{} checked)",
                         ac.text.trim(),
-                        if *checked == 1 { "" } else { "s" }
+                        if checked == 1 { "" } else { "s" }
                     ),
                 )
-                .rule(rel, Some(ac.line))
+                .rule(self.rel, Some(ac.line))
                 .key(*name)
                 .at(Some(last_rec.line))
                 .test(ac.text.trim())
                 .expected(format!(
                     "at least one `{name}` line for which the test holds"
                 ))
-                .found(format!("last one: {}", found_for(&ac.text, last_rec, &s)))
+                .found(format!(
+                    "last one: {}",
+                    found_for(&ac.text, last_rec, &self.state)
+                ))
                 .official(format!("Failed checks for {name} : {}", ac.text)),
             );
         }
     }
 
-    // Occurrence requirements.
-    let mut groups: IndexSet<Vec<String>> = IndexSet::new();
-    for (k, rule) in &file.keys {
-        let seen = &reported[k.as_str()];
-        let n = seen.len();
-        let lines = || -> String {
-            let ls: Vec<String> = seen
-                .iter()
-                .take(8)
-                .map(|&i| records[i].line.to_string())
-                .collect();
-            let more = if n > 8 {
-                format!(", … ({n} in all)")
-            } else {
-                String::new()
-            };
-            format!(
-                "line{} {}{more}",
-                if n == 1 { "" } else { "s" },
-                ls.join(", ")
-            )
-        };
-        match &rule.req {
-            Req::ExactlyOne if n != 1 => {
-                let values: Vec<&Value> = seen.iter().map(|&i| records[i].value()).collect();
-                let base = format!("Required EXACTLY_ONE occurrence of '{k}' but found {n}");
-                let first_line = seen.first().map(|&i| records[i].line);
-                let second_line = seen.get(1).map(|&i| records[i].line);
-                if n > 0 && values.iter().all(|v| py_eq(v, values[0])) {
-                    store.warn(
-                        k,
-                        Diagnostic::warning(
-                            "required-count",
-                            format!("`{k}` is logged {n} times with the same value; exactly one is required"),
-                        )
-                        .rule(rel, Some(rule.line))
-                        .key(k.as_str())
-                        .at(second_line)
-                        .expected(format!("exactly one `{k}` line"))
-                        .found(lines())
-                        .official(base),
-                    );
-                } else {
-                    let mut distinct: Vec<String> = Vec::new();
-                    for v in &values {
-                        let s = v.py_str();
-                        if !distinct.contains(&s) {
-                            distinct.push(s);
-                        }
-                    }
-                    let official = if n > 0 {
-                        format!("{base} with different values: [{}]", distinct.join(", "))
-                    } else {
-                        base
-                    };
-                    let found = if n == 0 {
+    /// The occurrence requirements (REQ) of every key, then those of the
+    /// AT_LEAST_ONE_OR groups.
+    fn check_occurrences(&self, records: &[Record], store: &mut Store) {
+        let rel = self.rel;
+        let mut groups: IndexSet<Vec<String>> = IndexSet::new();
+        for (k, rule) in &self.file.keys {
+            let seen = &self.seen[k.as_str()];
+            let n = seen.len();
+            match &rule.req {
+                Req::ExactlyOne if n != 1 => exactly_one_violation(rel, rule, seen, records, store),
+                Req::AtLeastOne if n < 1 => store.keyed(
+                    k,
+                    Diagnostic::error(
+                        "required-count",
+                        format!("`{k}` is missing; at least one is required"),
+                    )
+                    .rule(rel, Some(rule.line))
+                    .key(k.as_str())
+                    .expected(format!("at least one `{k}` line"))
+                    .found("none")
+                    .official(format!(
+                        "Required AT_LEAST_ONE occurrence of '{k}' but found {n}"
+                    )),
+                ),
+                Req::AtLeast(m) if n < *m => store.keyed(
+                    k,
+                    Diagnostic::error(
+                        "required-count",
+                        format!(
+                            "`{k}` appears {n} time{}; at least {m} are required",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    )
+                    .rule(rel, Some(rule.line))
+                    .key(k.as_str())
+                    .expected(format!("at least {m} `{k}` lines"))
+                    .found(if n == 0 {
                         "none".to_string()
                     } else {
-                        format!(
-                            "{} with different values [{}]",
-                            lines(),
-                            distinct.join(", ")
-                        )
-                    };
-                    store.keyed(
-                        k,
-                        Diagnostic::error(
-                            "required-count",
-                            if n == 0 {
-                                format!("`{k}` is missing; exactly one is required")
-                            } else {
-                                format!("`{k}` is logged {n} times with different values; exactly one is required")
-                            },
-                        )
-                        .rule(rel, Some(rule.line))
-                        .key(k.as_str())
-                        .at(second_line.or(first_line))
-                        .expected(format!("exactly one `{k}` line"))
-                        .found(found)
-                        .official(official),
-                    );
+                        seen_lines(seen, records)
+                    })
+                    .official(format!(
+                        "Required AT_LEAST({m}) occurrence of '{k}' but found {n}"
+                    )),
+                ),
+                Req::AtLeastOneOr(alts) => {
+                    let mut g: Vec<String> = alts.clone();
+                    g.push(k.clone());
+                    g.sort();
+                    g.dedup();
+                    groups.insert(g);
                 }
+                _ => {}
             }
-            Req::AtLeastOne if n < 1 => store.keyed(
-                k,
-                Diagnostic::error(
-                    "required-count",
-                    format!("`{k}` is missing; at least one is required"),
-                )
-                .rule(rel, Some(rule.line))
-                .key(k.as_str())
-                .expected(format!("at least one `{k}` line"))
-                .found("none")
-                .official(format!(
-                    "Required AT_LEAST_ONE occurrence of '{k}' but found {n}"
-                )),
-            ),
-            Req::AtLeast(m) if n < *m => store.keyed(
-                k,
-                Diagnostic::error(
-                    "required-count",
-                    format!(
-                        "`{k}` appears {n} time{}; at least {m} are required",
-                        if n == 1 { "" } else { "s" }
-                    ),
-                )
-                .rule(rel, Some(rule.line))
-                .key(k.as_str())
-                .expected(format!("at least {m} `{k}` lines"))
-                .found(if n == 0 { "none".to_string() } else { lines() })
-                .official(format!(
-                    "Required AT_LEAST({m}) occurrence of '{k}' but found {n}"
-                )),
-            ),
-            Req::AtLeastOneOr(alts) => {
-                let mut g: Vec<String> = alts.clone();
-                g.push(k.clone());
-                g.sort();
-                g.dedup();
-                groups.insert(g);
-            }
-            _ => {}
         }
-    }
-    for g in groups {
-        let any = g
-            .iter()
-            .any(|k| reported.get(k.as_str()).is_some_and(|v| !v.is_empty()));
-        if !any {
-            let quoted: Vec<String> = g.iter().map(|k| format!("'{k}'")).collect();
-            let ticked: Vec<String> = g.iter().map(|k| format!("`{k}`")).collect();
-            store.unkeyed.push(
-                Diagnostic::error(
-                    "required-count",
-                    format!(
-                        "none of {} is logged; at least one is required",
-                        ticked.join(" or ")
-                    ),
-                )
-                .rule(rel, None)
-                .key(g[0].as_str())
-                .expected(format!("at least one of {}", ticked.join(", ")))
-                .found("none")
-                .official(format!(
-                    "Required AT_LEAST_ONE occurrence of {}",
-                    quoted.join(" or ")
-                )),
-            );
+        for g in groups {
+            self.at_least_one_of(&g, store);
         }
     }
 
-    if let Some(end) = &file.end {
+    /// An error when no key of an AT_LEAST_ONE_OR group was logged.
+    fn at_least_one_of(&self, group: &[String], store: &mut Store) {
+        let any = group
+            .iter()
+            .any(|k| self.seen.get(k.as_str()).is_some_and(|v| !v.is_empty()));
+        if any {
+            return;
+        }
+        let quoted: Vec<String> = group.iter().map(|k| format!("'{k}'")).collect();
+        let ticked: Vec<String> = group.iter().map(|k| format!("`{k}`")).collect();
+        store.unkeyed.push(
+            Diagnostic::error(
+                "required-count",
+                format!(
+                    "none of {} is logged; at least one is required",
+                    ticked.join(" or ")
+                ),
+            )
+            .rule(self.rel, None)
+            .key(group[0].as_str())
+            .expected(format!("at least one of {}", ticked.join(", ")))
+            .found("none")
+            .official(format!(
+                "Required AT_LEAST_ONE occurrence of {}",
+                quoted.join(" or ")
+            )),
+        );
+    }
+
+    /// The END record: its PRE code, then each CHECK on the final state.
+    fn end(&mut self, store: &mut Store) {
+        let Some(end) = &self.file.end else {
+            return;
+        };
+        let rel = self.rel;
         if let Some(pre) = &end.pre
-            && let Err(e) = exec_snippet(pre, &mut s, None, &fx)
+            && let Err(e) = exec_snippet(pre, &mut self.state, None, &self.effects)
         {
             store.unkeyed.push(
                 Diagnostic::error(
@@ -536,8 +620,9 @@ fn run_file(
                 .rule(rel, Some(pre.line)),
             );
         }
+        let s = &self.state;
         for c in &end.check {
-            match py::eval_truth(&c.code, &s, None, &fx) {
+            match py::eval_truth(&c.code, s, None, &self.effects) {
                 Ok(true) => {}
                 Ok(false) => store.unkeyed.push(
                     Diagnostic::error(
@@ -568,66 +653,95 @@ fn run_file(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_check(
+/// `line(s) L1, L2, …` of the records seen for a key (at most eight).
+fn seen_lines(seen: &[usize], records: &[Record]) -> String {
+    let n = seen.len();
+    let ls: Vec<String> = seen
+        .iter()
+        .take(8)
+        .map(|&i| records[i].line.to_string())
+        .collect();
+    let more = if n > 8 {
+        format!(", … ({n} in all)")
+    } else {
+        String::new()
+    };
+    format!(
+        "line{} {}{more}",
+        if n == 1 { "" } else { "s" },
+        ls.join(", ")
+    )
+}
+
+/// An EXACTLY_ONE key logged `n != 1` times: a warning when every
+/// occurrence has the same value (an error under `werror`), else an error.
+fn exactly_one_violation(
     rel: &str,
     rule: &KeyRule,
-    check: &Snippet<py::Expr>,
-    kind: &str,
-    rec: &Record,
-    s: &Value,
-    fx: &Effects,
+    seen: &[usize],
+    records: &[Record],
     store: &mut Store,
 ) {
-    match py::eval_truth(&check.code, s, Some(rec), fx) {
-        Ok(true) => {}
-        Ok(false) => {
-            let official = format!(
-                "CHECK for '{}' failed in line {}:\n{}\nfailed test: {}\ncurrent context[s]={}\ncurrent line[v]={}",
-                rule.name,
-                rec.index,
-                rec.text,
-                check.text,
-                s.json_pretty(),
-                rec.v.json_pretty()
-            );
-            store.keyed(
-                &rule.name,
-                Diagnostic::error(
-                    "check-failed",
-                    format!("`{}` fails {kind} `{}`", rule.name, check.text.trim()),
-                )
-                .rule(rel, Some(check.line))
-                .key(rule.name.as_str())
-                .at(Some(rec.line))
-                .test(check.text.trim())
-                .expected(check.text.trim())
-                .found(found_for(&check.text, rec, s))
-                .official(official),
-            );
-        }
-        Err(e) => {
-            let official = format!(
-                "Failed executing CHECK code:\n{}\ntriggered by line:\n{}\ncurrent context[s]={}",
-                check.text,
-                rec.text,
-                s.json_pretty()
-            );
-            store.keyed(
-                &rule.name,
-                Diagnostic::error(
-                    "check-raised",
-                    format!("`{}` {kind} `{}` raised {e}", rule.name, check.text.trim()),
-                )
-                .rule(rel, Some(check.line))
-                .key(rule.name.as_str())
-                .at(Some(rec.line))
-                .test(check.text.trim())
-                .found(found_for(&check.text, rec, s))
-                .official(official),
-            );
+    let k = &rule.name;
+    let n = seen.len();
+    let values: Vec<&Value> = seen.iter().map(|&i| records[i].value()).collect();
+    let base = format!("Required EXACTLY_ONE occurrence of '{k}' but found {n}");
+    let first_line = seen.first().map(|&i| records[i].line);
+    let second_line = seen.get(1).map(|&i| records[i].line);
+    if n > 0 && values.iter().all(|v| py_eq(v, values[0])) {
+        store.warn(
+            k,
+            Diagnostic::warning(
+                "required-count",
+                format!("`{k}` is logged {n} times with the same value; exactly one is required"),
+            )
+            .rule(rel, Some(rule.line))
+            .key(k.as_str())
+            .at(second_line)
+            .expected(format!("exactly one `{k}` line"))
+            .found(seen_lines(seen, records))
+            .official(base),
+        );
+        return;
+    }
+    let mut distinct: Vec<String> = Vec::new();
+    for v in &values {
+        let s = v.py_str();
+        if !distinct.contains(&s) {
+            distinct.push(s);
         }
     }
+    let official = if n > 0 {
+        format!("{base} with different values: [{}]", distinct.join(", "))
+    } else {
+        base
+    };
+    let found = if n == 0 {
+        "none".to_string()
+    } else {
+        format!(
+            "{} with different values [{}]",
+            seen_lines(seen, records),
+            distinct.join(", ")
+        )
+    };
+    store.keyed(
+        k,
+        Diagnostic::error(
+            "required-count",
+            if n == 0 {
+                format!("`{k}` is missing; exactly one is required")
+            } else {
+                format!("`{k}` is logged {n} times with different values; exactly one is required")
+            },
+        )
+        .rule(rel, Some(rule.line))
+        .key(k.as_str())
+        .at(second_line.or(first_line))
+        .expected(format!("exactly one `{k}` line"))
+        .found(found)
+        .official(official),
+    );
 }
 
 fn code_raised(
@@ -745,11 +859,11 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
         if rec.key.as_deref() != Some("eval_accuracy") {
             continue;
         }
-        let meta = rec.metadata();
-        if !py_contains(meta, &Value::str("metric"))? {
+        let metadata = rec.metadata();
+        if !py_contains(metadata, &Value::str("metric"))? {
             continue;
         }
-        let sc = meta
+        let sc = metadata
             .get("samples_count")
             .ok_or_else(|| PyError::new("KeyError", "'samples_count'"))?;
         let hk = hash_key(sc)?;
@@ -772,7 +886,7 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
         if rec.timestamp > agg.timestamp {
             agg.timestamp = rec.timestamp;
         }
-        let metric = meta.get("metric").expect("checked above").py_str();
+        let metric = metadata.get("metric").expect("checked above").py_str();
         if let Value::Dict(v) = &mut agg.v
             && let Some(Value::Dict(inner)) = v.get_mut("value")
         {

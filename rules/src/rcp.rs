@@ -22,8 +22,8 @@
 //! anywhere sets the batch size).
 
 use crate::diag::Diagnostic;
-use crate::meta::{self, Meta};
 use crate::mllog::{ParsedLog, Record};
+use crate::ruleset_facts::{self, RulesetFacts};
 use crate::stats::{np_interp, np_mean, np_std, one_sided_p, py_round};
 use crate::value::{Value, py_eq};
 use indexmap::IndexMap;
@@ -93,9 +93,9 @@ pub fn min_acceptable_mean(mean: f64, stdev: f64, n_ref: f64, submission_runs: u
     let mut hi = mean;
     let mut lo = 0.0;
     let mut mid = (lo + hi) / 2.0;
-    while hi - lo > meta::RCP_TOLERANCE {
+    while hi - lo > ruleset_facts::RCP_TOLERANCE {
         let p = one_sided_p(mid, stdev, n_ref, mean, stdev, n_sub);
-        if p > meta::RCP_ALPHA {
+        if p > ruleset_facts::RCP_ALPHA {
             hi = mid;
         } else {
             lo = mid;
@@ -120,7 +120,7 @@ impl RcpTable {
         usage: &str,
         ruleset: &str,
         benchmark: &str,
-        meta: &Meta,
+        facts: &RulesetFacts,
     ) -> Result<Self, String> {
         let mut path = Self::official_path(rcp_dir, usage, ruleset, benchmark);
         if !path.is_file() {
@@ -142,7 +142,7 @@ impl RcpTable {
             usage,
             ruleset,
             benchmark,
-            meta,
+            facts,
         )
     }
 
@@ -153,9 +153,9 @@ impl RcpTable {
         usage: &str,
         ruleset: &str,
         benchmark: &str,
-        meta: &Meta,
+        facts: &RulesetFacts,
     ) -> Result<Self, String> {
-        let runs = meta
+        let runs = facts
             .benchmark(usage, benchmark)
             .and_then(|b| b.rcp_submission_runs)
             .ok_or_else(|| {
@@ -172,7 +172,7 @@ impl RcpTable {
                 .get("Benchmark")
                 .and_then(|b| b.as_str())
                 .ok_or_else(|| format!("{source}: record {name} has no Benchmark"))?;
-            let samples_field = meta
+            let samples_field = facts
                 .benchmark(usage, bench)
                 .is_some_and(|b| b.rcp_samples_field);
             let field = if samples_field {
@@ -194,7 +194,7 @@ impl RcpTable {
                 })
                 .collect::<Result<_, _>>()?;
             points.sort_by(f64::total_cmp);
-            let rejected = meta.max_dropped(usage, bench);
+            let rejected = facts.max_dropped(usage, bench);
             if points.len() <= 2 * rejected {
                 return Err(format!(
                     "{source}: record {name} has {} points; olympic statistics need more than {}",
@@ -230,6 +230,21 @@ impl RcpTable {
         };
         t.pruned = t.prune(Pruning::Official);
         Ok(t)
+    }
+
+    /// The record a run at global batch size `bs` is held to: the table's
+    /// record for that size, or one interpolated between its neighbours
+    /// (`None` outside the table's range).
+    pub fn record_for(&self, bs: f64) -> Option<RcpRecord> {
+        self.records
+            .iter()
+            .find(|x| x.bs == bs)
+            .cloned()
+            .or_else(|| {
+                let lo = self.records.iter().rfind(|x| x.bs < bs)?;
+                let hi = self.records.iter().find(|x| x.bs > bs)?;
+                Some(self.interpolate(bs, lo, hi))
+            })
     }
 
     /// An interpolated record at `bs` between `lo` and `hi`.
@@ -599,7 +614,7 @@ pub fn check_runs(
     runs: Vec<Result<RunConvergence, String>>,
     table: &dyn Fn(&str) -> Result<RcpTable, String>,
     opts: &RcpOptions,
-    meta: &Meta,
+    facts: &RulesetFacts,
 ) -> RcpOutcome {
     let mut diags = Vec::new();
     let mut ok_runs = Vec::new();
@@ -684,7 +699,7 @@ pub fn check_runs(
             .push(Diagnostic::error("rcp-batch-size", m).rule("rcp", None));
         return o;
     }
-    let max_failed = meta.max_dropped(&opts.usage, &bench);
+    let max_failed = facts.max_dropped(&opts.usage, &bench);
     let gbs = bs.as_f64();
     let mut base = RcpOutcome::failed("", ok_runs, diags);
     base.benchmark = Some(bench.clone());
@@ -786,10 +801,10 @@ fn evaluate(
     opts: &RcpOptions,
     out: &mut RcpOutcome,
 ) -> (bool, RcpRecord) {
-    if meta::version_tuple(&opts.ruleset) >= (5, 0, 0)
+    if ruleset_facts::version_tuple(&opts.ruleset) >= (5, 0, 0)
         && out.benchmark.as_deref() == Some("llama31_405b")
     {
-        rec.max_speedup = rec.mean / (rec.min_epochs - meta::LLAMA31_405B_RCP_ALLOWANCE);
+        rec.max_speedup = rec.mean / (rec.min_epochs - ruleset_facts::LLAMA31_405B_RCP_ALLOWANCE);
     }
     subm.sort_by(f64::total_cmp);
     let rejected = if rec.benchmark == "unet3d" { 4 } else { 1 };
@@ -844,13 +859,15 @@ pub fn quirk_notes(tbl: &RcpTable, outcome: &RcpOutcome, opts: &RcpOptions) -> V
                 .rule("rcp", None),
             );
         }
-        if tbl.benchmark == "llama31_405b" && meta::version_tuple(&opts.ruleset) >= (5, 0, 0) {
+        if tbl.benchmark == "llama31_405b"
+            && ruleset_facts::version_tuple(&opts.ruleset) >= (5, 0, 0)
+        {
             notes.push(
                 Diagnostic::note(
                     "rcp-405b-allowance",
                     format!(
                         "the llama31_405b allowance of {} samples (meant for ruleset 5.0.0) is applied for ruleset {} as the official checker does",
-                        meta::LLAMA31_405B_RCP_ALLOWANCE,
+                        ruleset_facts::LLAMA31_405B_RCP_ALLOWANCE,
                         opts.ruleset
                     ),
                 )

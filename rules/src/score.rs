@@ -13,13 +13,13 @@
 
 use crate::checker::{CheckError, Checker, LogReport, RulesetChoice};
 use crate::diag::{Diagnostic, Verdict};
-use crate::meta::Meta;
+use crate::layout::{self, BenchmarkDir};
 use crate::mllog::{self, ParsedLog, Record};
 use crate::rcp::{self, Pruning, RcpOptions, RcpOutcome, RcpPass, RcpTable, RunConvergence};
+use crate::ruleset_facts::RulesetFacts;
 use crate::seeds::{self, SeedRecord};
 use crate::stats::np_mean;
 use crate::sysdesc::SystemDesc;
-use crate::tree::{self, BenchmarkDir};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ pub struct ScoreContext {
     pub checker: Arc<Checker>,
     pub usage: String,
     pub ruleset: String,
-    pub meta: Meta,
+    pub facts: RulesetFacts,
     /// Directory of official RCP tables (`mlperf_logging/rcp_checker`).
     pub rcp_dir: Option<PathBuf>,
     /// RCP tables given as JSON text (referee's own benchmarks).
@@ -47,14 +47,14 @@ impl ScoreContext {
         checker: Arc<Checker>,
         usage: &str,
         ruleset: &str,
-        meta: Meta,
+        facts: RulesetFacts,
         rcp_dir: Option<PathBuf>,
     ) -> Self {
         ScoreContext {
             checker,
             usage: usage.to_string(),
             ruleset: ruleset.to_string(),
-            meta,
+            facts,
             rcp_dir,
             rcp_json: HashMap::new(),
             pruning: Pruning::Official,
@@ -83,10 +83,10 @@ impl ScoreContext {
                 &self.usage,
                 &self.ruleset,
                 benchmark,
-                &self.meta,
+                &self.facts,
             )
         } else if let Some(dir) = &self.rcp_dir {
-            RcpTable::load(dir, &self.usage, &self.ruleset, benchmark, &self.meta)
+            RcpTable::load(dir, &self.usage, &self.ruleset, benchmark, &self.facts)
         } else {
             Err("no RCP tables available (give --rcp-dir or install mlperf-logging)".to_string())
         };
@@ -285,28 +285,92 @@ pub fn score_dir(
     submitter: &str,
 ) -> BenchScore {
     let mut diags = Vec::new();
-    let max_dropped = ctx.meta.max_dropped(&ctx.usage, &dir.benchmark);
-    let mut scores = Vec::new();
-    let mut dropped = 0;
-    let mut run_minutes = Vec::new();
-    for r in runs {
-        match &r.minutes {
-            Ok(m) => {
-                scores.push(*m);
-                run_minutes.push(Some(*m));
-            }
-            Err(why) => {
-                dropped += 1;
-                run_minutes.push(None);
-                diags.push(
-                    Diagnostic::warning("run-dropped", format!("run does not count: {why}"))
-                        .rule("scoring", None)
-                        .file(r.path.display().to_string())
-                        .official(format!("{why} in {}", r.path.display())),
-                );
+    let max_dropped = ctx.facts.max_dropped(&ctx.usage, &dir.benchmark);
+    let times = RunTimes::of(runs, &mut diags);
+    let dropped = times.dropped;
+    report_dropped_runs(dir, submitter, dropped, max_dropped, &mut diags);
+    let (scale, score) = scaled_score(dir, &times.counted, dropped, max_dropped, &mut diags);
+    let energy = if dir.path.join("power").is_dir() && dropped <= max_dropped {
+        energy_score(dir, runs, dropped, max_dropped, scale, &mut diags)
+    } else {
+        None
+    };
+    // RCP, GBS and samples to converge: closed division only.
+    let rcp = if division == "closed" {
+        rcp_columns(ctx, dir, runs, submitter, scale, &mut diags)
+    } else {
+        RcpColumns::default()
+    };
+    BenchScore {
+        benchmark: dir.benchmark.clone(),
+        path: dir.path.display().to_string(),
+        runs: runs.len(),
+        dropped,
+        max_dropped,
+        score_minutes: score,
+        scaling_factor: scale,
+        rcp: rcp.column,
+        rcp_message: rcp.message,
+        rcp_normalization: rcp.normalization,
+        global_batch_size: rcp.global_batch_size,
+        samples_to_converge: rcp.samples_to_converge,
+        energy,
+        run_minutes: times.per_run,
+        rcp_outcome: rcp.outcome,
+        diagnostics: diags,
+    }
+}
+
+/// The times to train of a directory's runs.
+struct RunTimes {
+    /// Minutes of the runs that count, in file order.
+    counted: Vec<f64>,
+    /// Minutes per run (`None` for a dropped run), in file order.
+    per_run: Vec<Option<f64>>,
+    /// Runs that do not count.
+    dropped: usize,
+}
+
+impl RunTimes {
+    /// Collect the times, with a `run-dropped` warning for each run that
+    /// does not count.
+    fn of(runs: &[RunAnalysis], diags: &mut Vec<Diagnostic>) -> Self {
+        let mut times = RunTimes {
+            counted: Vec::new(),
+            per_run: Vec::new(),
+            dropped: 0,
+        };
+        for r in runs {
+            match &r.minutes {
+                Ok(m) => {
+                    times.counted.push(*m);
+                    times.per_run.push(Some(*m));
+                }
+                Err(why) => {
+                    times.dropped += 1;
+                    times.per_run.push(None);
+                    diags.push(
+                        Diagnostic::warning("run-dropped", format!("run does not count: {why}"))
+                            .rule("scoring", None)
+                            .file(r.path.display().to_string())
+                            .official(format!("{why} in {}", r.path.display())),
+                    );
+                }
             }
         }
+        times
     }
+}
+
+/// The verdict on dropped runs: an error when more than olympic scoring
+/// allows, a note when some were dropped as the slowest.
+fn report_dropped_runs(
+    dir: &BenchmarkDir,
+    submitter: &str,
+    dropped: usize,
+    max_dropped: usize,
+    diags: &mut Vec<Diagnostic>,
+) {
     let label = format!("{submitter} {}/{}", dir.system, dir.benchmark);
     if dropped > max_dropped {
         diags.push(
@@ -334,10 +398,22 @@ pub fn score_dir(
             )),
         );
     }
-    let (scale, score) = match scaling_factor(&dir.path) {
+}
+
+/// `(scaling factor, olympic mean × factor)`; the score is `None` when too
+/// many runs were dropped or `scaling.json` is unreadable (an error then,
+/// and the factor 1.0).
+fn scaled_score(
+    dir: &BenchmarkDir,
+    counted: &[f64],
+    dropped: usize,
+    max_dropped: usize,
+    diags: &mut Vec<Diagnostic>,
+) -> (f64, Option<f64>) {
+    match scaling_factor(&dir.path) {
         Ok(f) => {
             let s = if dropped <= max_dropped {
-                olympic_mean(&scores, dropped, max_dropped).map(|m| m * f)
+                olympic_mean(counted, dropped, max_dropped).map(|m| m * f)
             } else {
                 None
             };
@@ -351,117 +427,189 @@ pub fn score_dir(
             );
             (1.0, None)
         }
-    };
-
-    // Energy, when the directory has power logs.
-    let energy = if dir.path.join("power").is_dir() && dropped <= max_dropped {
-        match energy_of(dir, runs) {
-            Ok(power) => {
-                // Order power by run time (stable), then the same olympic slice.
-                let mut idx: Vec<usize> = (0..power.len()).collect();
-                let times: Vec<f64> = runs
-                    .iter()
-                    .filter_map(|r| r.minutes.as_ref().ok().copied())
-                    .collect();
-                idx.sort_by(|a, b| times[*a].total_cmp(&times[*b]));
-                let sorted: Vec<f64> = idx.iter().map(|&i| power[i]).collect();
-                let (a, b) = py_slice(
-                    sorted.len(),
-                    max_dropped as i64,
-                    times.len() as i64 - (max_dropped as i64 - dropped as i64),
-                );
-                let kept = &sorted[a..b];
-                (!kept.is_empty())
-                    .then(|| kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64 * scale)
-            }
-            Err(e) => {
-                diags.push(
-                    Diagnostic::error("power", e)
-                        .rule("power", None)
-                        .file(dir.path.join("power").display().to_string()),
-                );
-                None
-            }
-        }
-    } else {
-        None
-    };
-
-    // RCP, GBS and samples to converge: closed division only.
-    let (mut rcp_col, mut rcp_msg, mut rcp_norm, mut gbs, mut samples, mut outcome) =
-        (None, None, None, None, None, None);
-    if division == "closed" {
-        let conv: Vec<Result<RunConvergence, String>> =
-            runs.iter().map(|r| r.convergence.clone()).collect();
-        let o = rcp::check_runs(
-            conv,
-            &|b| ctx.table(b),
-            &ctx.rcp_options(false, false),
-            &ctx.meta,
-        );
-        if let Ok(t) = ctx.table(o.benchmark.as_deref().unwrap_or(&dir.benchmark)) {
-            diags.extend(rcp::quirk_notes(&t, &o, &ctx.rcp_options(false, false)));
-        }
-        if !o.official_crash {
-            rcp_col = Some(o.column().to_string());
-            rcp_msg = Some(o.message.clone());
-            rcp_norm = Some(o.norm_factor);
-            gbs = o.global_batch_size;
-            if !o.insufficient() {
-                let mut pts: Vec<f64> = o.runs.iter().map(|r| r.point).collect();
-                pts.sort_by(f64::total_cmp);
-                if pts.len() >= 3 {
-                    samples = Some(np_mean(&pts[1..pts.len() - 1]));
-                }
-            }
-            if !o.passed {
-                diags.push(
-                    Diagnostic::error("rcp", format!("RCP test failed: {}", o.message))
-                        .rule("rcp", None)
-                        .file(dir.path.display().to_string())
-                        .official(format!(
-                            "ERROR: RCP Test Failed on {}/{}/{} with message: {}.",
-                            submitter, dir.system, dir.benchmark, o.message
-                        )),
-                );
-            }
-            if let Some(f) = o.writes_scaling
-                && (f - scale).abs() > 1e-12
-            {
-                diags.push(
-                        Diagnostic::note(
-                            "rcp-normalization",
-                            format!(
-                                "the RCP test normalises this result by {f} but scaling.json {}: the official summarizer applies the factor only after a package-checker run has written it",
-                                if dir.path.join("scaling.json").is_file() { format!("says {scale}") } else { "is absent".into() }
-                            ),
-                        )
-                        .rule("rcp", None)
-                        .file(dir.path.display().to_string()),
-                    );
-            }
-        }
-        diags.extend(o.diagnostics.iter().cloned());
-        outcome = Some(o);
     }
-    BenchScore {
-        benchmark: dir.benchmark.clone(),
-        path: dir.path.display().to_string(),
-        runs: runs.len(),
-        dropped,
-        max_dropped,
-        score_minutes: score,
-        scaling_factor: scale,
-        rcp: rcp_col,
-        rcp_message: rcp_msg,
-        rcp_normalization: rcp_norm,
-        global_batch_size: gbs,
-        samples_to_converge: samples,
-        energy,
-        run_minutes,
-        rcp_outcome: outcome,
-        diagnostics: diags,
+}
+
+/// The directory's energy from its power logs: per-run energy ordered by
+/// run time (stable), the olympic slice of it averaged, times the scaling
+/// factor. An unreadable power log is an error and gives no energy.
+fn energy_score(
+    dir: &BenchmarkDir,
+    runs: &[RunAnalysis],
+    dropped: usize,
+    max_dropped: usize,
+    scale: f64,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<f64> {
+    match energy_of(dir, runs) {
+        Ok(power) => {
+            let mut idx: Vec<usize> = (0..power.len()).collect();
+            let times: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.minutes.as_ref().ok().copied())
+                .collect();
+            idx.sort_by(|a, b| times[*a].total_cmp(&times[*b]));
+            let sorted: Vec<f64> = idx.iter().map(|&i| power[i]).collect();
+            let (a, b) = py_slice(
+                sorted.len(),
+                max_dropped as i64,
+                times.len() as i64 - (max_dropped as i64 - dropped as i64),
+            );
+            let kept = &sorted[a..b];
+            (!kept.is_empty())
+                .then(|| kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64 * scale)
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error("power", e)
+                    .rule("power", None)
+                    .file(dir.path.join("power").display().to_string()),
+            );
+            None
+        }
     }
+}
+
+/// The summary's RCP columns of one directory (all `None` outside the
+/// closed division).
+#[derive(Default)]
+struct RcpColumns {
+    column: Option<String>,
+    message: Option<String>,
+    normalization: Option<f64>,
+    global_batch_size: Option<f64>,
+    samples_to_converge: Option<f64>,
+    outcome: Option<RcpOutcome>,
+}
+
+/// Run the RCP test as the summarizer does and fill its columns. Where the
+/// official checker crashes the columns stay empty; the outcome's findings
+/// come after the summarizer's own.
+fn rcp_columns(
+    ctx: &ScoreContext,
+    dir: &BenchmarkDir,
+    runs: &[RunAnalysis],
+    submitter: &str,
+    scale: f64,
+    diags: &mut Vec<Diagnostic>,
+) -> RcpColumns {
+    let convergences = runs.iter().map(|r| r.convergence.clone()).collect();
+    let check = check_rcp_runs(
+        ctx,
+        convergences,
+        &ctx.rcp_options(false, false),
+        Some(&dir.benchmark),
+    );
+    diags.extend(check.quirk_notes);
+    let o = check.outcome;
+    let mut columns = RcpColumns::default();
+    if !o.official_crash {
+        columns.column = Some(o.column().to_string());
+        columns.message = Some(o.message.clone());
+        columns.normalization = Some(o.norm_factor);
+        columns.global_batch_size = o.global_batch_size;
+        if !o.insufficient() {
+            let mut pts: Vec<f64> = o.runs.iter().map(|r| r.point).collect();
+            pts.sort_by(f64::total_cmp);
+            if pts.len() >= 3 {
+                columns.samples_to_converge = Some(np_mean(&pts[1..pts.len() - 1]));
+            }
+        }
+        if !o.passed {
+            diags.push(
+                Diagnostic::error("rcp", format!("RCP test failed: {}", o.message))
+                    .rule("rcp", None)
+                    .file(dir.path.display().to_string())
+                    .official(format!(
+                        "ERROR: RCP Test Failed on {}/{}/{} with message: {}.",
+                        submitter, dir.system, dir.benchmark, o.message
+                    )),
+            );
+        }
+        if let Some(f) = o.writes_scaling
+            && (f - scale).abs() > 1e-12
+        {
+            diags.push(
+                Diagnostic::note(
+                    "rcp-normalization",
+                    format!(
+                        "the RCP test normalises this result by {f} but scaling.json {}: the official summarizer applies the factor only after a package-checker run has written it",
+                        if dir.path.join("scaling.json").is_file() { format!("says {scale}") } else { "is absent".into() }
+                    ),
+                )
+                .rule("rcp", None)
+                .file(dir.path.display().to_string()),
+            );
+        }
+    }
+    diags.extend(o.diagnostics.iter().cloned());
+    columns.outcome = Some(o);
+    columns
+}
+
+/// The RCP test of one benchmark directory: the outcome of
+/// [`rcp::check_runs`] and the notes on the official checker's behaviour
+/// that shaped it ([`rcp::quirk_notes`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RcpDirCheck {
+    pub outcome: RcpOutcome,
+    /// The quirk notes (empty when no RCP table is found).
+    pub quirk_notes: Vec<Diagnostic>,
+}
+
+impl RcpDirCheck {
+    /// The outcome's diagnostics followed by the quirk notes: the order in
+    /// which `referee rcp` reports them.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut all = self.outcome.diagnostics.clone();
+        all.extend(self.quirk_notes.iter().cloned());
+        all
+    }
+}
+
+/// The RCP test on the convergence of a directory's runs (as
+/// [`RunAnalysis::convergence`] reads them), with the quirk notes. The
+/// notes come from the RCP table of the benchmark the runs name, or of
+/// `dir_benchmark` (the directory's benchmark, when known) if none does.
+pub fn check_rcp_runs(
+    ctx: &ScoreContext,
+    convergences: Vec<Result<RunConvergence, String>>,
+    opts: &RcpOptions,
+    dir_benchmark: Option<&str>,
+) -> RcpDirCheck {
+    let outcome = rcp::check_runs(convergences, &|b| ctx.table(b), opts, &ctx.facts);
+    let quirk_notes = match outcome.benchmark.as_deref().or(dir_benchmark) {
+        Some(benchmark) => match ctx.table(benchmark) {
+            Ok(table) => rcp::quirk_notes(&table, &outcome, opts),
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    RcpDirCheck {
+        outcome,
+        quirk_notes,
+    }
+}
+
+/// The RCP test of a benchmark directory (`referee rcp`): its
+/// `result_*.txt` files, analysed in parallel, then [`check_rcp_runs`].
+/// An error names the directory when it cannot be listed or holds no
+/// result file.
+pub fn check_rcp_dir(
+    ctx: &ScoreContext,
+    dir: &Path,
+    opts: &RcpOptions,
+    bert_train_samples: bool,
+) -> Result<RcpDirCheck, String> {
+    let files = layout::result_files(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if files.is_empty() {
+        return Err(format!("{}: no result_*.txt files", dir.display()));
+    }
+    let convergences = files
+        .par_iter()
+        .map(|f| analyze_run(ctx, f, bert_train_samples).convergence)
+        .collect();
+    Ok(check_rcp_runs(ctx, convergences, opts, None))
 }
 
 /// Energy of each counted run (in the order of the counted runs): the
@@ -603,7 +751,7 @@ pub fn summarize(
     let mut problems = Vec::new();
     let mut dirs: Vec<(BenchmarkDir, SystemDesc)> = Vec::new();
     for org in orgs {
-        let bdirs = match tree::benchmark_dirs(org, &ctx.usage) {
+        let bdirs = match layout::benchmark_dirs(org, &ctx.usage) {
             Ok(d) => d,
             Err(e) => {
                 problems.push(
@@ -641,7 +789,7 @@ pub fn summarize(
         .iter()
         .enumerate()
         .flat_map(|(i, (d, _))| {
-            tree::result_files(&d.path)
+            layout::result_files(&d.path)
                 .unwrap_or_default()
                 .into_iter()
                 .map(move |p| (i, p))

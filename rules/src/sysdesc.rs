@@ -8,7 +8,7 @@
 //! wording on the status diagnostic.
 
 use crate::diag::Diagnostic;
-use crate::meta::{SYSTEM_REQUIRED_FIELDS, SYSTEM_STATUS_VALUES};
+use crate::ruleset_facts::{SYSTEM_REQUIRED_FIELDS, SYSTEM_STATUS_VALUES};
 use serde_json::Value as Json;
 use std::path::Path;
 
@@ -85,7 +85,7 @@ fn kind(v: &Json) -> &'static str {
 }
 
 /// Check one system description; diagnostics name the file. `status_rule`:
-/// the `status` value is checked (see `Meta::status_rule_applies`).
+/// the `status` value is checked (see `RulesetFacts::status_rule_applies`).
 pub fn check(desc: &SystemDesc, path: &Path, status_rule: bool) -> Vec<Diagnostic> {
     let file = path.display().to_string();
     let mut out = Vec::new();

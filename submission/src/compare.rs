@@ -31,9 +31,9 @@ pub mod report;
 pub mod stats;
 
 use rayon::prelude::*;
+use referee_rules::layout::{self, BenchmarkDir};
 use referee_rules::mllog;
 use referee_rules::score::{BenchScore, RunAnalysis, ScoreContext, analyze_run, score_dir};
-use referee_rules::tree::{self, BenchmarkDir};
 use referee_rules::value::Value;
 use serde::Serialize;
 use stats::{
@@ -239,14 +239,14 @@ fn name_of(p: &Path) -> String {
 fn org_of_benchmark_dir(dir: &Path) -> Option<PathBuf> {
     let results = dir.parent()?.parent()?;
     let org = results.parent()?;
-    (name_of(results) == "results" && tree::is_org(org)).then(|| org.to_path_buf())
+    (name_of(results) == "results" && layout::is_org(org)).then(|| org.to_path_buf())
 }
 
 fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<(), String> {
     let err = |e: std::io::Error| format!("{}: {e}", dir.display());
-    if tree::is_org(dir) {
-        for bd in tree::benchmark_dirs(dir, usage).map_err(err)? {
-            let files = tree::result_files(&bd.path).map_err(err)?;
+    if layout::is_org(dir) {
+        for bd in layout::benchmark_dirs(dir, usage).map_err(err)? {
+            let files = layout::result_files(&bd.path).map_err(err)?;
             if files.is_empty() {
                 continue;
             }
@@ -263,7 +263,7 @@ fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<
         }
         return Ok(());
     }
-    let files = tree::result_files(dir).map_err(err)?;
+    let files = layout::result_files(dir).map_err(err)?;
     if !files.is_empty() {
         let record = read_json(&dir.join("referee_run.json"));
         if let Some(rec) = record {
@@ -278,7 +278,7 @@ fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<
                 files,
             });
         } else if let Some(org) = org_of_benchmark_dir(dir) {
-            let bd = tree::benchmark_dirs(&org, usage)
+            let bd = layout::benchmark_dirs(&org, usage)
                 .unwrap_or_default()
                 .into_iter()
                 .find(|b| b.path == dir);
@@ -310,7 +310,7 @@ fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<
     if depth >= 4 {
         return Ok(());
     }
-    for sub in tree::sub_dirs(dir).map_err(err)? {
+    for sub in layout::sub_dirs(dir).map_err(err)? {
         walk(&sub, usage, depth + 1, out)?;
     }
     Ok(())
@@ -581,7 +581,7 @@ pub fn load_side(root: &Path, rules: &dyn RulesProvider) -> Result<Side, String>
             eval_key: None,
             eval_unit: "samples",
             convergence_unit: if ctx
-                .meta
+                .facts
                 .benchmark(&ctx.usage, &benchmark)
                 .is_none_or(|b| b.converges_in_samples)
             {

@@ -1,6 +1,6 @@
 //! referee submission crate.
 
+pub mod assemble;
 pub mod compare;
 pub mod manifest;
-pub mod package;
 pub mod sign;

@@ -279,7 +279,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 /// The scoring context of an official training ruleset, with the rules and
 /// RCP tables of the installed mlperf-logging.
 pub fn official_score_context(ruleset: &str) -> referee_rules::score::ScoreContext {
-    use referee_rules::{checker::Checker, compliance::CheckOptions, meta::Meta};
+    use referee_rules::{checker::Checker, compliance::CheckOptions, ruleset_facts::RulesetFacts};
     let pkg = mlperf_logging();
     let lib = std::sync::Arc::new(referee_rules::ruleset::RuleLibrary::from_package(
         pkg.clone(),
@@ -289,7 +289,7 @@ pub fn official_score_context(ruleset: &str) -> referee_rules::score::ScoreConte
         checker,
         "training",
         ruleset,
-        Meta::official(),
+        RulesetFacts::official(),
         Some(pkg.rcp_dir()),
     )
 }

@@ -1,8 +1,8 @@
 //! RCP test branches on hand-made benchmark directories, each checked
 //! against the official `rcp_checker` run live on the same directory.
 
-use referee_rules::meta::Meta;
 use referee_rules::rcp;
+use referee_rules::ruleset_facts::RulesetFacts;
 use referee_rules::score::analyze_run;
 use referee_tests::{mlperf_logging, official_score_context, python};
 use std::path::Path;
@@ -144,7 +144,7 @@ fn every_branch_matches_the_official_checker() {
     for (name, gbs, points, want_pass, want_msg) in cases {
         let dir = tmp.path().join(name);
         make_dir(&dir, "llama31_8b", gbs, &points);
-        let files = referee_rules::tree::result_files(&dir).unwrap();
+        let files = referee_rules::layout::result_files(&dir).unwrap();
         let runs = files
             .iter()
             .map(|f| analyze_run(&ctx, f, false).convergence)
@@ -153,7 +153,7 @@ fn every_branch_matches_the_official_checker() {
             runs,
             &|b| ctx.table(b),
             &ctx.rcp_options(false, false),
-            &ctx.meta,
+            &ctx.facts,
         );
         assert_eq!(
             (ours.passed, ours.message.as_str()),
@@ -181,7 +181,7 @@ fn every_branch_matches_the_official_checker() {
     // The normalised case: all runs at 159,744 samples against RCP mean
     // 161,109.33 → factor 161109.33 / 159744 (the spec's observed value).
     let dir = tmp.path().join("exact_normalised");
-    let files = referee_rules::tree::result_files(&dir).unwrap();
+    let files = referee_rules::layout::result_files(&dir).unwrap();
     let runs = files
         .iter()
         .map(|f| analyze_run(&ctx, f, false).convergence)
@@ -190,7 +190,7 @@ fn every_branch_matches_the_official_checker() {
         runs,
         &|b| ctx.table(b),
         &ctx.rcp_options(false, false),
-        &ctx.meta,
+        &ctx.facts,
     );
     assert_eq!(o.norm_factor, 1.0085470085470085);
     // Bypass turns an RCP failure into a pass, never insufficient convergence.
@@ -200,7 +200,7 @@ fn every_branch_matches_the_official_checker() {
         ("too_many_failed", false),
     ] {
         let dir = tmp.path().join(name);
-        let files = referee_rules::tree::result_files(&dir).unwrap();
+        let files = referee_rules::layout::result_files(&dir).unwrap();
         let runs = files
             .iter()
             .map(|f| analyze_run(&ctx, f, false).convergence)
@@ -209,7 +209,7 @@ fn every_branch_matches_the_official_checker() {
             runs,
             &|b| ctx.table(b),
             &ctx.rcp_options(true, false),
-            &ctx.meta,
+            &ctx.facts,
         );
         assert_eq!(o.passed, pass, "bypass on {name}");
         if pass {
@@ -230,7 +230,7 @@ fn rcp_statistics_match_the_specification() {
         "training",
         "6.1.0",
         "llama31_8b",
-        &Meta::official(),
+        &RulesetFacts::official(),
     )
     .unwrap();
     let r16 = t.records.iter().find(|r| r.bs == 16.0).unwrap();
@@ -251,12 +251,18 @@ fn rcp_statistics_match_the_specification() {
     assert!((i.min_epochs - 165_862.49).abs() < 0.01, "{}", i.min_epochs);
     // Pruned sets observed for the official tables.
     let pruned = |b: &str| -> Vec<f64> {
-        rcp::RcpTable::load(&pkg.rcp_dir(), "training", "6.1.0", b, &Meta::official())
-            .unwrap()
-            .pruned
-            .iter()
-            .map(|r| r.bs)
-            .collect()
+        rcp::RcpTable::load(
+            &pkg.rcp_dir(),
+            "training",
+            "6.1.0",
+            b,
+            &RulesetFacts::official(),
+        )
+        .unwrap()
+        .pruned
+        .iter()
+        .map(|r| r.bs)
+        .collect()
     };
     assert_eq!(pruned("llama2_70b_lora"), vec![8.0, 16.0, 128.0]);
     assert_eq!(pruned("flux1"), vec![512.0, 2048.0, 4096.0]);

@@ -162,7 +162,7 @@ fn a_killed_run_leaves_no_finished_log() {
         "the unfinished log stays visible as .partial"
     );
     // Nothing that looks like a result is found by the checkers.
-    let files = referee_rules::tree::result_files(&out).unwrap();
+    let files = referee_rules::layout::result_files(&out).unwrap();
     assert!(files.is_empty(), "{files:?}");
     // And packaging refuses the directory.
     let p = referee(&[

@@ -17,7 +17,7 @@ fn num(s: &str) -> Option<f64> {
 fn every_v5_0_score_row_is_reproduced() {
     let corpus = corpus_dir();
     let ctx = official_score_context("5.0.0");
-    let orgs = referee_rules::tree::find_orgs(&[corpus.join("training_results_v5.0")]).unwrap();
+    let orgs = referee_rules::layout::find_orgs(&[corpus.join("training_results_v5.0")]).unwrap();
     assert_eq!(orgs.len(), 19);
     let (rows, problems) = summarize(&ctx, &orgs, &|| {});
     assert!(problems.is_empty(), "{problems:?}");

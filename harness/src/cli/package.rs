@@ -1,6 +1,7 @@
 //! `referee package`: flags → a [`PackagingRequest`] (crate::packaging) →
 //! the report printed.
 
+use super::common::RulesetArgs;
 use super::run::DivisionArg;
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
 use crate::packaging::{PackagingRequest, package_runs};
@@ -11,16 +12,27 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct PackageArgs {
-    /// Output directories of `referee run`.
-    #[arg(required = true, value_name = "RUN_DIR")]
+    /// Directories of result logs: outputs of `referee run` (with or
+    /// without --exec), or any folder of result_*.txt (then give --ruleset
+    /// and --system-json).
+    #[arg(required = true, value_name = "LOG_DIR")]
     pub runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub rules: RulesetArgs,
+    /// The system description, 33 fields (e.g. from `referee system`);
+    /// default: the run directories' system.json.
+    #[arg(long, value_name = "FILE")]
+    pub system_json: Option<PathBuf>,
+    /// The training code, copied under the implementation (without .git).
+    #[arg(long, value_name = "DIR")]
+    pub code: Option<PathBuf>,
     /// Where the submission folder ORG/ is created.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Submitting organisation (default: the runs' submission_org).
+    /// Submitting organisation (default: the logs' submission_org).
     #[arg(long)]
     pub org: Option<String>,
-    /// System name (default: the runs' submission_platform).
+    /// System name (default: the logs' submission_platform).
     #[arg(long)]
     pub system: Option<String>,
     /// Expected division (the runs' division must match).
@@ -34,6 +46,9 @@ pub struct PackageArgs {
 pub fn run(a: PackageArgs) -> i32 {
     let req = PackagingRequest {
         runs: a.runs.clone(),
+        rules: a.rules.request(),
+        system_json: a.system_json.clone(),
+        code: a.code.clone(),
         out: a.out.clone(),
         org: a.org.clone(),
         system: a.system.clone(),

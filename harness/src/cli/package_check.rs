@@ -4,10 +4,10 @@ use super::common::RulesetArgs;
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use referee_rules::package::{PackageOptions, check_package};
+use referee_rules::layout;
+use referee_rules::package_check::{PackageOptions, check_package};
 use referee_rules::report::package::PackageCheckReport;
 use referee_rules::report::{Detail, Format, render};
-use referee_rules::tree;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -41,7 +41,7 @@ pub struct PackageCheckArgs {
 }
 
 pub fn run(a: PackageCheckArgs) -> i32 {
-    let orgs = match tree::find_orgs(&a.dirs) {
+    let orgs = match layout::find_orgs(&a.dirs) {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };

@@ -4,11 +4,11 @@ use super::common::RulesetArgs;
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::{Args, ValueEnum};
 use rayon::prelude::*;
+use referee_rules::layout;
 use referee_rules::rcp::{self, RcpPass};
 use referee_rules::report::rcp::{RcpDirReport, RcpReport};
 use referee_rules::report::{Detail, Format, render};
 use referee_rules::score::analyze_run;
-use referee_rules::tree;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,7 +67,7 @@ pub fn run(a: RcpArgs) -> i32 {
         inferred_rules: resolved.inferred.then(|| resolved.description.clone()),
     };
     for dir in &a.dirs {
-        let files = match tree::result_files(dir) {
+        let files = match layout::result_files(dir) {
             Ok(f) => f,
             Err(e) => return usage_error(format!("{}: {e}", dir.display())),
         };
@@ -78,7 +78,7 @@ pub fn run(a: RcpArgs) -> i32 {
             .par_iter()
             .map(|f| analyze_run(ctx, f, a.bert_train_samples).convergence)
             .collect();
-        let o = rcp::check_runs(runs, &|b| ctx.table(b), &opts, &ctx.meta);
+        let o = rcp::check_runs(runs, &|b| ctx.table(b), &opts, &ctx.facts);
         let mut diags = o.diagnostics.clone();
         if let Ok(t) = ctx.table(o.benchmark.as_deref().unwrap_or("")) {
             diags.extend(rcp::quirk_notes(&t, &o, &opts));

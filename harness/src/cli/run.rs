@@ -1,11 +1,15 @@
 //! `referee run BENCHMARK`: the flags become a [`RunRequest`], resolved
 //! once by [`SessionConfig::resolve`] (crate::plan); the session runs in
 //! crate::session; this file draws progress and prints the summary.
+//! `referee run --exec … -- CMD`: the flags become an [`ExecRequest`]
+//! (crate::exec), resolved by [`ExecConfig::resolve`].
 
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, usage_error};
 use crate::collective::Collective;
+use crate::exec::{CacheClearMethod, ExecConfig, ExecProgress, ExecRequest};
 use crate::launch::Placement;
 use crate::plan::{Division, Mode, RunRequest, SessionConfig};
+use crate::rules_env::RulesRequest;
 use crate::run::{Observer, RunResult};
 use crate::session::{self, SessionObserver};
 use clap::{Args, ValueEnum};
@@ -31,8 +35,43 @@ pub enum ModeArg {
 /// Raw flags of `referee run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The benchmark (mini_resnet, mini_llm).
-    pub benchmark: String,
+    /// The benchmark (mini_resnet, mini_llm; with --exec also an official
+    /// one such as llama2_70b_lora).
+    #[arg(required_unless_present_any = ["exec", "benchmark_flag"])]
+    pub benchmark: Option<String>,
+    /// Run your own training program (the command after `--`) under
+    /// referee's clock, rules and witness, instead of a built-in benchmark.
+    #[arg(long, requires = "command")]
+    pub exec: bool,
+    /// The benchmark (the same as the positional BENCHMARK).
+    #[arg(
+        long = "benchmark",
+        id = "benchmark_flag",
+        value_name = "NAME",
+        conflicts_with = "benchmark"
+    )]
+    pub benchmark_flag: Option<String>,
+    /// With --exec: the official ruleset (e.g. 5.0.0) the logs are judged by.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<String>,
+    /// With --exec: the official rule files' directory (default: the installed mlperf-logging).
+    #[arg(long, value_name = "DIR")]
+    pub rules_dir: Option<PathBuf>,
+    /// With --exec: clear the page cache with this shell command instead
+    /// of `sync; echo 3 > /proc/sys/vm/drop_caches` (e.g. `sudo
+    /// /usr/local/sbin/drop-caches`, or an `srun` that reaches every node).
+    #[arg(long, value_name = "CMD")]
+    pub cache_clear_cmd: Option<String>,
+    /// With --exec: allowance (ms) for clock skew and output buffering
+    /// when the witness compares a line's time_ms with the harness's clock.
+    #[arg(long, default_value_t = crate::witness::DEFAULT_TOLERANCE_MS, value_name = "MS")]
+    pub witness_tolerance_ms: u64,
+    /// With --exec: seconds between SIGTERM and SIGKILL when a run is stopped.
+    #[arg(long, default_value_t = 30.0, value_name = "S")]
+    pub grace_seconds: f64,
+    /// With --exec: the training command and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
     /// Number of runs (default: the benchmark's N).
     #[arg(long)]
     pub runs: Option<usize>,
@@ -96,19 +135,71 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    fn benchmark_name(&self) -> String {
+        self.benchmark
+            .clone()
+            .or_else(|| self.benchmark_flag.clone())
+            .unwrap_or_default()
+    }
+
+    fn division(&self) -> Division {
+        match self.division {
+            DivisionArg::Closed => Division::Closed,
+            DivisionArg::Open => Division::Open,
+        }
+    }
+
+    /// The external-program session these flags ask for.
+    pub fn exec_request(&self) -> Result<ExecRequest, String> {
+        if self.config.is_some() || !self.sets.is_empty() {
+            return Err("--config and --set configure referee's own benchmarks; with --exec, the program reads its own configuration".into());
+        }
+        if self.mode != ModeArg::TimeToTrain {
+            return Err("--mode throughput is for referee's own benchmarks; `referee perf` reads an external program's throughput".into());
+        }
+        if !(self.grace_seconds >= 0.0 && self.grace_seconds.is_finite()) {
+            return Err(format!(
+                "--grace-seconds {}: must be a non-negative number",
+                self.grace_seconds
+            ));
+        }
+        Ok(ExecRequest {
+            command: self.command.clone(),
+            benchmark: self.benchmark_name(),
+            rules: RulesRequest {
+                usage: "training",
+                ruleset: self.ruleset.clone(),
+                rules_dir: self.rules_dir.clone(),
+                rcp_dir: None,
+                pruning: referee_rules::rcp::Pruning::Official,
+            },
+            runs: self.runs,
+            seed: self.seed,
+            division: self.division(),
+            org: self.org.clone(),
+            system: self.system.clone(),
+            budget_minutes: self.budget_minutes,
+            out: self.out.clone(),
+            cache_clear: match (&self.cache_clear_cmd, self.no_cache_clear) {
+                (_, true) => CacheClearMethod::Skip,
+                (Some(c), false) => CacheClearMethod::Command(c.clone()),
+                (None, false) => CacheClearMethod::DropCaches,
+            },
+            tolerance_ms: self.witness_tolerance_ms,
+            grace: std::time::Duration::from_secs_f64(self.grace_seconds),
+        })
+    }
+
     /// The session these flags ask for.
     pub fn request(&self) -> RunRequest {
         RunRequest {
-            benchmark: self.benchmark.clone(),
+            benchmark: self.benchmark_name(),
             runs: self.runs,
             config_file: self.config.clone(),
             sets: self.sets.clone(),
             out: self.out.clone(),
             seed: self.seed,
-            division: match self.division {
-                DivisionArg::Closed => Division::Closed,
-                DivisionArg::Open => Division::Open,
-            },
+            division: self.division(),
             device: self.device.clone(),
             data_dir: self.data_dir.clone(),
             org: self.org.clone(),
@@ -207,6 +298,12 @@ impl Observer for RunProgress {
 }
 
 pub fn run(a: RunArgs) -> i32 {
+    if a.exec {
+        return run_exec(&a);
+    }
+    if !a.command.is_empty() {
+        return usage_error("a command after `--` runs only with --exec");
+    }
     let placement = match Placement::from_env(|k| std::env::var(k).ok()) {
         Ok(p) => p,
         Err(e) => return usage_error(e),
@@ -263,6 +360,34 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
     let format = if json { Format::Json } else { Format::Human };
     let mut out = std::io::stdout().lock();
     if render(summary, format, Detail::default(), &mut out).is_err() {
+        return EXIT_USAGE;
+    }
+    if summary.passed { EXIT_OK } else { EXIT_FAIL }
+}
+
+/// `referee run --exec … -- CMD ARGS…`.
+fn run_exec(a: &RunArgs) -> i32 {
+    let cfg = match a.exec_request().and_then(ExecConfig::resolve) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    let progress = ExecProgress { quiet: a.quiet };
+    let summary = match crate::exec::execute(&cfg, &progress) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("referee: error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let format = if a.json { Format::Json } else { Format::Human };
+    if render(
+        &summary,
+        format,
+        Detail::default(),
+        &mut std::io::stdout().lock(),
+    )
+    .is_err()
+    {
         return EXIT_USAGE;
     }
     if summary.passed { EXIT_OK } else { EXIT_FAIL }

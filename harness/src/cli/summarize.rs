@@ -5,10 +5,10 @@ use super::{EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::diag::Severity;
+use referee_rules::layout;
 use referee_rules::report::scores::{ScoreTable, write_csv};
 use referee_rules::report::{Detail, Format, render, write_diagnostic};
 use referee_rules::score::summarize;
-use referee_rules::tree;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,7 +37,7 @@ pub struct SummarizeArgs {
 }
 
 pub fn run(a: SummarizeArgs) -> i32 {
-    let orgs = match tree::find_orgs(&a.dirs) {
+    let orgs = match layout::find_orgs(&a.dirs) {
         Ok(o) => o,
         Err(e) => return usage_error(e),
     };
@@ -49,8 +49,8 @@ pub fn run(a: SummarizeArgs) -> i32 {
     let start = Instant::now();
     let total: usize = orgs
         .iter()
-        .flat_map(|o| tree::benchmark_dirs(o, &resolved.scoring.usage).unwrap_or_default())
-        .map(|d| tree::result_files(&d.path).map(|f| f.len()).unwrap_or(0))
+        .flat_map(|o| layout::benchmark_dirs(o, &resolved.scoring.usage).unwrap_or_default())
+        .map(|d| layout::result_files(&d.path).map(|f| f.len()).unwrap_or(0))
         .sum();
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new(total as u64);

@@ -3,7 +3,7 @@
 
 use super::{Detail, Report, md_escape, write_diagnostic, write_diagnostic_markdown};
 use crate::diag::Severity;
-use crate::package::PackageReport;
+use crate::package_check::PackageReport;
 use std::io::{self, Write};
 
 impl Report for PackageReport {

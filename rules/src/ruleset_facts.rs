@@ -4,14 +4,14 @@
 //! apply them: required result files per benchmark, how many runs olympic
 //! scoring may drop, which benchmarks a ruleset allows, which convergence
 //! unit the RCP test reads, the 33 system-description fields. Every other
-//! module asks here. referee's own benchmarks are added to a [`Meta`] at run
-//! time by the harness (see [`Meta::with_benchmark`]).
+//! module asks here. referee's own benchmarks are added to a [`RulesetFacts`] at run
+//! time by the harness (see [`RulesetFacts::with_benchmark`]).
 
 use std::collections::HashMap;
 
 /// What referee needs to know about one benchmark.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BenchmarkMeta {
+pub struct BenchmarkFacts {
     pub name: String,
     /// Exactly this many `result_*.txt` files per benchmark directory.
     pub result_files: usize,
@@ -324,25 +324,25 @@ pub fn version_tuple(v: &str) -> (u32, u32, u32) {
 
 /// The benchmark table in force: the official benchmarks plus any added.
 #[derive(Debug, Clone)]
-pub struct Meta {
-    training: HashMap<String, BenchmarkMeta>,
-    hpc: HashMap<String, BenchmarkMeta>,
+pub struct RulesetFacts {
+    training: HashMap<String, BenchmarkFacts>,
+    hpc: HashMap<String, BenchmarkFacts>,
     /// Extra allowed benchmarks per ruleset name (referee's own rulesets).
     extra_allowed: HashMap<String, Vec<String>>,
 }
 
-impl Default for Meta {
+impl Default for RulesetFacts {
     fn default() -> Self {
         Self::official()
     }
 }
 
-fn table(rows: &[(&str, usize, Option<usize>)]) -> HashMap<String, BenchmarkMeta> {
+fn benchmark_table(rows: &[(&str, usize, Option<usize>)]) -> HashMap<String, BenchmarkFacts> {
     rows.iter()
         .map(|(n, files, rcp)| {
             (
                 n.to_string(),
-                BenchmarkMeta {
+                BenchmarkFacts {
                     name: n.to_string(),
                     result_files: *files,
                     max_dropped: if *n == "unet3d" { 4 } else { 1 },
@@ -355,17 +355,17 @@ fn table(rows: &[(&str, usize, Option<usize>)]) -> HashMap<String, BenchmarkMeta
         .collect()
 }
 
-impl Meta {
+impl RulesetFacts {
     pub fn official() -> Self {
-        Meta {
-            training: table(TRAINING),
-            hpc: table(HPC),
+        RulesetFacts {
+            training: benchmark_table(TRAINING),
+            hpc: benchmark_table(HPC),
             extra_allowed: HashMap::new(),
         }
     }
 
     /// Add a (training) benchmark allowed under `ruleset`.
-    pub fn with_benchmark(mut self, ruleset: &str, b: BenchmarkMeta) -> Self {
+    pub fn with_benchmark(mut self, ruleset: &str, b: BenchmarkFacts) -> Self {
         self.extra_allowed
             .entry(ruleset.to_string())
             .or_default()
@@ -374,7 +374,7 @@ impl Meta {
         self
     }
 
-    pub fn benchmark(&self, usage: &str, name: &str) -> Option<&BenchmarkMeta> {
+    pub fn benchmark(&self, usage: &str, name: &str) -> Option<&BenchmarkFacts> {
         match usage {
             "hpc" => self.hpc.get(name),
             _ => self.training.get(name),
@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn official_facts() {
-        let m = Meta::official();
+        let m = RulesetFacts::official();
         assert_eq!(m.benchmark("training", "unet3d").unwrap().result_files, 40);
         assert_eq!(m.max_dropped("training", "unet3d"), 4);
         assert_eq!(m.max_dropped("training", "bert"), 1);
@@ -474,9 +474,9 @@ mod tests {
 
     #[test]
     fn extra_benchmarks() {
-        let m = Meta::official().with_benchmark(
+        let m = RulesetFacts::official().with_benchmark(
             "referee-1.0",
-            BenchmarkMeta {
+            BenchmarkFacts {
                 name: "mini_llm".into(),
                 result_files: 5,
                 max_dropped: 1,

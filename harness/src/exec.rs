@@ -1,0 +1,618 @@
+//! `referee run --exec -- CMD ARGS…`: any training program (PyTorch,
+//! NeMo/Megatron, JAX…) run N times under the harness's rules — the same
+//! lifecycle as referee's own benchmarks: seeds from one base seed, the
+//! page cache cleared before each run and logged by the harness, a fresh
+//! run directory, budgets, live rules, the witnessed clock
+//! ([`crate::witness`]), atomic result files, provenance, and the closing
+//! check of every log with the ruleset's rules.
+//!
+//! The program is told what it needs through the variables existing
+//! training code already reads: `SEED` (as NVIDIA's `run.sub` exports it),
+//! `COMPLIANCE_FILE` (a fresh, empty MLLOG file: `mllog` appends to it),
+//! `LOGDIR`, `NEXP`, `DATESTAMP`, `PYTHONUNBUFFERED=1`, plus
+//! `REFEREE_RUN_INDEX` and `REFEREE_OUT_DIR`.
+
+use crate::cache::{CacheClear, drop_page_cache};
+use crate::plan::{Division, run_seeds, utc_stamp};
+use crate::rules_env::{RulesRequest, resolve_rules};
+use crate::supervise::{ChildSpec, LiveRules, Supervised, supervise};
+use crate::witness::Witness;
+use referee_rules::checker::RulesetChoice;
+use referee_rules::diag::Diagnostic;
+use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
+use referee_rules::score::{ScoreContext, olympic_mean};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Keys logged while the clock runs: a rule about one of them cannot be
+/// decided at `init_stop`.
+const RUN_PHASE_KEYS: [&str; 14] = [
+    "run_start",
+    "run_stop",
+    "eval_start",
+    "eval_stop",
+    "eval_accuracy",
+    "epoch_start",
+    "epoch_stop",
+    "block_start",
+    "block_stop",
+    "train_loss",
+    "tracked_stats",
+    "samples_count",
+    "epoch_count",
+    "first_epoch_num",
+];
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// An official benchmark (`llama2_70b_lora`) or one of referee's.
+    pub benchmark: String,
+    /// The rules (an official ruleset needs `ruleset`).
+    pub rules: RulesRequest,
+    /// Runs (default: the benchmark's count in the ruleset).
+    pub runs: Option<usize>,
+    pub seed: Option<u64>,
+    pub division: Division,
+    pub org: String,
+    pub system: Option<String>,
+    /// The whole run's budget (default: the benchmark's, else 24 h).
+    pub budget_minutes: Option<f64>,
+    pub out: Option<PathBuf>,
+    /// `sync; drop_caches` by default; a command of the user's (e.g.
+    /// `sudo /sbin/drop-caches`, or a per-node `srun …`); or none.
+    pub cache_clear: CacheClearMethod,
+    pub tolerance_ms: u64,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+/// How the page cache is cleared before each run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheClearMethod {
+    /// `sync`, then write 3 to `/proc/sys/vm/drop_caches`.
+    DropCaches,
+    /// A shell command; exit status 0 means cleared.
+    Command(String),
+    Skip,
+}
+
+/// The request resolved: rules loaded, seeds drawn, directories chosen.
+pub struct ExecConfig {
+    pub req: ExecRequest,
+    pub scoring: ScoreContext,
+    pub rules: String,
+    pub seeds: Vec<u64>,
+    pub out: PathBuf,
+    pub system: String,
+    pub init_budget: Duration,
+    pub run_budget: Duration,
+    pub cwd: PathBuf,
+}
+
+impl ExecConfig {
+    /// Resolve: the rules of the benchmark, the number of runs, seeds, the
+    /// output directory (never one that holds results).
+    pub fn resolve(req: ExecRequest) -> Result<ExecConfig, String> {
+        if req.command.is_empty() {
+            return Err("--exec needs the training command after `--`".into());
+        }
+        let own = crate::own_benchmarks::find(&req.benchmark).is_some();
+        if !own && req.rules.ruleset.is_none() {
+            return Err(format!(
+                "`{}` is not one of referee's benchmarks: give --ruleset X.Y.Z (e.g. 5.0.0) to run it under the official rules",
+                req.benchmark
+            ));
+        }
+        let mut rules_req = req.rules.clone();
+        if own && rules_req.ruleset.is_none() {
+            rules_req.ruleset = Some(referee_workloads::bench::RULESET.to_string());
+        }
+        let rules = resolve_rules(&rules_req, &[])?;
+        let allowed = rules
+            .scoring
+            .facts
+            .allowed(&rules.scoring.usage, &rules.scoring.ruleset);
+        let facts = rules
+            .scoring
+            .facts
+            .benchmark(&rules.scoring.usage, &req.benchmark)
+            .filter(|_| allowed.contains(&req.benchmark))
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not a benchmark of {} (benchmarks: {})",
+                    req.benchmark,
+                    rules.description,
+                    allowed.join(", ")
+                )
+            })?;
+        let runs = req.runs.unwrap_or(facts.result_files);
+        if runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        let out = req.out.clone().unwrap_or_else(|| {
+            PathBuf::from("out").join(format!("{}-{}", req.benchmark, utc_stamp()))
+        });
+        let existing = crate::plan::result_count(&out);
+        if existing > 0 {
+            return Err(format!(
+                "{} already holds {existing} result file(s); choose another --out (a log is never overwritten)",
+                out.display()
+            ));
+        }
+        let budget = req.budget_minutes.unwrap_or(24.0 * 60.0);
+        if budget <= 0.0 {
+            return Err("--budget-minutes must be positive".into());
+        }
+        let init_minutes = referee_rules::ruleset_facts::init_budget_minutes(req.division.as_str());
+        // Compile the rule chain now, so that the live check at init_stop
+        // costs only its evaluation.
+        InitRules {
+            scoring: &rules.scoring,
+        }
+        .at_init_stop(b"");
+        Ok(ExecConfig {
+            seeds: run_seeds(req.seed.unwrap_or_else(crate::plan::os_seed), runs),
+            system: req
+                .system
+                .clone()
+                .unwrap_or_else(crate::plan::default_system_name),
+            out,
+            init_budget: Duration::from_secs(init_minutes * 60),
+            run_budget: Duration::from_secs_f64(budget * 60.0),
+            cwd: std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?,
+            scoring: rules.scoring,
+            rules: rules.description,
+            req,
+        })
+    }
+}
+
+/// The ruleset's rules on the lines read by `init_stop`.
+struct InitRules<'a> {
+    scoring: &'a ScoreContext,
+}
+
+impl LiveRules for InitRules<'_> {
+    fn at_init_stop(&self, mllog_so_far: &[u8]) -> Vec<Diagnostic> {
+        let Ok(mut parsed) = referee_rules::mllog::read_from(mllog_so_far) else {
+            return Vec::new();
+        };
+        let Ok(report) =
+            self.scoring
+                .checker
+                .check_parsed("(live)", &mut parsed, &self.scoring.choice)
+        else {
+            return Vec::new();
+        };
+        report
+            .diagnostics
+            .into_iter()
+            .filter(|d| d.is_error())
+            .filter(|d| {
+                d.key
+                    .as_deref()
+                    .is_some_and(|k| !RUN_PHASE_KEYS.contains(&k))
+            })
+            .collect()
+    }
+}
+
+/// One supervised run, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecRun {
+    pub index: usize,
+    pub seed: u64,
+    pub status: String,
+    pub reason: Option<String>,
+    pub exit: String,
+    pub log: PathBuf,
+    /// The sha256 of the result file: how its witness is found again
+    /// (in a package, where the file has another name).
+    pub log_sha256: String,
+    pub time_to_train_minutes: Option<f64>,
+    pub cache_clear: Value,
+    pub live_diagnostics: Vec<Diagnostic>,
+    pub stop_delay_ms: Option<f64>,
+    pub witness: Witness,
+    pub provenance: Value,
+}
+
+/// Clear the page cache as asked; what happened.
+fn clear_cache(how: &CacheClearMethod) -> (CacheClear, String) {
+    match how {
+        CacheClearMethod::DropCaches => (
+            drop_page_cache(),
+            "sync; echo 3 > /proc/sys/vm/drop_caches".into(),
+        ),
+        CacheClearMethod::Skip => (CacheClear::Skipped, "none".into()),
+        CacheClearMethod::Command(cmd) => {
+            let st = std::process::Command::new("sh")
+                .args(["-c", cmd])
+                .stdin(std::process::Stdio::null())
+                .status();
+            let r = match st {
+                Ok(s) if s.success() => CacheClear::Dropped,
+                Ok(s) => CacheClear::NotPermitted(format!("`{cmd}` failed ({s})")),
+                Err(e) => CacheClear::NotPermitted(format!("`{cmd}` could not start: {e}")),
+            };
+            (r, cmd.clone())
+        }
+    }
+}
+
+/// The harness's `cache_clear` line.
+fn cache_clear_line(c: &CacheClear, method: &str) -> String {
+    use referee_rules::value::Value as V;
+    let mut meta: Vec<(&str, V)> = vec![("method", V::str(method.to_string()))];
+    if let CacheClear::NotPermitted(why) = c {
+        meta.push(("reason", V::str(why.clone())));
+    }
+    if matches!(c, CacheClear::Skipped) {
+        meta.push(("reason", V::str("skipped on request")));
+    }
+    crate::logger::MlLogger::render(
+        "",
+        &crate::logger::Event {
+            time_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            event_type: crate::logger::POINT_IN_TIME,
+            key: "cache_clear",
+            value: &V::Bool(c.dropped()),
+            meta: &meta,
+        },
+        "referee",
+        0,
+    )
+}
+
+/// The variables the program reads.
+fn child_env(
+    cfg: &ExecConfig,
+    i: usize,
+    seed: u64,
+    run_dir: &Path,
+    compliance: &Path,
+) -> Vec<(String, String)> {
+    vec![
+        ("SEED".into(), seed.to_string()),
+        ("COMPLIANCE_FILE".into(), compliance.display().to_string()),
+        ("LOGDIR".into(), run_dir.display().to_string()),
+        ("NEXP".into(), cfg.seeds.len().to_string()),
+        ("DATESTAMP".into(), utc_stamp()),
+        ("PYTHONUNBUFFERED".into(), "1".into()),
+        ("REFEREE_RUN_INDEX".into(), i.to_string()),
+        ("REFEREE_OUT_DIR".into(), cfg.out.display().to_string()),
+    ]
+}
+
+/// Run `i` with `seed`.
+pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String> {
+    let out = absolute(&cfg.out);
+    let run_dir = out.join(format!("run_{i}"));
+    let compliance = run_dir.join("mllog.txt");
+    let (cleared, method) = clear_cache(&cfg.req.cache_clear);
+    if !cleared.dropped() && cfg.req.division == Division::Closed {
+        eprintln!(
+            "referee: WARNING: run {}: the page cache was not cleared ({}); in the closed division this run is not a valid result",
+            i + 1,
+            match &cleared {
+                CacheClear::NotPermitted(w) => w.as_str(),
+                _ => "skipped on request",
+            }
+        );
+    }
+    let env = child_env(cfg, i, seed, &run_dir, &compliance);
+    let spec = ChildSpec {
+        command: cfg.req.command.clone(),
+        env: env.clone(),
+        cwd: cfg.cwd.clone(),
+        run_dir: run_dir.clone(),
+        compliance_file: compliance,
+        result: out.join(format!("result_{i}.txt")),
+        opening_lines: vec![cache_clear_line(&cleared, &method)],
+        init_budget: cfg.init_budget,
+        run_budget: cfg.run_budget,
+        grace: cfg.req.grace,
+        tolerance_ms: cfg.req.tolerance_ms,
+    };
+    let live = InitRules {
+        scoring: &cfg.scoring,
+    };
+    let s: Supervised = supervise(&spec, &live)?;
+    Ok(ExecRun {
+        index: i,
+        seed,
+        status: s.status,
+        reason: s.reason,
+        provenance: crate::provenance::external(
+            &cfg.req.command,
+            &cfg.cwd,
+            &env,
+            &s.exit,
+            seed,
+            &s.files,
+        ),
+        exit: s.exit,
+        log_sha256: s
+            .files
+            .get(&spec.result.display().to_string())
+            .cloned()
+            .unwrap_or_default(),
+        log: spec.result,
+        time_to_train_minutes: s.time_to_train_ms.map(|m| m / 60_000.0),
+        cache_clear: json!({"dropped": cleared.dropped(), "method": method, "detail": format!("{cleared:?}")}),
+        live_diagnostics: s.diagnostics,
+        stop_delay_ms: s.stop_delay_ms,
+        witness: s.witness,
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// Receives the progress of an exec session.
+pub trait ExecObserver {
+    fn run_starting(&self, index: usize, runs: usize, seed: u64);
+    fn run_finished(&self, run: &ExecRun);
+}
+
+/// Run every run, write the records, check every log.
+pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSummary, String> {
+    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    let mut runs = Vec::new();
+    for (i, seed) in cfg.seeds.iter().enumerate() {
+        observer.run_starting(i, cfg.seeds.len(), *seed);
+        let r = run_one(cfg, i, *seed)?;
+        observer.run_finished(&r);
+        runs.push(r);
+    }
+    write_records(cfg, &runs)?;
+    Ok(closing_check(cfg, runs))
+}
+
+/// `referee_run.json` and `system.json` next to the logs.
+fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
+    let record = json!({
+        "mode": "exec",
+        "benchmark": cfg.req.benchmark,
+        "ruleset": cfg.scoring.ruleset,
+        "rules": cfg.rules,
+        "division": cfg.req.division.as_str(),
+        "org": cfg.req.org,
+        "system": cfg.system,
+        "command": cfg.req.command,
+        "working_directory": cfg.cwd.display().to_string(),
+        "seeds": cfg.seeds,
+        "witness_tolerance_ms": cfg.req.tolerance_ms,
+        "code": crate::provenance::CodeIdentity::current(),
+        "runs": runs,
+    });
+    let host = crate::sysinfo::HostFacts::probe();
+    let id = crate::sysinfo::SystemIdentity {
+        submitter: &cfg.req.org,
+        division: cfg.req.division.as_str(),
+        status: "Research, Development, or Internal (RDI)",
+        system_name: &cfg.system,
+        framework: "",
+        nodes: 1,
+    };
+    let system = crate::sysinfo::system_description(&id, &host, None);
+    for (name, v) in [("referee_run.json", &record), ("system.json", &system)] {
+        let p = cfg.out.join(name);
+        crate::fsutil::write_atomic(
+            &p,
+            serde_json::to_string_pretty(v).expect("json").as_bytes(),
+        )
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The verdict of one log: its compliance, and its witness.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecLogCheck {
+    pub path: String,
+    /// `PASS`, `FAIL` or `ERROR`.
+    pub verdict: &'static str,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// What an exec session produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecSummary {
+    pub out: String,
+    pub benchmark: String,
+    pub rules: String,
+    pub runs: Vec<ExecRun>,
+    pub checks: Vec<ExecLogCheck>,
+    pub score_minutes: Option<f64>,
+    pub passed: bool,
+}
+
+/// Check every log with the ruleset's rules and against its witness.
+fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
+    let mut checks = Vec::new();
+    let mut passed = true;
+    for r in &runs {
+        let c = check_log(
+            &cfg.scoring.checker,
+            &cfg.scoring.choice,
+            &r.log,
+            &r.witness,
+        );
+        passed &= c.verdict == "PASS" && r.status == "success";
+        checks.push(c);
+    }
+    // A run counts when it reached the target and its log passed (a log
+    // whose clock the witness contradicts does not).
+    let times: Vec<f64> = runs
+        .iter()
+        .zip(&checks)
+        .filter(|(r, c)| r.status == "success" && c.verdict == "PASS")
+        .filter_map(|(r, _)| r.time_to_train_minutes)
+        .collect();
+    let dropped = runs.len() - times.len();
+    let max_dropped = cfg
+        .scoring
+        .facts
+        .max_dropped(&cfg.scoring.usage, &cfg.req.benchmark);
+    let score = (runs.len() >= 3 && dropped <= max_dropped)
+        .then(|| olympic_mean(&times, dropped, 1))
+        .flatten();
+    ExecSummary {
+        out: cfg.out.display().to_string(),
+        benchmark: cfg.req.benchmark.clone(),
+        rules: cfg.rules.clone(),
+        runs,
+        checks,
+        score_minutes: score,
+        passed,
+    }
+}
+
+/// One log: the rules' verdict plus the witness's findings.
+pub fn check_log(
+    checker: &referee_rules::checker::Checker,
+    choice: &RulesetChoice,
+    log: &Path,
+    witness: &Witness,
+) -> ExecLogCheck {
+    let path = log.display().to_string();
+    let error = |message: String| ExecLogCheck {
+        path: path.clone(),
+        verdict: "ERROR",
+        diagnostics: vec![Diagnostic::error("io", message)],
+    };
+    // One read serves both: the witness compares its lines with the log's.
+    let mut parsed = match checker.read(log, choice) {
+        Ok(p) => p,
+        Err(e) => return error(e.message),
+    };
+    let mut diagnostics = crate::witness::verify(witness, &parsed.records);
+    let rep = match checker.check_parsed(&path, &mut parsed, choice) {
+        Ok(r) => r,
+        Err(e) => return error(e),
+    };
+    let ok = diagnostics.is_empty() && rep.verdict == referee_rules::Verdict::Pass;
+    diagnostics.splice(0..0, rep.diagnostics.into_iter().filter(|d| d.is_error()));
+    ExecLogCheck {
+        path,
+        verdict: pass_fail(ok),
+        diagnostics,
+    }
+}
+
+impl Report for ExecSummary {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        for c in &self.checks {
+            writeln!(out, "{} {}", c.verdict, c.path)?;
+            for d in &c.diagnostics {
+                write_diagnostic(out, d, "  ")?;
+            }
+        }
+        writeln!(out, "{}", self.score_line())
+    }
+    fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        writeln!(
+            out,
+            "# {} (`referee run --exec`)\n\n{}\n",
+            self.benchmark,
+            self.score_line()
+        )?;
+        writeln!(
+            out,
+            "| run | seed | status | minutes | log | verdict |\n| ---: | ---: | --- | ---: | --- | --- |"
+        )?;
+        for (r, c) in self.runs.iter().zip(&self.checks) {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.index + 1,
+                r.seed,
+                r.status,
+                r.time_to_train_minutes
+                    .map(|m| format!("{m:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                md_escape(&c.path),
+                c.verdict
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecSummary {
+    fn score_line(&self) -> String {
+        let reached = self.runs.iter().filter(|r| r.status == "success").count();
+        let passed = self.checks.iter().filter(|c| c.verdict == "PASS").count();
+        let head = match self.score_minutes {
+            Some(s) => format!("olympic mean time to train {}", fmt_minutes(s)),
+            None => "no score".to_string(),
+        };
+        format!(
+            "{}: {head}; {reached} of {} runs reached the target, {passed} logs passed; {}; logs in {}",
+            self.benchmark,
+            self.runs.len(),
+            self.rules,
+            self.out
+        )
+    }
+}
+
+/// Minutes, with seconds for short runs.
+fn fmt_minutes(m: f64) -> String {
+    if m < 1.0 {
+        format!("{m:.4} min ({:.2} s)", m * 60.0)
+    } else {
+        format!("{m:.3} min")
+    }
+}
+
+/// Per-run lines for people, on stderr.
+pub struct ExecProgress {
+    pub quiet: bool,
+}
+
+impl ExecObserver for ExecProgress {
+    fn run_starting(&self, index: usize, runs: usize, seed: u64) {
+        if !self.quiet {
+            eprintln!("referee: run {}/{runs} (seed {seed}) starting", index + 1);
+        }
+    }
+    fn run_finished(&self, r: &ExecRun) {
+        eprintln!(
+            "referee: run {}: {}{} ({}){}",
+            r.index + 1,
+            r.status,
+            r.time_to_train_minutes
+                .map(|m| format!(" in {}", fmt_minutes(m)))
+                .unwrap_or_default(),
+            r.exit,
+            r.reason
+                .as_ref()
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// The env map of a run's provenance: what the program saw, no secrets.
+pub fn provenance_env(extra: &[(String, String)]) -> BTreeMap<String, String> {
+    crate::provenance::filtered_env(std::env::vars().chain(extra.iter().cloned()))
+}

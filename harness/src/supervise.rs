@@ -1,0 +1,655 @@
+//! Supervising one run of an external training program (`referee run
+//! --exec`): the program runs in its own process group with stdin closed;
+//! its stdout and stderr are captured unmodified; MLLOG lines are read live
+//! from both streams and from the MLLOG file the program appends to
+//! (`COMPLIANCE_FILE`), each line counted once; the harness witnesses the
+//! clock ([`crate::witness`]), runs the ruleset's rules when `init_stop`
+//! arrives (a closed-division violation stops the run at once), enforces
+//! the init and run budgets (SIGTERM to the group, SIGKILL after a grace
+//! period), and finalises the result file atomically: the program's whole
+//! output with every MLLOG line, `result_i.txt.partial` renamed at the end.
+
+use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
+use referee_rules::diag::Diagnostic;
+use referee_rules::mllog::{self, Item};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// One run of the program, as the session prepared it.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Variables added to the harness's environment.
+    pub env: Vec<(String, String)>,
+    /// The program's working directory.
+    pub cwd: PathBuf,
+    /// A fresh directory for this run: raw captures and the MLLOG file.
+    pub run_dir: PathBuf,
+    /// The MLLOG file the program appends to (`COMPLIANCE_FILE`).
+    pub compliance_file: PathBuf,
+    /// The result file (written through `PATH.partial`).
+    pub result: PathBuf,
+    /// MLLOG lines of the harness's own that open the result file.
+    pub opening_lines: Vec<String>,
+    /// `init_stop` must arrive within this time of the spawn.
+    pub init_budget: Duration,
+    /// The whole run must end within this time of the spawn.
+    pub run_budget: Duration,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    pub tolerance_ms: u64,
+}
+
+/// The ruleset's rules, run on the MLLOG lines read so far.
+pub trait LiveRules {
+    /// Errors that are final once `init_stop` has been logged (fixed
+    /// hyperparameters, required keys of the initialisation).
+    fn at_init_stop(&self, mllog_so_far: &[u8]) -> Vec<Diagnostic>;
+}
+
+/// How a supervised run ended.
+#[derive(Debug, Clone)]
+pub struct Supervised {
+    /// `success` (the program logged run_stop with status success),
+    /// otherwise `aborted`.
+    pub status: String,
+    /// Why it is aborted (the program's own status, or what the harness did).
+    pub reason: Option<String>,
+    /// The program's exit code, or the signal that ended it.
+    pub exit: String,
+    pub witness: Witness,
+    /// Live findings: the init-time rule violations, the witness's.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Claimed run_stop − run_start.
+    pub time_to_train_ms: Option<f64>,
+    /// Files written for this run → sha256.
+    pub files: BTreeMap<String, String>,
+    /// Milliseconds from reading the line that made the harness stop the
+    /// program to sending SIGTERM (the live-check delay).
+    pub stop_delay_ms: Option<f64>,
+}
+
+/// Where a line came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Source {
+    Stdout = 0,
+    Stderr = 1,
+    File = 2,
+}
+
+enum Msg {
+    /// Complete lines (terminators kept), read together at one moment.
+    Lines(Source, Vec<u8>, Instant),
+    /// A stream reached its end.
+    Closed(Source),
+}
+
+/// Chunks in flight between the readers and the supervisor: when the
+/// supervisor falls behind, the readers wait and so, through the pipe, does
+/// the program (memory stays bounded).
+const CHANNEL_CHUNKS: usize = 64;
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Split off the complete lines of `pending` (up to its last newline).
+fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let last = memchr::memrchr(b'\n', pending)?;
+    let rest = pending.split_off(last + 1);
+    Some(std::mem::replace(pending, rest))
+}
+
+/// Read `input` in large chunks and send its complete lines; the last
+/// line is sent even without a terminator.
+fn pump(mut input: impl Read + Send + 'static, src: Source, tx: mpsc::SyncSender<Msg>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    pending.extend_from_slice(&buf[..n]);
+                    if let Some(lines) = complete_lines(&mut pending)
+                        && tx.send(Msg::Lines(src, lines, Instant::now())).is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.send(Msg::Lines(src, pending, Instant::now()));
+        }
+        let _ = tx.send(Msg::Closed(src));
+    });
+}
+
+/// Follow the MLLOG file: complete lines as they are appended, until told
+/// to stop (then whatever remains).
+fn tail(
+    path: PathBuf,
+    tx: mpsc::SyncSender<Msg>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut pos = 0u64;
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let stopping = stop.load(Ordering::Acquire);
+            if let Ok(mut f) = File::open(&path) {
+                use std::io::Seek;
+                if f.seek(std::io::SeekFrom::Start(pos)).is_ok() {
+                    let mut buf = Vec::new();
+                    if let Ok(n) = f.read_to_end(&mut buf) {
+                        pos += n as u64;
+                        pending.extend_from_slice(&buf);
+                    }
+                }
+            }
+            if let Some(lines) = complete_lines(&mut pending)
+                && tx
+                    .send(Msg::Lines(Source::File, lines, Instant::now()))
+                    .is_err()
+            {
+                return;
+            }
+            if stopping {
+                if !pending.is_empty() {
+                    let _ = tx.send(Msg::Lines(
+                        Source::File,
+                        std::mem::take(&mut pending),
+                        Instant::now(),
+                    ));
+                }
+                let _ = tx.send(Msg::Closed(Source::File));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// The MLLOG payloads seen (as 128 bits of their sha256): the same line
+/// arriving twice — on stdout and in the MLLOG file, with or without a rank
+/// prefix — counts once.
+#[derive(Default)]
+struct Arrivals(HashSet<[u8; 16]>);
+
+impl Arrivals {
+    /// Is this line's payload new?
+    fn is_new(&mut self, payload: &[u8]) -> bool {
+        let digest = Sha256::digest(payload);
+        self.0
+            .insert(digest[..16].try_into().expect("16 of 32 bytes"))
+    }
+}
+
+/// The state of one supervision, from spawn to the final rename.
+struct Run<'a> {
+    spec: &'a ChildSpec,
+    live: &'a dyn LiveRules,
+    child: Child,
+    spawned: Instant,
+    result: BufWriter<File>,
+    stdout_raw: BufWriter<File>,
+    stderr_raw: BufWriter<File>,
+    /// MLLOG lines so far (for the live check), one per line.
+    mllog: Vec<u8>,
+    /// MLLOG payloads seen, per source.
+    seen: Arrivals,
+    witness: Witness,
+    diagnostics: Vec<Diagnostic>,
+    init_stop_seen: bool,
+    /// The program's run_stop status, when it logged one.
+    run_stop: Option<String>,
+    run_start_ms: Option<f64>,
+    run_stop_ms: Option<f64>,
+    /// Why the harness stopped the program, and when it sent SIGTERM.
+    stopped: Option<(String, Instant)>,
+    stop_delay_ms: Option<f64>,
+    killed: bool,
+}
+
+/// The two fields of an MLLOG line the supervisor reads for every line.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    key: std::borrow::Cow<'a, str>,
+    time_ms: f64,
+}
+
+/// The `status` in the metadata of a `run_stop` line ("" when none).
+fn status_of(payload: &[u8]) -> String {
+    match mllog::Reader::new(payload).next() {
+        Some(Item::Record(rec)) => rec
+            .meta("status")
+            .and_then(|s| s.as_str())
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The payload of an MLLOG line (from its last marker, trimmed).
+fn payload(line: &[u8]) -> Option<&[u8]> {
+    let pos = memchr::memmem::rfind(line, mllog::MARKER)?;
+    let p = &line[pos..];
+    let end = p
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(0, |e| e + 1);
+    Some(&p[..end])
+}
+
+impl Run<'_> {
+    fn write_result(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.result.write_all(bytes)?;
+        if !bytes.ends_with(b"\n") {
+            self.result.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// One line read from the program.
+    fn take(&mut self, src: Source, line: &[u8], at: Instant) -> std::io::Result<()> {
+        match src {
+            Source::Stdout => self.stdout_raw.write_all(line)?,
+            Source::Stderr => self.stderr_raw.write_all(line)?,
+            Source::File => {}
+        }
+        let Some(p) = payload(line) else {
+            // Framework output, kept as it is (the MLLOG file holds only MLLOG).
+            if src != Source::File {
+                self.write_result(line)?;
+            }
+            return Ok(());
+        };
+        if !self.seen.is_new(p) {
+            return Ok(());
+        }
+        let p = p.to_vec();
+        self.write_result(line)?;
+        if !self.init_stop_seen {
+            self.mllog.extend_from_slice(&p);
+            self.mllog.push(b'\n');
+        }
+        self.on_mllog(&p, at);
+        Ok(())
+    }
+
+    /// A new MLLOG line: witness it, and act on the lifecycle keys.
+    fn on_mllog(&mut self, payload: &[u8], at: Instant) {
+        let index = self.witness.mllog_lines as usize;
+        self.witness.mllog_lines += 1;
+        // Only the key and the time are read here (the whole line is
+        // parsed by the closing check): cheap enough for a million lines.
+        let Ok(head) = serde_json::from_slice::<Head>(&payload[mllog::MARKER.len()..]) else {
+            return;
+        };
+        let mono = at.duration_since(self.spawned).as_millis() as u64;
+        let line = WitnessedLine {
+            index,
+            key: head.key.to_string(),
+            time_ms: head.time_ms,
+            read_wall_ms: self.witness.spawn_wall_ms + mono,
+            read_mono_ms: mono,
+        };
+        self.diagnostics.extend(self.witness.check_line(&line));
+        match line.key.as_str() {
+            "init_stop" if !self.init_stop_seen => {
+                self.init_stop_seen = true;
+                let errors = self.live.at_init_stop(&self.mllog);
+                if !errors.is_empty() {
+                    let why = errors
+                        .iter()
+                        .map(|d| d.message.clone())
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    self.diagnostics.extend(errors);
+                    self.stop(format!("the rules fail at init_stop: {why}"));
+                    self.stop_delay_ms = Some(at.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            "run_start" if self.run_start_ms.is_none() => self.run_start_ms = Some(line.time_ms),
+            "run_stop" if self.run_stop.is_none() => {
+                self.run_stop_ms = Some(line.time_ms);
+                self.run_stop = Some(status_of(payload));
+            }
+            _ => {}
+        }
+        if WITNESSED_KEYS.contains(&line.key.as_str()) {
+            self.witness.lines.push(line);
+        }
+    }
+
+    /// SIGTERM to the program's group (once), with the reason.
+    fn stop(&mut self, reason: String) {
+        if self.stopped.is_some() {
+            return;
+        }
+        signal_group(&self.child, libc::SIGTERM);
+        self.stopped = Some((reason, Instant::now()));
+    }
+
+    /// Budgets and the grace period.
+    fn enforce(&mut self) {
+        let elapsed = self.spawned.elapsed();
+        if !self.init_stop_seen && elapsed > self.spec.init_budget {
+            self.stop(format!(
+                "no init_stop within the init budget of {}",
+                minutes(self.spec.init_budget)
+            ));
+        }
+        if elapsed > self.spec.run_budget {
+            self.stop(format!(
+                "the run exceeded its budget of {}",
+                minutes(self.spec.run_budget)
+            ));
+        }
+        if let Some((_, at)) = &self.stopped
+            && !self.killed
+            && at.elapsed() > self.spec.grace
+        {
+            signal_group(&self.child, libc::SIGKILL);
+            self.killed = true;
+        }
+    }
+}
+
+/// `2 min`, `0.05 min`: a budget as the user gave it.
+fn minutes(d: Duration) -> String {
+    let m = d.as_secs_f64() / 60.0;
+    format!("{} min", (m * 1000.0).round() / 1000.0)
+}
+
+fn signal_group(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals the process group the
+    // child leads (it was spawned with process_group(0)).
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), sig);
+    }
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, String> {
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Spawn the program in its own process group with the run's variables.
+fn spawn(spec: &ChildSpec) -> Result<Child, String> {
+    let (prog, args) = spec
+        .command
+        .split_first()
+        .ok_or("--exec needs a command after `--`")?;
+    Command::new(prog)
+        .args(args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start `{prog}`: {e}"))
+}
+
+/// The harness's `run_stop` for a run the program did not end itself.
+fn aborted_line(reason: &str) -> String {
+    let meta = [
+        ("status", referee_rules::value::Value::str("aborted")),
+        (
+            "reason",
+            referee_rules::value::Value::str(reason.to_string()),
+        ),
+    ];
+    crate::logger::MlLogger::render(
+        "",
+        &crate::logger::Event {
+            time_ms: wall_ms(),
+            event_type: crate::logger::INTERVAL_END,
+            key: "run_stop",
+            value: &referee_rules::value::Value::None,
+            meta: &meta,
+        },
+        "referee",
+        0,
+    )
+}
+
+/// Run the program once under supervision.
+pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, String> {
+    std::fs::create_dir_all(&spec.run_dir)
+        .map_err(|e| format!("{}: {e}", spec.run_dir.display()))?;
+    File::create(&spec.compliance_file)
+        .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
+    let partial = crate::logger::partial_path(&spec.result);
+    let result = create(&partial)?;
+    let spawn_wall_ms = wall_ms();
+    let spawned = Instant::now();
+    let mut child = spawn(spec)?;
+    let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
+    pump(
+        child.stdout.take().expect("piped"),
+        Source::Stdout,
+        tx.clone(),
+    );
+    pump(
+        child.stderr.take().expect("piped"),
+        Source::Stderr,
+        tx.clone(),
+    );
+    let stop_tail = Arc::new(AtomicBool::new(false));
+    let tailer = tail(spec.compliance_file.clone(), tx, stop_tail.clone());
+    let mut run = Run {
+        spec,
+        live,
+        child,
+        spawned,
+        result,
+        stdout_raw: create(&spec.run_dir.join("stdout.txt"))?,
+        stderr_raw: create(&spec.run_dir.join("stderr.txt"))?,
+        mllog: Vec::new(),
+        seen: Arrivals::default(),
+        witness: Witness {
+            tolerance_ms: spec.tolerance_ms,
+            spawn_wall_ms,
+            exit_wall_ms: 0,
+            exit_mono_ms: 0,
+            mllog_lines: 0,
+            lines: Vec::new(),
+        },
+        diagnostics: Vec::new(),
+        init_stop_seen: false,
+        run_stop: None,
+        run_start_ms: None,
+        run_stop_ms: None,
+        stopped: None,
+        stop_delay_ms: None,
+        killed: false,
+    };
+    for l in &spec.opening_lines {
+        run.take(Source::File, format!("{l}\n").as_bytes(), Instant::now())
+            .map_err(|e| format!("{}: {e}", partial.display()))?;
+    }
+    let exit = follow(&mut run, &rx, &stop_tail)?;
+    let _ = tailer.join();
+    finish(run, exit, &partial)
+}
+
+/// Read until both streams are closed and the program has exited; then
+/// drain the MLLOG file.
+fn follow(
+    run: &mut Run,
+    rx: &mpsc::Receiver<Msg>,
+    stop_tail: &AtomicBool,
+) -> Result<std::process::ExitStatus, String> {
+    let label = run_label(run);
+    let io = |e: std::io::Error| format!("writing the result of {label}: {e}");
+    let mut open_streams = 2;
+    let mut exit = None;
+    let mut exited: Option<Instant> = None;
+    let mut last_poll = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(Msg::Lines(src, lines, at)) => {
+                for line in lines.split_inclusive(|&c| c == b'\n') {
+                    run.take(src, line, at).map_err(io)?;
+                }
+            }
+            Ok(Msg::Closed(Source::File)) => break,
+            Ok(Msg::Closed(_)) => open_streams -= 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        // Budgets and the program's state, at most every 20 ms.
+        if last_poll.elapsed() < Duration::from_millis(20) && open_streams > 0 {
+            continue;
+        }
+        last_poll = Instant::now();
+        run.enforce();
+        if exit.is_none() {
+            exit = run.child.try_wait().map_err(|e| e.to_string())?;
+            if exit.is_some() {
+                exited = Some(Instant::now());
+            }
+        }
+        // A process the program left behind holds its output open: once the
+        // grace period has passed since the program exited, end its group.
+        if let Some(at) = exited
+            && open_streams > 0
+            && at.elapsed() > run.spec.grace
+            && !run.killed
+        {
+            signal_group(&run.child, libc::SIGKILL);
+            run.killed = true;
+        }
+        if exit.is_some() && open_streams == 0 {
+            // Everything the program wrote is read: drain the MLLOG file.
+            stop_tail.store(true, Ordering::Release);
+        }
+    }
+    match exit {
+        Some(e) => Ok(e),
+        None => run.child.wait().map_err(|e| e.to_string()),
+    }
+}
+
+fn run_label(run: &Run) -> String {
+    run.spec.result.display().to_string()
+}
+
+/// Close the captures, end the result file (the harness's `run_stop` when
+/// the program did not end the run), rename it into place, hash the files.
+fn finish(
+    mut run: Run,
+    exit: std::process::ExitStatus,
+    partial: &Path,
+) -> Result<Supervised, String> {
+    use std::os::unix::process::ExitStatusExt;
+    run.witness.exit_mono_ms = run.spawned.elapsed().as_millis() as u64;
+    run.witness.exit_wall_ms = run.witness.spawn_wall_ms + run.witness.exit_mono_ms;
+    let exit_text = match (exit.code(), exit.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    };
+    let (status, reason) = match (&run.stopped, &run.run_stop) {
+        (Some((why, _)), _) => ("aborted", Some(format!("stopped by referee: {why}"))),
+        (None, Some(s)) if s == "success" => ("success", None),
+        (None, Some(s)) => (
+            "aborted",
+            Some(format!("the program logged run_stop with status {s:?}")),
+        ),
+        (None, None) => (
+            "aborted",
+            Some(format!("the program ended ({exit_text}) without run_stop")),
+        ),
+    };
+    if run.run_stop.is_none() || run.stopped.is_some() {
+        let line = aborted_line(reason.as_deref().unwrap_or(""));
+        run.write_result(line.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let io = |e: std::io::Error| format!("{}: {e}", partial.display());
+    run.stdout_raw.flush().map_err(io)?;
+    run.stderr_raw.flush().map_err(io)?;
+    let file = run.result.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    std::fs::rename(partial, &run.spec.result).map_err(io)?;
+    let mut files = BTreeMap::new();
+    for p in [
+        run.spec.result.clone(),
+        run.spec.compliance_file.clone(),
+        run.spec.run_dir.join("stdout.txt"),
+        run.spec.run_dir.join("stderr.txt"),
+    ] {
+        if let Some(h) = crate::witness::file_sha256(&p) {
+            files.insert(p.display().to_string(), h);
+        }
+    }
+    run.diagnostics.extend(run.witness.check_duration());
+    Ok(Supervised {
+        status: status.into(),
+        reason,
+        exit: exit_text,
+        time_to_train_ms: run.run_start_ms.zip(run.run_stop_ms).map(|(a, b)| b - a),
+        witness: run.witness,
+        diagnostics: run.diagnostics,
+        files,
+        stop_delay_ms: run.stop_delay_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_counts_once_whichever_way_it_arrives() {
+        let mut a = Arrivals::default();
+        let l = payload(b"0: :::MLLOG {\"key\": \"x\"}\n").unwrap();
+        assert!(a.is_new(l));
+        assert!(!a.is_new(payload(b":::MLLOG {\"key\": \"x\"}\n").unwrap()));
+        assert!(!a.is_new(payload(b"[rank0]: :::MLLOG {\"key\": \"x\"}\n").unwrap()));
+        assert!(a.is_new(payload(b":::MLLOG {\"key\": \"y\"}\n").unwrap()));
+    }
+
+    #[test]
+    fn the_payload_is_read_from_the_last_marker_as_the_official_parser_does() {
+        assert_eq!(
+            payload(b"0: :::MLLOG {\"a\": 1}  \n"),
+            Some(&b":::MLLOG {\"a\": 1}"[..])
+        );
+        assert_eq!(
+            payload(b"[rank0]: :::MLLOG {\"a\": 1}\n"),
+            payload(b":::MLLOG {\"a\": 1}\n")
+        );
+        assert_eq!(payload(b"loss 0.5\n"), None);
+    }
+
+    #[test]
+    fn complete_lines_keep_a_partial_tail_for_later() {
+        let mut p = b"a\nb\nc".to_vec();
+        assert_eq!(complete_lines(&mut p).unwrap(), b"a\nb\n");
+        assert_eq!(p, b"c");
+        assert_eq!(complete_lines(&mut p), None);
+    }
+}

@@ -1,0 +1,552 @@
+//! Assembling a submission folder in the MLCommons layout from result logs:
+//!
+//! ```text
+//! OUT/ORG/systems/SYSTEM.json
+//! OUT/ORG/results/SYSTEM/BENCHMARK/result_0.txt … result_{N-1}.txt
+//! OUT/ORG/benchmarks/BENCHMARK/implementations/IMPL/README.md
+//! OUT/ORG/benchmarks/BENCHMARK/implementations/IMPL/config.json
+//! OUT/ORG/benchmarks/BENCHMARK/implementations/IMPL/referee_run_K.json
+//! ```
+//!
+//! The logs come from three kinds of directory ([`Origin`]): an output of
+//! `referee run` (referee's own benchmarks), of `referee run --exec` (any
+//! training program, supervised), or any folder of result logs (a
+//! PyTorch, NeMo or JAX submitter's own). Logs are copied byte for byte.
+//! The folder is built under a temporary name next to its destination and
+//! renamed into place at the end, so an interrupted packaging leaves no
+//! half-written `OUT/ORG`.
+
+use referee_rules::mllog;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Where a directory of result logs came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `referee run` of one of referee's benchmarks.
+    Own,
+    /// `referee run --exec`: a training program referee supervised.
+    Exec,
+    /// Result logs from elsewhere (no referee run record).
+    Logs,
+}
+
+/// A directory of result logs.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub path: PathBuf,
+    pub origin: Origin,
+    /// `referee_run.json`; for plain logs, one made from the logs
+    /// (`benchmark`, `division`, `config`: their hyperparameters).
+    pub record: Value,
+    /// `result_*.txt`, sorted by number.
+    pub logs: Vec<PathBuf>,
+    /// `system.json`, when the directory has one.
+    pub system: Option<Value>,
+}
+
+fn read_json(p: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}:{}: invalid JSON: {e}", p.display(), e.line()))
+}
+
+/// `result_N.txt` → N.
+fn result_number(p: &Path) -> Option<u64> {
+    let n = p.file_name()?.to_str()?;
+    n.strip_prefix("result_")?
+        .strip_suffix(".txt")?
+        .parse()
+        .ok()
+}
+
+/// Keys whose values differ between faithful runs of one configuration.
+fn varies_per_run(key: &str) -> bool {
+    key == "seed"
+        || key == "cache_clear"
+        || key.starts_with("submission_")
+        || key.ends_with("_start")
+        || key.ends_with("_stop")
+}
+
+/// What a log says about itself before its clock starts: the
+/// `submission_*` values and the hyperparameters (every other key logged
+/// before `run_start`, first value), read with referee's MLLOG reader.
+#[derive(Debug, Clone, Default)]
+pub struct LogFacts {
+    pub submission: BTreeMap<String, String>,
+    pub hyperparameters: BTreeMap<String, Value>,
+}
+
+impl LogFacts {
+    pub fn read(log: &Path) -> Result<LogFacts, String> {
+        let parsed = mllog::read_file(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut f = LogFacts::default();
+        for r in &parsed.records {
+            let k = r.key();
+            if k == "run_start" {
+                break;
+            }
+            if let Some(name) = k.strip_prefix("submission_") {
+                let text = r.value().as_str().map(str::to_string).unwrap_or_default();
+                f.submission.entry(name.to_string()).or_insert(text);
+            } else if !varies_per_run(k) {
+                f.hyperparameters
+                    .entry(k.to_string())
+                    .or_insert_with(|| Value::from(r.value()));
+            }
+        }
+        Ok(f)
+    }
+
+    fn get(&self, name: &str) -> &str {
+        self.submission.get(name).map(String::as_str).unwrap_or("")
+    }
+}
+
+impl RunDir {
+    /// Open a directory of `result_*.txt` logs (a `referee run` output
+    /// directory or any other). Refuses unfinished logs and, for plain
+    /// logs, a directory whose logs disagree on their benchmark, division
+    /// or hyperparameters.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        let partial: Vec<String> = entries
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .filter(|n| n.ends_with(".partial"))
+            .collect();
+        if !partial.is_empty() {
+            return Err(format!(
+                "{}: unfinished logs {} (a run was interrupted); only finished runs can be packaged",
+                path.display(),
+                partial.join(", ")
+            ));
+        }
+        let mut logs: Vec<PathBuf> = entries
+            .into_iter()
+            .filter(|p| result_number(p).is_some())
+            .collect();
+        logs.sort_by_key(|p| result_number(p));
+        if logs.is_empty() {
+            return Err(format!("{}: no result_*.txt logs", path.display()));
+        }
+        let system_path = path.join("system.json");
+        let system = if system_path.is_file() {
+            Some(read_json(&system_path)?)
+        } else {
+            None
+        };
+        let record_path = path.join("referee_run.json");
+        let (origin, record) = if record_path.is_file() {
+            let record = read_json(&record_path)?;
+            let origin = if record["mode"] == "exec" {
+                Origin::Exec
+            } else {
+                Origin::Own
+            };
+            (origin, record)
+        } else {
+            (Origin::Logs, Self::record_from_logs(&logs)?)
+        };
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            origin,
+            record,
+            logs,
+            system,
+        })
+    }
+
+    /// The record of plain logs: what they all say about themselves.
+    fn record_from_logs(logs: &[PathBuf]) -> Result<Value, String> {
+        let first = LogFacts::read(&logs[0])?;
+        for log in &logs[1..] {
+            let f = LogFacts::read(log)?;
+            for name in ["benchmark", "division"] {
+                if f.get(name) != first.get(name) {
+                    return Err(format!(
+                        "{}: submission_{name} is {:?}, {} says {:?}; one directory holds the runs of one benchmark",
+                        log.display(),
+                        f.get(name),
+                        logs[0].display(),
+                        first.get(name)
+                    ));
+                }
+            }
+            let differing: Vec<String> = first
+                .hyperparameters
+                .keys()
+                .chain(f.hyperparameters.keys())
+                .filter(|k| first.hyperparameters.get(*k) != f.hyperparameters.get(*k))
+                .map(|k| {
+                    format!(
+                        "{k}: {} vs {}",
+                        f.hyperparameters
+                            .get(k)
+                            .map(Value::to_string)
+                            .unwrap_or("absent".into()),
+                        first
+                            .hyperparameters
+                            .get(k)
+                            .map(Value::to_string)
+                            .unwrap_or("absent".into())
+                    )
+                })
+                .collect();
+            if !differing.is_empty() {
+                return Err(format!(
+                    "{}: its configuration differs from {} ({}); one implementation per benchmark has one configuration",
+                    log.display(),
+                    logs[0].display(),
+                    differing.join("; ")
+                ));
+            }
+        }
+        Ok(serde_json::json!({
+            "mode": "logs",
+            "benchmark": first.get("benchmark"),
+            "division": first.get("division"),
+            "config": first.hyperparameters,
+        }))
+    }
+
+    pub fn benchmark(&self) -> &str {
+        self.record["benchmark"].as_str().unwrap_or("")
+    }
+    pub fn division(&self) -> &str {
+        self.record["division"].as_str().unwrap_or("")
+    }
+    /// The ruleset a supervised run was checked with.
+    pub fn ruleset(&self) -> Option<&str> {
+        self.record["ruleset"].as_str()
+    }
+    /// What must be equal across the runs of one implementation: the
+    /// resolved configuration, or the command of a supervised program.
+    pub fn configuration(&self) -> Value {
+        match self.origin {
+            Origin::Exec => serde_json::json!({ "command": self.record["command"] }),
+            Origin::Own | Origin::Logs => self.record["config"].clone(),
+        }
+    }
+}
+
+/// What to package.
+#[derive(Debug, Clone)]
+pub struct PackageSpec {
+    pub org: String,
+    pub system: String,
+    /// Runs per benchmark the ruleset requires (benchmark → N).
+    pub required_runs: BTreeMap<String, usize>,
+    /// Implementation id (folder under implementations/).
+    pub implementation: String,
+    /// The system description (`--system-json`); default: the first run
+    /// directory's `system.json`.
+    pub system_json: Option<Value>,
+    /// The training code to include under the implementation (`--code`).
+    pub code: Option<PathBuf>,
+}
+
+/// What `package` produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PackageSummary {
+    pub path: PathBuf,
+    /// benchmark → number of result logs.
+    pub benchmarks: BTreeMap<String, usize>,
+}
+
+fn is_safe_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Every log names the package's organisation and system.
+fn check_identity(r: &RunDir, spec: &PackageSpec) -> Result<(), String> {
+    for log in &r.logs {
+        let facts = LogFacts::read(log)?;
+        for (name, want) in [("org", &spec.org), ("platform", &spec.system)] {
+            let got = facts.get(name);
+            if got != want {
+                return Err(format!(
+                    "{}: logs submission_{name} = {got:?} but the package is for {want:?} (give --org/--system as the logs name them)",
+                    log.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Build the submission folder `out/ORG` from run directories.
+pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<PackageSummary, String> {
+    for (what, v) in [("--org", &spec.org), ("--system", &spec.system)] {
+        if !is_safe_name(v) {
+            return Err(format!(
+                "{what} {v:?}: use letters, digits, '-', '_' and '.' (the name becomes a folder; no spaces, no leading dot)"
+            ));
+        }
+    }
+    if runs.is_empty() {
+        return Err("no run directories given".into());
+    }
+    if let Some(code) = &spec.code
+        && !code.is_dir()
+    {
+        return Err(format!("--code {}: not a directory", code.display()));
+    }
+    let division = runs[0].division().to_string();
+    let mut by_bench: BTreeMap<String, Vec<&RunDir>> = BTreeMap::new();
+    for r in runs {
+        if r.division() != division {
+            return Err(format!(
+                "{} was run in the {} division, {} in the {division} division; a package has one division",
+                r.path.display(),
+                r.division(),
+                runs[0].path.display()
+            ));
+        }
+        check_identity(r, spec)?;
+        by_bench
+            .entry(r.benchmark().to_string())
+            .or_default()
+            .push(r);
+    }
+    let mut counts = BTreeMap::new();
+    for (b, rs) in &by_bench {
+        let n: usize = rs.iter().map(|r| r.logs.len()).sum();
+        let Some(req) = spec.required_runs.get(b) else {
+            return Err(format!("{b}: not a benchmark of this ruleset"));
+        };
+        if n != *req {
+            return Err(format!(
+                "{b}: {n} result logs in {}; the benchmark requires exactly {req} (select runs before packaging, never after seeing their results)",
+                rs.iter()
+                    .map(|r| r.path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let config = rs[0].configuration();
+        if let Some(other) = rs.iter().find(|r| r.configuration() != config) {
+            return Err(format!(
+                "{} used a different configuration than {}; one implementation per benchmark has one configuration",
+                other.path.display(),
+                rs[0].path.display()
+            ));
+        }
+        counts.insert(b.clone(), n);
+    }
+    let system = spec
+        .system_json
+        .clone()
+        .or_else(|| runs.iter().find_map(|r| r.system.clone()))
+        .ok_or("no system description: give --system-json FILE (e.g. from `referee system`)")?;
+    let dest = out.join(&spec.org);
+    if dest.exists() {
+        return Err(format!(
+            "{} already exists; packaging never overwrites",
+            dest.display()
+        ));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let tmp = out.join(format!(".{}.partial-{}", spec.org, std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = build(&by_bench, spec, system, &division, &tmp);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    sync_tree(&tmp);
+    std::fs::rename(&tmp, &dest)
+        .map_err(|e| format!("{} → {}: {e}", tmp.display(), dest.display()))?;
+    if let Ok(d) = std::fs::File::open(out) {
+        let _ = d.sync_all();
+    }
+    Ok(PackageSummary {
+        path: dest,
+        benchmarks: counts,
+    })
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    (serde_json::to_string_pretty(v).expect("serialisable") + "\n").into_bytes()
+}
+
+fn sync_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sync_tree(&p);
+            } else if let Ok(f) = std::fs::File::open(&p) {
+                let _ = f.sync_all();
+            }
+        }
+    }
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Copy a code tree (not its `.git`, no symbolic links followed).
+fn copy_code(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let e = e.map_err(|e| format!("{}: {e}", from.display()))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e
+            .file_type()
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        if e.file_name() == ".git" || ty.is_symlink() {
+            continue;
+        }
+        if ty.is_dir() {
+            copy_code(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)
+                .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn build(
+    by_bench: &BTreeMap<String, Vec<&RunDir>>,
+    spec: &PackageSpec,
+    mut system: Value,
+    division: &str,
+    tmp: &Path,
+) -> Result<(), String> {
+    if let Some(obj) = system.as_object_mut() {
+        obj.insert("submitter".into(), Value::String(spec.org.clone()));
+        obj.insert("system_name".into(), Value::String(spec.system.clone()));
+        obj.insert("division".into(), Value::String(division.to_string()));
+    }
+    write(
+        &tmp.join("systems").join(format!("{}.json", spec.system)),
+        &pretty(&system),
+    )?;
+    for (bench, rs) in by_bench {
+        let results = tmp.join("results").join(&spec.system).join(bench);
+        std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+        let mut i = 0;
+        for r in rs {
+            for log in &r.logs {
+                let dst = results.join(format!("result_{i}.txt"));
+                std::fs::copy(log, &dst)
+                    .map_err(|e| format!("{} → {}: {e}", log.display(), dst.display()))?;
+                i += 1;
+            }
+        }
+        let imp = tmp
+            .join("benchmarks")
+            .join(bench)
+            .join("implementations")
+            .join(&spec.implementation);
+        for (k, r) in rs.iter().enumerate() {
+            write(
+                &imp.join(format!("referee_run_{k}.json")),
+                &pretty(&r.record),
+            )?;
+        }
+        write(&imp.join("config.json"), &pretty(&rs[0].configuration()))?;
+        if let Some(code) = &spec.code {
+            copy_code(code, &imp.join("code"))?;
+        }
+        write(&imp.join("README.md"), readme(bench, rs, spec).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn readme(bench: &str, rs: &[&RunDir], spec: &PackageSpec) -> String {
+    let rec = &rs[0].record;
+    let mut s = format!("# {bench} — implementation `{}`\n\n", spec.implementation);
+    s.push_str("MLPerf-style result packaged by referee; unverified by MLCommons.\n\n");
+    let dirs = rs
+        .iter()
+        .map(|r| format!("`{}`", r.path.display()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match rs[0].origin {
+        Origin::Own | Origin::Exec => {
+            let cmd: Vec<&str> = rec["command"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
+            s.push_str("## Exact run command\n\n```sh\n");
+            s.push_str(&cmd.join(" "));
+            s.push_str("\n```\n\n");
+            s.push_str(&format!("Run directories: {dirs}.\n\n"));
+        }
+        Origin::Logs => s.push_str(&format!(
+            "Result logs from {dirs} (not run under referee; no run record).\n\n"
+        )),
+    }
+    if rs[0].origin == Origin::Exec {
+        s.push_str(&format!(
+            "Supervised by `referee run --exec` in `{}` under {}; each run's witness of the clock, \
+             its provenance (code, container, environment without secrets) and the sha256 of its \
+             files are in `referee_run_K.json`.\n\n",
+            rec["working_directory"].as_str().unwrap_or(""),
+            rec["rules"].as_str().unwrap_or("")
+        ));
+    }
+    if rs[0].origin == Origin::Own {
+        let code = &rec["code"];
+        s.push_str("## Code identity\n\n");
+        for k in [
+            "referee_version",
+            "git_commit",
+            "uncommitted_diff_sha256",
+            "binary_sha256",
+        ] {
+            s.push_str(&format!("- {k}: `{}`\n", code[k].as_str().unwrap_or("")));
+        }
+        s.push_str(&format!(
+            "\n## Resolved configuration (sha256 `{}`)\n\n```json\n",
+            rec["config_sha256"].as_str().unwrap_or("")
+        ));
+        s.push_str(&serde_json::to_string_pretty(&rec["config"]).unwrap_or_default());
+        s.push_str("\n```\n\n## Data\n\n");
+        if let Some(m) = rec["dataset_fingerprints"].as_object() {
+            for (k, v) in m {
+                s.push_str(&format!(
+                    "- {k}: fingerprint `{}` (`referee data prepare {k}`)\n",
+                    v.as_str().unwrap_or("")
+                ));
+            }
+        }
+    } else {
+        s.push_str("## Configuration\n\n```json\n");
+        s.push_str(&serde_json::to_string_pretty(&rs[0].configuration()).unwrap_or_default());
+        s.push_str("\n```\n");
+    }
+    if rs[0].origin != Origin::Logs {
+        s.push_str("\n## Seeds\n\n");
+        for r in rs {
+            s.push_str(&format!("- {}\n", r.record["seeds"]));
+        }
+    }
+    if spec.code.is_some() {
+        s.push_str("\nThe training code is in `code/`.\n");
+    }
+    s
+}
