@@ -10,3 +10,6 @@ cargo build --release -p referee-harness
 target/release/referee data prepare fashion_mnist
 target/release/referee data prepare shakespeare
 cargo test --release --workspace "$@"
+# The real-data pipeline on the datasets prepared above (ignored by a plain
+# `cargo test`, so that it never passes without running).
+cargo test --release -p referee-datasets --test real_data "$@" -- --ignored

@@ -100,7 +100,7 @@ mod idx;
 mod image_folder;
 mod manifest;
 mod prefetch;
-mod rng;
+pub mod rng;
 mod shakespeare;
 mod tokenizer;
 mod tokens;

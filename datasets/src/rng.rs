@@ -1,4 +1,5 @@
-//! Seeded, documented randomness for shuffling and window sampling.
+//! referee's one source of seeded randomness: one generator, and the named
+//! schemes that derive every stream from a seed.
 //!
 //! * Generator: SplitMix64 (Steele, Lea & Flood 2014): the state advances by
 //!   `0x9E3779B97F4A7C15` and each output is the state passed through the
@@ -8,20 +9,28 @@
 //! * Shuffles ([`shuffle`]): Fisher–Yates from the last element down, `j =
 //!   below(i + 1)`.
 //! * Stream seeds ([`derive_seed`]): a chain of `mix64` over the parts, so
-//!   that (seed, epoch) or (seed, step) pairs give independent streams.
+//!   that (seed, epoch) or (seed, step) pairs give independent streams
+//!   (data order: image shuffles, token windows).
+//! * Run seeds ([`run_seeds`]): the N seeds of a session from its base seed.
+//! * Labelled streams ([`label_stream`]): one stream per parameter name for
+//!   weight initialisation (`referee_workloads::rng::Rng` draws its
+//!   distributions from it).
+//!
+//! The values are pinned by tests: a change here changes every log's seeds,
+//! data order and initial weights.
 
 /// The SplitMix64 output finaliser (a bijection on `u64`).
-pub(crate) fn mix64(mut z: u64) -> u64 {
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Seed of an independent stream: `h = 0x243F6A8885A308D3; for p in parts { h
 /// = mix64(h ^ p) + GOLDEN }` (wrapping).
-pub(crate) fn derive_seed(parts: &[u64]) -> u64 {
+pub fn derive_seed(parts: &[u64]) -> u64 {
     let mut h: u64 = 0x243F_6A88_85A3_08D3;
     for &p in parts {
         h = mix64(h ^ p).wrapping_add(GOLDEN);
@@ -36,7 +45,7 @@ pub(crate) const DOMAIN_TOKEN_WINDOWS: u64 = 0x2222_2222;
 
 /// SplitMix64 generator.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
@@ -61,6 +70,43 @@ impl SplitMix64 {
             }
         }
     }
+}
+
+/// The seeds of `n` runs from a session's base seed: successive outputs of
+/// `SplitMix64(base)` reduced modulo 2^31 (as the reference
+/// implementations' seeds are), repeats skipped, so all differ.
+pub fn run_seeds(base: u64, n: usize) -> Vec<u64> {
+    let mut rng = SplitMix64::new(base);
+    let mut out: Vec<u64> = Vec::with_capacity(n);
+    while out.len() < n {
+        let s = rng.next_u64() % (1 << 31);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Salt of the labelled streams (weight initialisation).
+const LABEL_SALT: u64 = 0x5DEE_CE66_D1CE_4E5B;
+
+/// The stream of `label` (e.g. a parameter name) under `seed`:
+/// `SplitMix64(seed ^ rotl(fnv1a(label), 17) ^ LABEL_SALT)` with its first
+/// output discarded.
+pub fn label_stream(seed: u64, label: &str) -> SplitMix64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut r = salted(seed ^ h.rotate_left(17));
+    r.next_u64();
+    r
+}
+
+/// `SplitMix64(seed ^ LABEL_SALT)`: the unlabelled weight-init stream.
+pub fn salted(seed: u64) -> SplitMix64 {
+    SplitMix64::new(seed ^ LABEL_SALT)
 }
 
 /// Fisher–Yates shuffle.
@@ -100,6 +146,22 @@ mod tests {
         let mut r = SplitMix64::new(1234567);
         assert_eq!(r.next_u64(), 6457827717110365317);
         assert_eq!(r.next_u64(), 3203168211198807973);
+    }
+
+    #[test]
+    fn the_named_schemes_are_pinned() {
+        assert_eq!(
+            run_seeds(7, 4),
+            vec![1496452567, 1950115356, 984689154, 1732127179]
+        );
+        let mut w = label_stream(42, "conv1.weight");
+        assert_eq!(w.next_u64(), 13012574600116847868);
+        assert_eq!(w.next_u64(), 6390416084841488158);
+        assert_eq!(salted(5).next_u64(), 6305220157389943476);
+        let seeds = run_seeds(1, 50);
+        let distinct: std::collections::BTreeSet<_> = seeds.iter().collect();
+        assert_eq!(distinct.len(), 50);
+        assert!(seeds.iter().all(|s| *s < 1 << 31));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::ProgressEvent;
 use crate::error::{Ctx, DataError};
 use crate::fetch::{cached_archive, run_tool};
 use crate::manifest::{Manifest, Source, sha256_hex, write_file};
-use crate::tokenizer::{END_OF_TEXT, TOKENIZER_FILE, train_bpe};
+use crate::tokenizer::{END_OF_TEXT, TOKENIZER_FILE, Tokenizer, train_bpe};
 
 /// Dataset name.
 pub(crate) const NAME: &str = "shakespeare";
@@ -325,4 +325,13 @@ pub(crate) fn build_from_works(
     Ok(Manifest::new(
         &ctx.name, RECIPE, source, counts, params, files,
     ))
+}
+
+impl Tokenizer {
+    /// Load `dir/tokenizer.json` of a prepared shakespeare dataset
+    /// (`DATA_DIR/shakespeare`) and check its sha256 against the
+    /// `tokenizer_sha256` recorded in `dir/MANIFEST.json`.
+    pub fn open(dir: &Path) -> Result<Tokenizer, DataError> {
+        Tokenizer::open_pinned(dir, RECIPE)
+    }
 }

@@ -56,12 +56,12 @@ impl std::fmt::Debug for Tokenizer {
 }
 
 impl Tokenizer {
-    /// Load `dir/tokenizer.json` of a prepared text dataset (e.g.
-    /// `DATA_DIR/shakespeare`) and check its sha256 against the
-    /// `tokenizer_sha256` recorded in `dir/MANIFEST.json`.
-    pub fn open(dir: &Path) -> Result<Tokenizer, DataError> {
+    /// Load `dir/tokenizer.json` of a text dataset prepared by `recipe` and
+    /// check its sha256 against the `tokenizer_sha256` recorded in
+    /// `dir/MANIFEST.json`.
+    pub(crate) fn open_pinned(dir: &Path, recipe: &str) -> Result<Tokenizer, DataError> {
         let ctx = Ctx::from_dataset_dir(dir);
-        let manifest = read_manifest(dir, crate::shakespeare::RECIPE, &ctx)?;
+        let manifest = read_manifest(dir, recipe, &ctx)?;
         let tok = Self::load(&dir.join(TOKENIZER_FILE), ctx)?;
         let manifest_path = dir.join(crate::MANIFEST_FILE);
         let pinned = manifest.param_str("tokenizer_sha256").ok_or_else(|| {

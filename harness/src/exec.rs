@@ -13,10 +13,11 @@
 //! `REFEREE_RUN_INDEX` and `REFEREE_OUT_DIR`.
 
 use crate::cache::{CacheClear, drop_page_cache};
-use crate::plan::{Division, run_seeds, utc_stamp};
+use crate::plan::{Division, utc_stamp};
 use crate::rules_env::{RulesRequest, resolve_rules};
 use crate::supervise::{ChildSpec, LiveRules, Supervised, supervise};
 use crate::witness::Witness;
+use referee_datasets::rng::run_seeds;
 use referee_rules::checker::RulesetChoice;
 use referee_rules::diag::Diagnostic;
 use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
@@ -220,6 +221,8 @@ pub struct ExecRun {
     pub cache_clear: Value,
     pub live_diagnostics: Vec<Diagnostic>,
     pub stop_delay_ms: Option<f64>,
+    /// Spawn → result file in place.
+    pub supervised_seconds: f64,
     pub witness: Witness,
     pub provenance: Value,
 }
@@ -352,6 +355,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         cache_clear: json!({"dropped": cleared.dropped(), "method": method, "detail": format!("{cleared:?}")}),
         live_diagnostics: s.diagnostics,
         stop_delay_ms: s.stop_delay_ms,
+        supervised_seconds: s.supervised_seconds,
         witness: s.witness,
     })
 }
@@ -443,10 +447,13 @@ pub struct ExecSummary {
     pub checks: Vec<ExecLogCheck>,
     pub score_minutes: Option<f64>,
     pub passed: bool,
+    /// The closing check of every log.
+    pub check_seconds: f64,
 }
 
 /// Check every log with the ruleset's rules and against its witness.
 fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
+    let started = std::time::Instant::now();
     let mut checks = Vec::new();
     let mut passed = true;
     for r in &runs {
@@ -483,6 +490,7 @@ fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
         checks,
         score_minutes: score,
         passed,
+        check_seconds: started.elapsed().as_secs_f64(),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::launch::Placement;
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
 use crate::run::{RunPlan, ThroughputPlan};
 use crate::sysinfo::HostFacts;
+use referee_datasets::rng::run_seeds;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -383,25 +384,6 @@ pub fn os_seed() -> u64 {
     u64::from_le_bytes(b) ^ t
 }
 
-/// Distinct seeds for N runs: derived from a base seed (splitmix64), kept
-/// below 2^31 so every tool reads them as plain integers.
-pub fn run_seeds(base: u64, n: usize) -> Vec<u64> {
-    let mut out: Vec<u64> = Vec::with_capacity(n);
-    let mut x = base;
-    while out.len() < n {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let s = z % (1 << 31);
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
-}
-
 fn sanitize(s: &str) -> String {
     let t: String = s
         .chars()
@@ -437,18 +419,6 @@ fn parse_window(w: &str) -> Result<(u64, u64), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seeds_are_distinct_and_reproducible() {
-        let a = run_seeds(42, 10);
-        assert_eq!(a, run_seeds(42, 10));
-        let mut b = a.clone();
-        b.sort();
-        b.dedup();
-        assert_eq!(b.len(), 10);
-        assert!(a.iter().all(|s| *s < (1 << 31)));
-        assert_ne!(a, run_seeds(43, 10));
-    }
 
     #[test]
     fn config_resolution() {

@@ -76,6 +76,8 @@ pub struct Supervised {
     /// Milliseconds from reading the line that made the harness stop the
     /// program to sending SIGTERM (the live-check delay).
     pub stop_delay_ms: Option<f64>,
+    /// Seconds from the spawn to the result file renamed into place.
+    pub supervised_seconds: f64,
 }
 
 /// Where a line came from.
@@ -226,14 +228,6 @@ struct Run<'a> {
     killed: bool,
 }
 
-/// The two fields of an MLLOG line the supervisor reads for every line.
-#[derive(serde::Deserialize)]
-struct Head<'a> {
-    #[serde(borrow)]
-    key: std::borrow::Cow<'a, str>,
-    time_ms: f64,
-}
-
 /// The `status` in the metadata of a `run_stop` line ("" when none).
 fn status_of(payload: &[u8]) -> String {
     match mllog::Reader::new(payload).next() {
@@ -299,7 +293,7 @@ impl Run<'_> {
         self.witness.mllog_lines += 1;
         // Only the key and the time are read here (the whole line is
         // parsed by the closing check): cheap enough for a million lines.
-        let Ok(head) = serde_json::from_slice::<Head>(&payload[mllog::MARKER.len()..]) else {
+        let Some(head) = mllog::head(payload) else {
             return;
         };
         let mono = at.duration_since(self.spawned).as_millis() as u64;
@@ -615,6 +609,7 @@ fn finish(
         diagnostics: run.diagnostics,
         files,
         stop_delay_ms: run.stop_delay_ms,
+        supervised_seconds: run.spawned.elapsed().as_secs_f64(),
     })
 }
 

@@ -108,6 +108,23 @@ pub enum Item {
     Problem(LineProblem),
 }
 
+/// The key and time of one MLLOG line, read without building its value:
+/// what a supervisor needs of every line of a live stream.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct Head<'a> {
+    #[serde(borrow)]
+    pub key: std::borrow::Cow<'a, str>,
+    pub time_ms: f64,
+}
+
+/// The [`Head`] of a line from its marker (`:::MLLOG {…}`); `None` when it
+/// is not a JSON object with a string `key` and a numeric `time_ms` (the
+/// full reader reports why).
+pub fn head(from_marker: &[u8]) -> Option<Head<'_>> {
+    let json = from_marker.strip_prefix(MARKER)?;
+    serde_json::from_slice(json).ok()
+}
+
 /// Iterator over the MLLOG items of a byte stream.
 pub struct Reader<R> {
     input: R,

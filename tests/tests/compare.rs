@@ -597,12 +597,26 @@ fn two_real_submissions_compare_with_summarize_scores() {
     assert_eq!(g["time_to_train"]["mann_whitney"]["method"], "asymptotic"); // 10 runs a side
     assert_eq!(g["baseline"]["runs"].as_array().unwrap().len(), 10);
     assert_eq!(g["convergence"]["unit"], "samples");
-    // Exit code follows the verdict.
-    let fails = matches!(
-        g["verdict"].as_str(),
-        Some("regression" | "convergence-change")
+    // MI325X trains in 24.7 % less time, every one of its 10 runs faster
+    // than every MI300X run (U = 100, p ≈ 1.8e-4): an improvement, exit 0.
+    assert_eq!(g["verdict"], "improvement", "{g:#}");
+    assert_eq!(g["time_to_train"]["mann_whitney"]["u"], 100.0);
+    assert!(
+        g["time_to_train"]["mann_whitney"]["p_two_sided"]
+            .as_f64()
+            .unwrap()
+            < 0.001
     );
-    assert_eq!(o.status.code(), Some(if fails { 1 } else { 0 }));
+    assert_eq!(o.status.code(), Some(0));
+    // Swapped, the same difference is a regression: exit 1.
+    let r = referee(&[
+        "compare",
+        "--json",
+        b.to_str().unwrap(),
+        a.to_str().unwrap(),
+    ]);
+    assert_eq!(json_of(&r)["groups"][0]["verdict"], "regression");
+    assert_eq!(r.status.code(), Some(1));
 
     let h = referee(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     let text = stdout(&h);

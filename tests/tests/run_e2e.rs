@@ -81,10 +81,41 @@ fn run_and_check(bench: &str, dataset: &str) {
     );
     assert!(err.contains("SUCCESS"), "{err}");
 
-    // The log's eval points fall on the declared cadence and carry provenance.
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("\"key\": \"referee_provenance\""));
-    assert!(text.contains("\"key\": \"throughput\""));
+    // The log's eval points fall on the declared cadence (the rule file's
+    // `eval_every`, rounded up to whole global batches: k-th evaluation at
+    // gbs * ceil(k * every / gbs)), and it carries provenance.
+    let rule_text = std::fs::read_to_string(&rules).unwrap();
+    let every: u64 = rule_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("'eval_every': "))
+        .and_then(|v| v.trim_end_matches(',').parse().ok())
+        .expect("the rule file declares eval_every");
+    let parsed = referee_rules::mllog::read_file(&log).unwrap();
+    let first = |key: &str| {
+        parsed
+            .records
+            .iter()
+            .find(|r| r.key() == key)
+            .unwrap_or_else(|| panic!("no {key}"))
+    };
+    let gbs = first("global_batch_size").value().as_f64().unwrap() as u64;
+    let evals: Vec<u64> = parsed
+        .records
+        .iter()
+        .filter(|r| r.key() == "eval_accuracy")
+        .map(|r| r.meta("samples_count").and_then(|v| v.as_f64()).unwrap() as u64)
+        .collect();
+    assert!(evals.len() >= 2, "{bench}: {evals:?}");
+    for (k, s) in evals.iter().enumerate() {
+        let k = k as u64 + 1;
+        assert_eq!(
+            *s,
+            gbs * (k * every).div_ceil(gbs),
+            "{bench}: evaluation {k} of {evals:?}"
+        );
+    }
+    assert!(first("referee_provenance").value().get("seed").is_some());
+    first("throughput");
 }
 
 #[test]

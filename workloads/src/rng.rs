@@ -1,39 +1,33 @@
-//! A tiny deterministic RNG (SplitMix64) used for weight initialisation, so that
-//! the initial weights depend only on the seed (not on candle's device RNG, the
-//! thread count or the platform).
+//! Deterministic draws for weight initialisation, so that the initial
+//! weights depend only on the seed (not on candle's device RNG, the thread
+//! count or the platform).
 
-/// SplitMix64 generator.
+use referee_datasets::rng::{self, SplitMix64};
+
+/// Draws for weight initialisation from one labelled stream of
+/// [`referee_datasets::rng`] (the generator and the seeding schemes live
+/// there, once).
 #[derive(Debug, Clone)]
 pub struct Rng {
-    state: u64,
+    inner: SplitMix64,
 }
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
         Self {
-            state: seed ^ 0x5DEE_CE66_D1CE_4E5B,
+            inner: rng::salted(seed),
         }
     }
 
     /// An independent stream derived from this seed and a label (e.g. a parameter name).
     pub fn derive(seed: u64, label: &str) -> Self {
-        // FNV-1a of the label, mixed with the seed.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in label.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
+        Self {
+            inner: rng::label_stream(seed, label),
         }
-        let mut r = Self::new(seed ^ h.rotate_left(17));
-        r.next_u64();
-        r
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.inner.next_u64()
     }
 
     /// Uniform in [0, 1).

@@ -3,12 +3,11 @@
 use super::common::RulesetArgs;
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::{Args, ValueEnum};
-use rayon::prelude::*;
-use referee_rules::layout;
-use referee_rules::rcp::{self, RcpPass};
+
+use referee_rules::rcp::RcpPass;
 use referee_rules::report::rcp::{RcpDirReport, RcpReport};
 use referee_rules::report::{Detail, Format, render};
-use referee_rules::score::analyze_run;
+use referee_rules::score::check_rcp_dir;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,22 +66,12 @@ pub fn run(a: RcpArgs) -> i32 {
         inferred_rules: resolved.inferred.then(|| resolved.description.clone()),
     };
     for dir in &a.dirs {
-        let files = match layout::result_files(dir) {
-            Ok(f) => f,
-            Err(e) => return usage_error(format!("{}: {e}", dir.display())),
+        let check = match check_rcp_dir(ctx, dir, &opts, a.bert_train_samples) {
+            Ok(c) => c,
+            Err(e) => return usage_error(e),
         };
-        if files.is_empty() {
-            return usage_error(format!("{}: no result_*.txt files", dir.display()));
-        }
-        let runs: Vec<_> = files
-            .par_iter()
-            .map(|f| analyze_run(ctx, f, a.bert_train_samples).convergence)
-            .collect();
-        let o = rcp::check_runs(runs, &|b| ctx.table(b), &opts, &ctx.facts);
-        let mut diags = o.diagnostics.clone();
-        if let Ok(t) = ctx.table(o.benchmark.as_deref().unwrap_or("")) {
-            diags.extend(rcp::quirk_notes(&t, &o, &opts));
-        }
+        let diags = check.diagnostics();
+        let o = check.outcome;
         if a.write_scaling
             && let Err(e) = write_scaling(dir, o.writes_scaling)
         {

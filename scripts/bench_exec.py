@@ -1,0 +1,101 @@
+"""Supervision overhead of `referee run --exec`, measured in one run,
+interleaved (alone, supervised, alone, supervised, ...) so that both see the
+same machine load; medians and the ratio are printed.
+
+Programs (tests/fixtures/exec/fake_lora.py, a llama2_70b_lora stand-in that
+logs with the official mlperf_logging.mllog):
+  * flood: 1,000,000 extra MLLOG lines on stdout plus its ~70 lifecycle lines
+    in COMPLIANCE_FILE;
+  * sleep: a program that sleeps 3 s and logs nothing.
+"Alone" is the program with the same environment (SEED, COMPLIANCE_FILE),
+its stdout and stderr written to files, as a batch system would. "Supervised"
+is `referee run --exec --runs 1` of it: wall time of the whole command (spawn,
+live reading and dedup of every line, witness, atomic result file, then the
+closing check of the log with the 5.0.0 rules), and separately the
+supervision alone (spawn → result file in place) and the closing check.
+Threads: the program is one Python process; referee reads stdout, stderr and
+the MLLOG file on one thread each and handles lines on its main thread; the
+closing check of one log runs on one thread.
+
+Live-check delay: a program logs lora_rank 8 (closed division: 16) and then
+would train forever; the delay is from the moment referee read init_stop to
+the SIGTERM it sent (`stop_delay_ms` of the run record).
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFEREE = os.path.join(REPO, "target", "release", "referee")
+FAKE = os.path.join(REPO, "tests", "fixtures", "exec", "fake_lora.py")
+PY = sys.executable
+
+
+def alone(tmp, argv):
+    env = dict(os.environ, SEED="11", COMPLIANCE_FILE=os.path.join(tmp, "alone_mllog.txt"),
+               PYTHONUNBUFFERED="1")
+    open(env["COMPLIANCE_FILE"], "w").close()
+    with open(os.path.join(tmp, "alone_out.txt"), "wb") as out, \
+         open(os.path.join(tmp, "alone_err.txt"), "wb") as err:
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - t
+
+
+def supervised(tmp, argv, i):
+    out = os.path.join(tmp, f"sup{i}")
+    cmd = [REFEREE, "run", "--exec", "--benchmark", "llama2_70b_lora", "--ruleset", "5.0.0",
+           "--runs", "1", "--seed", "11", "--cache-clear-cmd", "true", "--json", "-q",
+           "--out", out, "--"] + argv
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, cwd=tmp)
+    wall = time.perf_counter() - t
+    s = json.loads(p.stdout)
+    shutil.rmtree(out, ignore_errors=True)
+    return wall, s["runs"][0]["supervised_seconds"], s["check_seconds"], s
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def main():
+    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    programs = {
+        "flood (1,000,000 MLLOG lines)": [PY, FAKE, "--extra-lines", "1000000"],
+        "sleep 3 s": [PY, "-c", "import time; time.sleep(3)"],
+    }
+    print(f"referee run --exec overhead, {reps} interleaved repetitions each, "
+          f"{os.cpu_count()} CPUs; medians")
+    print()
+    print(f"{'program':32} {'alone s':>8} {'referee s':>9} {'ratio':>6} "
+          f"{'supervised s':>12} {'ratio':>6} {'check s':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, argv in programs.items():
+            a, w, sv, ck = [], [], [], []
+            for i in range(reps):
+                a.append(alone(tmp, argv))
+                wall, sup, check, _ = supervised(tmp, argv, i)
+                w.append(wall)
+                sv.append(sup)
+                ck.append(check)
+            print(f"{name:32} {med(a):8.2f} {med(w):9.2f} {med(w) / med(a):6.3f} "
+                  f"{med(sv):12.2f} {med(sv) / med(a):6.3f} {med(ck):8.2f}")
+        delays, walls = [], []
+        for i in range(reps):
+            wall, _, _, s = supervised(tmp, [PY, FAKE, "--lora-rank", "8", "--hang"], 100 + i)
+            delays.append(s["runs"][0]["stop_delay_ms"])
+            walls.append(wall)
+    print()
+    print(f"live-check delay (init_stop read → SIGTERM), {reps} runs: "
+          f"median {med(delays):.1f} ms, max {max(delays):.1f} ms; "
+          f"whole command median {med(walls):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
