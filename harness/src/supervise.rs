@@ -114,21 +114,104 @@ fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
     Some(std::mem::replace(pending, rest))
 }
 
-/// Read `input` in large chunks and send its complete lines; the last
-/// line is sent even without a terminator.
-fn pump(mut input: impl Read + Send + 'static, src: Source, tx: mpsc::SyncSender<Msg>) {
+/// A file written and hashed on a thread of its own: the supervisor hands
+/// it bytes in batches and gets the sha256 of everything at the end.
+struct Tee {
+    batch: Vec<u8>,
+    tx: Option<mpsc::SyncSender<Vec<u8>>>,
+    done: Option<std::thread::JoinHandle<std::io::Result<String>>>,
+}
+
+const TEE_BATCH: usize = 256 * 1024;
+
+impl Tee {
+    fn create(path: &Path) -> Result<Tee, String> {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
+        let done = std::thread::spawn(move || {
+            let mut w = BufWriter::with_capacity(TEE_BATCH, file);
+            let mut h = Sha256::new();
+            for b in rx {
+                h.update(&b);
+                w.write_all(&b)?;
+            }
+            let file = w.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            Ok(hex::encode(h.finalize()))
+        });
+        Ok(Tee {
+            batch: Vec::with_capacity(TEE_BATCH),
+            tx: Some(tx),
+            done: Some(done),
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.batch.extend_from_slice(bytes);
+        if self.batch.len() >= TEE_BATCH {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        let b = std::mem::replace(&mut self.batch, Vec::with_capacity(TEE_BATCH));
+        match &self.tx {
+            Some(tx) if tx.send(b).is_ok() => Ok(()),
+            _ => Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| std::io::Error::other("the writer stopped"))),
+        }
+    }
+
+    fn join(&mut self) -> std::io::Result<String> {
+        self.tx = None;
+        match self.done.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| std::io::Error::other("the writer panicked"))?,
+            None => Err(std::io::Error::other("the writer already ended")),
+        }
+    }
+
+    /// Everything written, flushed and synced: its sha256.
+    fn finish(mut self) -> std::io::Result<String> {
+        if !self.batch.is_empty() {
+            self.send()?;
+        }
+        self.join()
+    }
+}
+
+/// Read `input` in large chunks, keep them unmodified in the raw capture
+/// `raw`, and send the complete lines; the last line is sent even without
+/// a terminator. Joins to the capture's sha256.
+fn pump(
+    mut input: impl Read + Send + 'static,
+    src: Source,
+    raw: PathBuf,
+    tx: mpsc::SyncSender<Msg>,
+) -> std::thread::JoinHandle<std::io::Result<String>> {
     std::thread::spawn(move || {
+        let file = File::create(&raw)?;
+        let mut w = BufWriter::with_capacity(TEE_BATCH, file);
+        let mut h = Sha256::new();
         let mut buf = vec![0u8; 256 * 1024];
         let mut pending: Vec<u8> = Vec::new();
+        let mut receiver_gone = false;
         loop {
             match input.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
+                    h.update(&buf[..n]);
+                    w.write_all(&buf[..n])?;
+                    if receiver_gone {
+                        continue;
+                    }
                     pending.extend_from_slice(&buf[..n]);
-                    if let Some(lines) = complete_lines(&mut pending)
-                        && tx.send(Msg::Lines(src, lines, Instant::now())).is_err()
-                    {
-                        return;
+                    if let Some(lines) = complete_lines(&mut pending) {
+                        receiver_gone = tx.send(Msg::Lines(src, lines, Instant::now())).is_err();
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -139,7 +222,9 @@ fn pump(mut input: impl Read + Send + 'static, src: Source, tx: mpsc::SyncSender
             let _ = tx.send(Msg::Lines(src, pending, Instant::now()));
         }
         let _ = tx.send(Msg::Closed(src));
-    });
+        w.flush()?;
+        Ok(hex::encode(h.finalize()))
+    })
 }
 
 /// Follow the MLLOG file: complete lines as they are appended, until told
@@ -208,9 +293,7 @@ struct Run<'a> {
     live: &'a dyn LiveRules,
     child: Child,
     spawned: Instant,
-    result: BufWriter<File>,
-    stdout_raw: BufWriter<File>,
-    stderr_raw: BufWriter<File>,
+    result: Tee,
     /// MLLOG lines so far (for the live check), one per line.
     mllog: Vec<u8>,
     /// MLLOG payloads seen, per source.
@@ -253,20 +336,15 @@ fn payload(line: &[u8]) -> Option<&[u8]> {
 
 impl Run<'_> {
     fn write_result(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.result.write_all(bytes)?;
+        self.result.write(bytes)?;
         if !bytes.ends_with(b"\n") {
-            self.result.write_all(b"\n")?;
+            self.result.write(b"\n")?;
         }
         Ok(())
     }
 
     /// One line read from the program.
     fn take(&mut self, src: Source, line: &[u8], at: Instant) -> std::io::Result<()> {
-        match src {
-            Source::Stdout => self.stdout_raw.write_all(line)?,
-            Source::Stderr => self.stderr_raw.write_all(line)?,
-            Source::File => {}
-        }
         let Some(p) = payload(line) else {
             // Framework output, kept as it is (the MLLOG file holds only MLLOG).
             if src != Source::File {
@@ -380,12 +458,6 @@ fn signal_group(child: &Child, sig: libc::c_int) {
     }
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>, String> {
-    File::create(path)
-        .map(BufWriter::new)
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// Spawn the program in its own process group with the run's variables.
 fn spawn(spec: &ChildSpec) -> Result<Child, String> {
     let (prog, args) = spec
@@ -434,19 +506,23 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
     File::create(&spec.compliance_file)
         .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
     let partial = crate::logger::partial_path(&spec.result);
-    let result = create(&partial)?;
+    let result = Tee::create(&partial)?;
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
-    let mut child = spawn(spec)?;
+    let mut child = spawn(spec).inspect_err(|_| {
+        let _ = std::fs::remove_file(&partial);
+    })?;
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
-    pump(
+    let raw_stdout = pump(
         child.stdout.take().expect("piped"),
         Source::Stdout,
+        spec.run_dir.join("stdout.txt"),
         tx.clone(),
     );
-    pump(
+    let raw_stderr = pump(
         child.stderr.take().expect("piped"),
         Source::Stderr,
+        spec.run_dir.join("stderr.txt"),
         tx.clone(),
     );
     let stop_tail = Arc::new(AtomicBool::new(false));
@@ -457,8 +533,6 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
         child,
         spawned,
         result,
-        stdout_raw: create(&spec.run_dir.join("stdout.txt"))?,
-        stderr_raw: create(&spec.run_dir.join("stderr.txt"))?,
         mllog: Vec::new(),
         seen: Arrivals::default(),
         witness: Witness {
@@ -484,7 +558,16 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
     }
     let exit = follow(&mut run, &rx, &stop_tail)?;
     let _ = tailer.join();
-    finish(run, exit, &partial)
+    let mut captures = Vec::new();
+    for (name, h) in [("stdout.txt", raw_stdout), ("stderr.txt", raw_stderr)] {
+        let path = spec.run_dir.join(name);
+        let digest = h
+            .join()
+            .map_err(|_| format!("{}: the reader panicked", path.display()))?
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        captures.push((path.display().to_string(), digest));
+    }
+    finish(run, exit, &partial, captures)
 }
 
 /// Read until both streams are closed and the program has exited; then
@@ -549,12 +632,14 @@ fn run_label(run: &Run) -> String {
     run.spec.result.display().to_string()
 }
 
-/// Close the captures, end the result file (the harness's `run_stop` when
-/// the program did not end the run), rename it into place, hash the files.
+/// End the result file (the harness's `run_stop` when the program did not
+/// end the run), rename it into place; the sha256 of every file written
+/// (`captures`: the raw stdout and stderr, hashed as they were written).
 fn finish(
     mut run: Run,
     exit: std::process::ExitStatus,
     partial: &Path,
+    captures: Vec<(String, String)>,
 ) -> Result<Supervised, String> {
     use std::os::unix::process::ExitStatusExt;
     run.witness.exit_mono_ms = run.spawned.elapsed().as_millis() as u64;
@@ -582,22 +667,12 @@ fn finish(
             .map_err(|e| e.to_string())?;
     }
     let io = |e: std::io::Error| format!("{}: {e}", partial.display());
-    run.stdout_raw.flush().map_err(io)?;
-    run.stderr_raw.flush().map_err(io)?;
-    let file = run.result.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    drop(file);
+    let result_sha = run.result.finish().map_err(io)?;
     std::fs::rename(partial, &run.spec.result).map_err(io)?;
-    let mut files = BTreeMap::new();
-    for p in [
-        run.spec.result.clone(),
-        run.spec.compliance_file.clone(),
-        run.spec.run_dir.join("stdout.txt"),
-        run.spec.run_dir.join("stderr.txt"),
-    ] {
-        if let Some(h) = crate::witness::file_sha256(&p) {
-            files.insert(p.display().to_string(), h);
-        }
+    let mut files: BTreeMap<String, String> = captures.into_iter().collect();
+    files.insert(run.spec.result.display().to_string(), result_sha);
+    if let Some(h) = crate::witness::file_sha256(&run.spec.compliance_file) {
+        files.insert(run.spec.compliance_file.display().to_string(), h);
     }
     run.diagnostics.extend(run.witness.check_duration());
     Ok(Supervised {
