@@ -14,11 +14,21 @@ import datetime, glob, json, math, os, sys
 bench, work = sys.argv[1], sys.argv[2]
 lower = bench == "mini_llm"
 runs = {"default": [], "alt": []}
+engines, codes = set(), set()
 for d in sorted(glob.glob(os.path.join(work, "*-*"))):
     variant = os.path.basename(d).split("-")[0]
+    if variant not in runs:
+        continue
     rec = json.load(open(os.path.join(d, "referee_run.json")))
     r = rec["runs"][0]
+    engines.add(rec["engine"])
+    codes.add(json.dumps(rec["code"], sort_keys=True))
     runs[variant].append({"seed": r["seed"], "config": rec["config"], "evals": [[e[0], e[1]] for e in r["evals"]]})
+# One engine and one build for every run: the RCPs hold for what trained them.
+assert len(engines) == 1, f"calibration runs on several engines: {sorted(engines)}"
+assert len(codes) == 1, "calibration runs of several builds of referee"
+engine = engines.pop()
+code = json.loads(codes.pop())
 
 default = runs["default"]
 assert len(default) >= 10, f"need at least 10 default runs, have {len(default)}"
@@ -39,6 +49,10 @@ def first_hit(r):
             return s
     return None
 
+def engine_text(e):
+    return f"CPU engine, {e[4:]} kernels" if e.startswith("cpu-") else f"{e} engine"
+
+
 table, missing = {}, {}
 for variant, rs in runs.items():
     if not rs:
@@ -50,7 +64,8 @@ for variant, rs in runs.items():
         "Benchmark": bench,
         "Creator": "referee scripts/calibrate.sh",
         "When": datetime.date.today().isoformat(),
-        "Platform": "CPU (2 cores)",
+        "Platform": f"CPU, referee's {engine_text(engine)}",
+        "Engine": engine,
         "Precision": "fp32",
         "BS": bs,
         "Hyperparams": {k: v for k, v in rs[0]["config"].items() if k in ("batch_size", "base_lr", "end_lr", "warmup_steps", "total_steps")},
@@ -59,6 +74,8 @@ for variant, rs in runs.items():
 reached = sum(first_hit(r) is not None for r in default)
 cal = {
     "benchmark": bench,
+    "engine": engine,
+    "code": code,
     "direction": "lower" if lower else "higher",
     "rule": __doc__.strip(),
     "eval_index_for_target": k,
