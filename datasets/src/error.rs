@@ -238,14 +238,14 @@ pub(crate) fn prepare_command(name: &str, data_dir: &Path) -> String {
 /// Where errors are reported from: a dataset in a data directory. Builds the
 /// `fix` command for every error.
 #[derive(Debug, Clone)]
-pub(crate) struct Ctx {
+pub(crate) struct DatasetLocation {
     pub name: String,
     pub data_dir: PathBuf,
 }
 
-impl Ctx {
+impl DatasetLocation {
     pub fn new(name: &str, data_dir: &Path) -> Self {
-        Ctx {
+        DatasetLocation {
             name: name.to_owned(),
             data_dir: absolute(data_dir),
         }
@@ -262,7 +262,7 @@ impl Ctx {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        Ctx { name, data_dir }
+        DatasetLocation { name, data_dir }
     }
 
     pub fn dataset_dir(&self) -> PathBuf {
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn not_prepared_names_dataset_and_command() {
-        let e = Ctx::new("fashion_mnist", Path::new("/x/data"))
+        let e = DatasetLocation::new("fashion_mnist", Path::new("/x/data"))
             .not_prepared("no directory /x/data/fashion_mnist");
         let msg = e.to_string();
         assert!(

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::ProgressEvent;
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 use crate::fetch::{ScratchDir, cached_archive, run_tool};
 use crate::idx::{IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, IdxArray, decode_idx, read_maybe_gz};
 use crate::image_folder::{FASHION_MNIST_MEAN, FASHION_MNIST_STD};
@@ -109,7 +109,7 @@ pub(crate) fn apt_hint(stderr: &str) -> String {
 /// Download (or reuse the cached) .deb, verify it, extract it and convert.
 pub(crate) fn build_from_registry(
     out: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     progress: &dyn Fn(ProgressEvent),
 ) -> Result<Manifest, DataError> {
     let step = |message: String| {
@@ -164,7 +164,7 @@ fn load_idx(
     dir: &Path,
     input: IdxInput,
     check_hash: bool,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     hashes: &mut BTreeMap<String, String>,
 ) -> Result<IdxArray, DataError> {
     let gz = dir.join(format!("{}.gz", input.name));
@@ -214,7 +214,7 @@ pub(crate) fn build_from_idx(
     idx_dir: &Path,
     check_hashes: bool,
     source: Source,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     progress: &dyn Fn(ProgressEvent),
 ) -> Result<Manifest, DataError> {
     let mut files: Vec<FileEntry> = Vec::new();

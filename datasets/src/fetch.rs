@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{CommandFailure, Ctx, DataError};
+use crate::error::{CommandFailure, DataError, DatasetLocation};
 use crate::manifest::sha256_file;
 
 /// Name of the folder under `DATA_DIR` that caches downloaded archives.
@@ -22,7 +22,11 @@ pub(crate) struct ScratchDir {
 
 impl ScratchDir {
     /// Create a new, uniquely named directory `parent/<prefix><pid>-<nanos>-<i>`.
-    pub fn new_in(parent: &Path, prefix: &str, ctx: &Ctx) -> Result<ScratchDir, DataError> {
+    pub fn new_in(
+        parent: &Path,
+        prefix: &str,
+        ctx: &DatasetLocation,
+    ) -> Result<ScratchDir, DataError> {
         fs::create_dir_all(parent).map_err(ctx.io(parent, "create directory"))?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -45,7 +49,7 @@ impl ScratchDir {
 
     /// Atomically rename the directory to `target` (which must not exist) and
     /// keep it.
-    pub fn persist_as(mut self, target: &Path, ctx: &Ctx) -> Result<(), DataError> {
+    pub fn persist_as(mut self, target: &Path, ctx: &DatasetLocation) -> Result<(), DataError> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -96,7 +100,7 @@ pub(crate) fn remove_stale_scratch(parent: &Path, prefix: &str) {
 /// that say how to fix them. `failure_hint` turns the program's stderr into
 /// advice.
 pub(crate) fn run_tool(
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     program: &str,
     args: &[&OsStr],
     cwd: &Path,
@@ -164,7 +168,7 @@ fn tail(s: &str, max: usize) -> String {
 /// `dir`) only when the cached copy is absent or wrong. The archive is
 /// checked before it is returned.
 pub(crate) fn cached_archive(
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     file_name: &str,
     sha256: &str,
     what: &str,
@@ -231,7 +235,7 @@ mod tests {
     #[test]
     fn scratch_dir_is_removed_unless_persisted() {
         let root = tempfile::tempdir().unwrap();
-        let ctx = Ctx::new("demo", root.path());
+        let ctx = DatasetLocation::new("demo", root.path());
         let a = ScratchDir::new_in(root.path(), ".demo.partial-", &ctx).unwrap();
         let a_path = a.path().to_path_buf();
         fs::write(a_path.join("f"), b"x").unwrap();
@@ -246,7 +250,7 @@ mod tests {
     #[test]
     fn missing_tool_says_what_to_install_and_rerun() {
         let root = tempfile::tempdir().unwrap();
-        let ctx = Ctx::new("fashion_mnist", Path::new("/x/data"));
+        let ctx = DatasetLocation::new("fashion_mnist", Path::new("/x/data"));
         let e = run_tool(
             &ctx,
             "referee-no-such-tool-xyz",
@@ -273,7 +277,7 @@ mod tests {
     #[test]
     fn failing_tool_reports_stderr_and_hint() {
         let root = tempfile::tempdir().unwrap();
-        let ctx = Ctx::new("shakespeare", Path::new("/x/data"));
+        let ctx = DatasetLocation::new("shakespeare", Path::new("/x/data"));
         let e = run_tool(
             &ctx,
             "sh",

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 
 /// Magic of an IDX file of `u8` images `[n, rows, cols]`.
 pub(crate) const IDX_IMAGES_MAGIC: u32 = 0x0000_0803;
@@ -27,7 +27,7 @@ pub(crate) struct IdxArray {
 }
 
 /// Read a file, gunzipping it if it starts with the gzip magic.
-pub(crate) fn read_maybe_gz(path: &Path, ctx: &Ctx) -> Result<Vec<u8>, DataError> {
+pub(crate) fn read_maybe_gz(path: &Path, ctx: &DatasetLocation) -> Result<Vec<u8>, DataError> {
     let raw = fs::read(path).map_err(ctx.io(path, "read"))?;
     if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::with_capacity(raw.len() * 2);
@@ -45,7 +45,7 @@ pub(crate) fn decode_idx(
     bytes: &[u8],
     expected_magic: u32,
     path: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
 ) -> Result<IdxArray, DataError> {
     let be32 = |at: usize| -> Option<u32> {
         bytes
@@ -124,8 +124,8 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn ctx() -> Ctx {
-        Ctx::new("fashion_mnist", Path::new("/x/data"))
+    fn ctx() -> DatasetLocation {
+        DatasetLocation::new("fashion_mnist", Path::new("/x/data"))
     }
 
     #[test]

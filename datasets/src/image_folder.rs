@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 use crate::prefetch::{PREFETCH_DEPTH, Prefetch};
 use crate::rng::{epoch_order, shard_range};
 
@@ -28,7 +28,7 @@ pub struct ImageFolder {
     root: PathBuf,
     classes: Vec<String>,
     samples: Arc<Vec<(PathBuf, u32)>>,
-    ctx: Ctx,
+    ctx: DatasetLocation,
 }
 
 /// One batch of images in NCHW layout.
@@ -156,7 +156,7 @@ impl ImageFolder {
     /// List `dir/<split>` (e.g. `DATA_DIR/fashion_mnist`, `"train"`). Reads
     /// directory entries only; no image is opened.
     pub fn open(dir: &Path, split: &str) -> Result<ImageFolder, DataError> {
-        let ctx = Ctx::from_dataset_dir(dir);
+        let ctx = DatasetLocation::from_dataset_dir(dir);
         let root = dir.join(split);
         if !root.is_dir() {
             return Err(ctx.not_prepared(format!("no directory {}", root.display())));
@@ -276,7 +276,7 @@ impl ImageFolder {
     }
 }
 
-fn list(dir: &Path, ctx: &Ctx) -> Result<Vec<(String, bool)>, DataError> {
+fn list(dir: &Path, ctx: &DatasetLocation) -> Result<Vec<(String, bool)>, DataError> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir).map_err(ctx.io(dir, "list directory"))? {
         let entry = entry.map_err(ctx.io(dir, "list directory"))?;
@@ -292,7 +292,7 @@ fn list(dir: &Path, ctx: &Ctx) -> Result<Vec<(String, bool)>, DataError> {
 /// Read and decode one PNG as 8-bit grayscale.
 pub(crate) fn decode_png_gray(
     path: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
 ) -> Result<(Vec<u8>, usize, usize), DataError> {
     let bytes = fs::read(path).map_err(ctx.io(path, "read"))?;
     let img = image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
@@ -308,7 +308,7 @@ fn decode_batch(
     dims: &mut Option<(usize, usize)>,
     mean: f32,
     std: f32,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
 ) -> Result<ImageBatch, DataError> {
     let scale = 1.0 / (255.0 * std);
     let offset = mean / std;

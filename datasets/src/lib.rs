@@ -119,7 +119,7 @@ pub use shakespeare::{SHAKESPEARE_VALIDATION_WORKS, SHAKESPEARE_VOCAB_SIZE};
 pub use tokenizer::{END_OF_TEXT, TOKENIZER_FILE, Tokenizer};
 pub use tokens::{TokenBatch, TokenBatches, TokenDataset};
 
-use error::Ctx;
+use error::DatasetLocation;
 use fetch::ScratchDir;
 
 /// Environment variable that overrides [`default_data_dir`].
@@ -220,7 +220,7 @@ impl std::fmt::Display for ProgressEvent {
     }
 }
 
-type BuildFn = fn(&Path, &Ctx, &dyn Fn(ProgressEvent)) -> Result<Manifest, DataError>;
+type BuildFn = fn(&Path, &DatasetLocation, &dyn Fn(ProgressEvent)) -> Result<Manifest, DataError>;
 
 /// `(recipe, build-from-registry)` of a dataset name.
 fn spec(name: &str, data_dir: &Path) -> Result<(&'static str, BuildFn), DataError> {
@@ -260,9 +260,9 @@ pub(crate) fn prepare_with(
     recipe: &str,
     data_dir: &Path,
     progress: &dyn Fn(ProgressEvent),
-    build: &dyn Fn(&Path, &Ctx) -> Result<Manifest, DataError>,
+    build: &dyn Fn(&Path, &DatasetLocation) -> Result<Manifest, DataError>,
 ) -> Result<Manifest, DataError> {
-    let ctx = Ctx::new(name, data_dir);
+    let ctx = DatasetLocation::new(name, data_dir);
     let dir = ctx.dataset_dir();
     match manifest::verify_dir(&dir, recipe, &ctx) {
         Ok(m) => {
@@ -309,7 +309,7 @@ pub fn verify(name: &str, data_dir: &Path) -> Result<Manifest, DataError> {
     manifest::verify_dir(
         &dataset_dir(name, data_dir),
         recipe,
-        &Ctx::new(name, data_dir),
+        &DatasetLocation::new(name, data_dir),
     )
 }
 
@@ -321,6 +321,6 @@ pub fn open_manifest(name: &str, data_dir: &Path) -> Result<Manifest, DataError>
     manifest::read_manifest(
         &dataset_dir(name, data_dir),
         recipe,
-        &Ctx::new(name, data_dir),
+        &DatasetLocation::new(name, data_dir),
     )
 }

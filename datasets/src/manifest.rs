@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 
 /// File name of the manifest inside a dataset directory.
 pub const MANIFEST_FILE: &str = "MANIFEST.json";
@@ -177,7 +177,7 @@ impl Manifest {
     }
 
     /// Write `dir/MANIFEST.json`.
-    pub(crate) fn write(&self, dir: &Path, ctx: &Ctx) -> Result<(), DataError> {
+    pub(crate) fn write(&self, dir: &Path, ctx: &DatasetLocation) -> Result<(), DataError> {
         let path = dir.join(MANIFEST_FILE);
         fs::write(&path, self.to_json()).map_err(ctx.io(&path, "write"))
     }
@@ -210,7 +210,7 @@ pub(crate) fn write_file(
     root: &Path,
     rel: &str,
     bytes: &[u8],
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
 ) -> Result<FileEntry, DataError> {
     let path = root.join(rel);
     fs::write(&path, bytes).map_err(ctx.io(&path, "write"))?;
@@ -224,7 +224,11 @@ pub(crate) fn write_file(
 /// Read and parse `dir/MANIFEST.json` and check that it belongs to `ctx.name`,
 /// was made by `recipe`, and that its fingerprint matches its content. Hashes
 /// no data file.
-pub(crate) fn read_manifest(dir: &Path, recipe: &str, ctx: &Ctx) -> Result<Manifest, DataError> {
+pub(crate) fn read_manifest(
+    dir: &Path,
+    recipe: &str,
+    ctx: &DatasetLocation,
+) -> Result<Manifest, DataError> {
     if !dir.is_dir() {
         return Err(ctx.not_prepared(format!("no directory {}", dir.display())));
     }
@@ -280,7 +284,11 @@ pub(crate) fn read_manifest(dir: &Path, recipe: &str, ctx: &Ctx) -> Result<Manif
 /// Full verification: the manifest (see [`read_manifest`]), then the size and
 /// sha256 of every listed file (in parallel), then that no unlisted file is
 /// present. The first problem in path order is reported.
-pub(crate) fn verify_dir(dir: &Path, recipe: &str, ctx: &Ctx) -> Result<Manifest, DataError> {
+pub(crate) fn verify_dir(
+    dir: &Path,
+    recipe: &str,
+    ctx: &DatasetLocation,
+) -> Result<Manifest, DataError> {
     let m = read_manifest(dir, recipe, ctx)?;
     let bad = m.files.par_iter().with_min_len(64).find_map_first(|entry| {
         let path = dir.join(&entry.path);

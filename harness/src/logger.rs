@@ -78,7 +78,7 @@ impl<T: IntoValue> IntoValue for Option<T> {
 }
 
 /// Metadata given by a call site (added after `file` and `lineno`).
-pub type Meta<'a> = &'a [(&'a str, Value)];
+pub type Metadata<'a> = &'a [(&'a str, Value)];
 
 /// One event, before rendering.
 #[derive(Debug, Clone, Copy)]
@@ -87,7 +87,7 @@ pub struct Event<'a> {
     pub event_type: &'a str,
     pub key: &'a str,
     pub value: &'a Value,
-    pub meta: Meta<'a>,
+    pub meta: Metadata<'a>,
 }
 
 pub struct MlLogger {
@@ -157,7 +157,7 @@ impl MlLogger {
         event_type: &str,
         key: &str,
         value: Value,
-        meta: Meta,
+        meta: Metadata,
         at: &Location,
     ) -> u64 {
         let t = self.clock.now_ms();
@@ -180,7 +180,7 @@ impl MlLogger {
 
     /// A `POINT_IN_TIME` event; returns its timestamp.
     #[track_caller]
-    pub fn event(&mut self, key: &str, value: impl IntoValue, meta: Meta) -> u64 {
+    pub fn event(&mut self, key: &str, value: impl IntoValue, meta: Metadata) -> u64 {
         self.emit(
             POINT_IN_TIME,
             key,
@@ -192,7 +192,7 @@ impl MlLogger {
 
     /// An `INTERVAL_START` event (`*_start` keys).
     #[track_caller]
-    pub fn start(&mut self, key: &str, value: impl IntoValue, meta: Meta) -> u64 {
+    pub fn start(&mut self, key: &str, value: impl IntoValue, meta: Metadata) -> u64 {
         self.emit(
             INTERVAL_START,
             key,
@@ -204,7 +204,7 @@ impl MlLogger {
 
     /// An `INTERVAL_END` event (`*_stop` keys).
     #[track_caller]
-    pub fn end(&mut self, key: &str, value: impl IntoValue, meta: Meta) -> u64 {
+    pub fn end(&mut self, key: &str, value: impl IntoValue, meta: Metadata) -> u64 {
         self.emit(
             INTERVAL_END,
             key,
@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn lines_match_the_official_writer_format() {
-        let render = |time_ms, event_type, key, value: &Value, file, lineno, meta: Meta| {
+        let render = |time_ms, event_type, key, value: &Value, file, lineno, meta: Metadata| {
             MlLogger::render(
                 "",
                 &Event {

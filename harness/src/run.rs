@@ -131,7 +131,8 @@ pub trait Observer {
 pub struct Quiet;
 impl Observer for Quiet {}
 
-fn dict(pairs: Vec<(&str, Value)>) -> Value {
+/// A dictionary value of the log from its (key, value) pairs, in order.
+fn value_dict(pairs: Vec<(&str, Value)>) -> Value {
     let mut d = Dict::new();
     for (k, v) in pairs {
         d.insert(k.to_string(), v);
@@ -218,6 +219,10 @@ fn peer_failure(plan: &RunPlan, coll: &dyn Collective, e: &str) -> String {
 /// failure during training (a peer failed, the launcher's SIGTERM, the peer
 /// timeout) ends the log with `run_stop` aborted and is returned as an
 /// error, since the ranks cannot go on to another run.
+///
+/// The stages: [`clear_cache`], [`initialise`] (`init_start` … `init_stop`),
+/// [`Training::run`] (`run_start`, blocks, evaluations), [`finish`]
+/// (`run_stop`, the log renamed into place).
 pub fn run_once(
     plan: &RunPlan,
     index: usize,
@@ -226,8 +231,6 @@ pub fn run_once(
     coll: &mut dyn Collective,
     obs: &dyn Observer,
 ) -> Result<RunResult, String> {
-    let spec = plan.bench.spec();
-    let leader = coll.rank() == 0;
     let path = log_path(&plan.out_dir, index);
     if coll.world_size() > 1 {
         // The launcher's SIGTERM (a peer failed, the job was cancelled)
@@ -242,19 +245,42 @@ pub fn run_once(
     } else {
         seed
     };
-    let mut log = if leader {
+    let mut log = if coll.rank() == 0 {
         MlLogger::create(&path, clock.clone()).map_err(|e| format!("{}: {e}", path.display()))?
     } else {
         MlLogger::silent(clock.clone())
     };
-    let gbs = plan.bench.global_batch_size(&plan.config) as u64;
-    let max_samples = plan.bench.max_samples(&plan.config);
+    clear_cache(plan, index, coll.rank() == 0, &mut log, obs);
+    let init = initialise(plan, seed, coll, &mut log, obs)?;
+    let mut training = Training::new(plan, init.trainer, clock, coll, obs, &mut log);
+    if init.init_ms >= plan.init_budget_ms {
+        training.status = Status::Aborted(format!(
+            "initialisation took {:.1} min; the {} division allows {:.0} min",
+            init.init_ms as f64 / 60_000.0,
+            plan.division,
+            plan.init_budget_ms as f64 / 60_000.0
+        ));
+    } else {
+        training.run(seed)?;
+    }
+    let outcome = training.outcome();
+    finish(
+        plan,
+        index,
+        seed,
+        log,
+        outcome,
+        init.init_ms,
+        init.weights,
+        &path,
+    )
+}
 
-    // 1. Cache clearing (once per node: local rank 0; here: rank 0).
+/// Stage 1: drop the page cache (once per node: here, rank 0) and log
+/// `cache_clear` with what happened.
+fn clear_cache(plan: &RunPlan, index: usize, leader: bool, log: &mut MlLogger, obs: &dyn Observer) {
     obs.phase("clearing caches");
-    let cache = if !plan.cache_clear {
-        CacheClear::Skipped
-    } else if leader {
+    let cache = if plan.cache_clear && leader {
         drop_page_cache()
     } else {
         CacheClear::Skipped
@@ -267,8 +293,28 @@ pub fn run_once(
         );
     }
     log.event("cache_clear", cache.dropped(), &cache.metadata());
+}
 
-    // 2. Initialisation.
+/// What the initialisation produced.
+struct Initialised {
+    trainer: Box<dyn Trainer>,
+    /// sha256 of the initial weights.
+    weights: String,
+    /// `init_stop − init_start`.
+    init_ms: u64,
+}
+
+/// Stage 2: `init_start`, the submission keys, the seed, every
+/// hyperparameter, the model built (touching no data), provenance, the
+/// ranks' agreement on the initial weights, `init_stop`.
+fn initialise(
+    plan: &RunPlan,
+    seed: u64,
+    coll: &mut dyn Collective,
+    log: &mut MlLogger,
+    obs: &dyn Observer,
+) -> Result<Initialised, String> {
+    let spec = plan.bench.spec();
     let init_start = log.start("init_start", (), &[]);
     log.event("submission_org", plan.org.as_str(), &[]);
     log.event("submission_platform", plan.platform.as_str(), &[]);
@@ -287,49 +333,14 @@ pub fn run_once(
         &[],
     );
     obs.phase("building the model");
-    let mut trainer = plan
+    let trainer = plan
         .bench
         .build(&plan.config, seed, &plan.device, plan.engine)
         .map_err(|e| format!("building {}: {e}", spec.name))?;
     let weights = trainer.weights_sha256();
-    let env: Vec<(String, Value)> = plan
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::str(v.clone())))
-        .collect();
-    let mut env_dict = Dict::new();
-    for (k, v) in env {
-        env_dict.insert(k, v);
-    }
-    let fingerprints = {
-        let mut d = Dict::new();
-        for (k, v) in &plan.dataset_fingerprints {
-            d.insert(k.clone(), Value::str(v.clone()));
-        }
-        Value::Dict(d)
-    };
     log.event(
         "referee_provenance",
-        dict(vec![
-            (
-                "referee_version",
-                Value::str(plan.code.referee_version.clone()),
-            ),
-            ("git_commit", Value::str(plan.code.git_commit.clone())),
-            (
-                "uncommitted_diff_sha256",
-                Value::str(plan.code.uncommitted_diff_sha256.clone()),
-            ),
-            ("binary_sha256", Value::str(plan.code.binary_sha256.clone())),
-            ("config_sha256", Value::str(plan.config_sha256.clone())),
-            ("dataset_fingerprints", fingerprints),
-            ("seed", Value::Int(seed as i64)),
-            ("initial_weights_sha256", Value::str(weights.clone())),
-            ("device", Value::str(plan.device_name.clone())),
-            ("engine", Value::str(plan.engine.name())),
-            ("world_size", Value::Int(coll.world_size() as i64)),
-            ("environment", Value::Dict(env_dict)),
-        ]),
+        provenance_value(plan, seed, &weights, coll.world_size()),
         &[],
     );
     log.event(
@@ -338,8 +349,55 @@ pub fn run_once(
         &[("flops_per_sample", Value::Float(trainer.flops_per_sample()))],
     );
     obs.phase("initialised");
+    agree_on_weights(plan, seed, &weights, coll)?;
+    let init_stop = log.end("init_stop", (), &[]);
+    Ok(Initialised {
+        trainer,
+        weights,
+        init_ms: init_stop.saturating_sub(init_start),
+    })
+}
+
+/// The `referee_provenance` event: what produced this run.
+fn provenance_value(plan: &RunPlan, seed: u64, weights: &str, world_size: usize) -> Value {
+    let strings = |m: &BTreeMap<String, String>| {
+        let mut d = Dict::new();
+        for (k, v) in m {
+            d.insert(k.clone(), Value::str(v.clone()));
+        }
+        Value::Dict(d)
+    };
+    value_dict(vec![
+        (
+            "referee_version",
+            Value::str(plan.code.referee_version.clone()),
+        ),
+        ("git_commit", Value::str(plan.code.git_commit.clone())),
+        (
+            "uncommitted_diff_sha256",
+            Value::str(plan.code.uncommitted_diff_sha256.clone()),
+        ),
+        ("binary_sha256", Value::str(plan.code.binary_sha256.clone())),
+        ("config_sha256", Value::str(plan.config_sha256.clone())),
+        ("dataset_fingerprints", strings(&plan.dataset_fingerprints)),
+        ("seed", Value::Int(seed as i64)),
+        ("initial_weights_sha256", Value::str(weights.to_string())),
+        ("device", Value::str(plan.device_name.clone())),
+        ("engine", Value::str(plan.engine.name())),
+        ("world_size", Value::Int(world_size as i64)),
+        ("environment", strings(&plan.env)),
+    ])
+}
+
+/// With several ranks: every rank must start from the same weights (the
+/// same seed); then all wait for each other, and each leaves its pid file.
+fn agree_on_weights(
+    plan: &RunPlan,
+    seed: u64,
+    weights: &str,
+    coll: &mut dyn Collective,
+) -> Result<(), String> {
     if coll.world_size() > 1 {
-        // Every rank must start from the same weights (same seed).
         let mine = u64::from_str_radix(weights.get(..12).unwrap_or("0"), 16).unwrap_or(0) as f64;
         let root = coll.broadcast_f64(mine)?;
         if !coll.all_agree(root == mine)? {
@@ -360,217 +418,378 @@ pub fn run_once(
             plan.out_dir.display()
         );
     }
-    let init_stop = log.end("init_stop", (), &[]);
-    let init_ms = init_stop.saturating_sub(init_start);
+    Ok(())
+}
 
-    // 3. The clock starts; then the first touch of training data.
-    let run_start = log.start("run_start", (), &[]);
-    let start_s = clock.seconds();
-    let mut evals = Vec::new();
-    let mut samples: u64 = 0;
-    let mut status = Status::Aborted(if plan.stop_at_target {
-        "the schedule ended before the target".into()
-    } else {
-        "calibration run: the whole schedule, not stopping at the target".into()
-    });
-    let mut train_seconds = 0.0f64;
-    let mut train_samples = 0u64;
-    // Set when the ranks can no longer communicate: the run ends aborted
-    // with this reason and the process must not go on to another run.
-    let mut fatal: Option<String> = None;
+/// Samples and seconds summed over a span of steps.
+#[derive(Default, Clone, Copy)]
+struct Span {
+    samples: u64,
+    seconds: f64,
+}
 
-    if init_ms >= plan.init_budget_ms {
-        status = Status::Aborted(format!(
-            "initialisation took {:.1} min; the {} division allows {:.0} min",
-            init_ms as f64 / 60_000.0,
-            plan.division,
-            plan.init_budget_ms as f64 / 60_000.0
-        ));
-    } else {
+impl Span {
+    fn add(&mut self, samples: u64, seconds: f64) {
+        self.samples += samples;
+        self.seconds += seconds;
+    }
+}
+
+/// Whether training goes on after a step.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Stage 3: the state of the training loop, from `run_start` to the step
+/// after which the run ends.
+struct Training<'a> {
+    plan: &'a RunPlan,
+    trainer: Box<dyn Trainer>,
+    clock: Arc<dyn Clock>,
+    coll: &'a mut dyn Collective,
+    obs: &'a dyn Observer,
+    log: &'a mut MlLogger,
+    gbs: u64,
+    run_start_ms: u64,
+    /// `clock.seconds()` at `run_start`.
+    start_s: f64,
+    samples: u64,
+    steps_done: u64,
+    /// Evaluations so far: (samples_count, metric, seconds since run_start).
+    evals: Vec<(u64, f64, f64)>,
+    /// The k of the next evaluation (after k × the cadence) and its samples.
+    next_eval_k: u64,
+    next_eval: u64,
+    status: Status,
+    /// Set when the ranks can no longer communicate: the run ends aborted
+    /// with this reason and the process must not go on to another run.
+    fatal: Option<String>,
+    /// Every training step; the current block; throughput mode's window.
+    all: Span,
+    block: Span,
+    window: Span,
+}
+
+/// What training left for the end of the run.
+struct Outcome {
+    trainer: Box<dyn Trainer>,
+    status: Status,
+    fatal: Option<String>,
+    samples: u64,
+    evals: Vec<(u64, f64, f64)>,
+    run_start_ms: u64,
+    all: Span,
+    gbs: u64,
+}
+
+impl<'a> Training<'a> {
+    /// `run_start`: the clock starts here, immediately before the first
+    /// touch of training data.
+    fn new(
+        plan: &'a RunPlan,
+        trainer: Box<dyn Trainer>,
+        clock: Arc<dyn Clock>,
+        coll: &'a mut dyn Collective,
+        obs: &'a dyn Observer,
+        log: &'a mut MlLogger,
+    ) -> Self {
+        let run_start_ms = log.start("run_start", (), &[]);
+        let gbs = plan.bench.global_batch_size(&plan.config) as u64;
+        let start_s = clock.seconds();
+        Training {
+            plan,
+            trainer,
+            clock,
+            coll,
+            obs,
+            log,
+            gbs,
+            run_start_ms,
+            start_s,
+            samples: 0,
+            steps_done: 0,
+            evals: Vec::new(),
+            next_eval_k: 1,
+            next_eval: eval_point(1, plan.bench.spec().eval_every_samples, gbs),
+            status: Status::Aborted(if plan.stop_at_target {
+                "the schedule ended before the target".into()
+            } else {
+                "calibration run: the whole schedule, not stopping at the target".into()
+            }),
+            fatal: None,
+            all: Span::default(),
+            block: Span::default(),
+            window: Span::default(),
+        }
+    }
+
+    /// Train in blocks until the target, the end of the schedule, the
+    /// budget, or a failure. Errors of the model or the data are returned.
+    fn run(&mut self, seed: u64) -> Result<(), String> {
+        let plan = self.plan;
         let mut train = plan
             .bench
             .open_train(
                 &plan.data_dir,
                 &plan.config,
                 seed,
-                coll.rank(),
-                coll.world_size(),
+                self.coll.rank(),
+                self.coll.world_size(),
             )
             .map_err(|e| format!("opening training data: {e}"))?;
-        let mut k = 1u64;
-        let mut next_eval = eval_point(k, spec.eval_every_samples, gbs);
-        let throughput_steps = plan.throughput.map(|t| t.steps);
-        let mut window_time = 0.0f64;
-        let mut window_samples = 0u64;
-        let mut steps_done = 0u64;
-        log.start("block_start", (), &samples_meta(0));
-        let mut block_t = 0.0f64;
-        let mut block_samples = 0u64;
-        'train: loop {
-            if let Some(sig) = crate::launch::termination_signal() {
-                fatal = Some(peer_failure(
-                    plan,
-                    coll,
-                    &format!(
-                        "interrupted by {} (the launcher stops every rank when one fails or the job is cancelled)",
-                        crate::launch::signal_name(sig)
-                    ),
-                ));
-                break;
+        self.log.start("block_start", (), &samples_meta(0));
+        loop {
+            if self.interrupted_or_out_of_time() {
+                return Ok(());
             }
-            if clock.seconds() - start_s > plan.budget_minutes * 60.0 {
-                status = Status::Aborted(format!(
-                    "the time budget of {} min ran out",
-                    plan.budget_minutes
-                ));
-                break;
-            }
-            let t0 = clock.seconds();
+            let t0 = self.clock.seconds();
             let batch = match train.next() {
                 Some(Ok(b)) => b,
                 Some(Err(e)) => return Err(format!("reading training data: {e}")),
                 None => return Err("the training data ended".into()),
             };
-            let loss = match step(trainer.as_mut(), &batch, coll) {
+            let loss = match step(self.trainer.as_mut(), &batch, self.coll) {
                 Ok(l) => l,
                 Err(StepError::Compute(e)) => return Err(e),
                 Err(StepError::Comm(e)) => {
-                    fatal = Some(peer_failure(plan, coll, &e));
-                    break;
+                    self.fatal = Some(peer_failure(plan, self.coll, &e));
+                    return Ok(());
                 }
             };
             if plan.step_delay_ms > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(plan.step_delay_ms));
             }
             if !loss.is_finite() {
-                status = Status::Aborted(format!("the training loss is {loss}"));
-                break;
+                self.status = Status::Aborted(format!("the training loss is {loss}"));
+                return Ok(());
             }
-            let dt = clock.seconds() - t0;
-            samples += gbs;
-            steps_done += 1;
-            train_seconds += dt;
-            train_samples += gbs;
-            block_t += dt;
-            block_samples += gbs;
-            if let Some(tp) = plan.throughput
-                && steps_done >= tp.window.0
-                && steps_done < tp.window.1
-            {
-                window_time += dt;
-                window_samples += gbs;
-            }
-            obs.step(
-                samples,
-                throughput_steps.map(|s| s * gbs).unwrap_or(max_samples),
-                loss,
-                if dt > 0.0 { gbs as f64 / dt } else { 0.0 },
-            );
-            if let Some(steps) = throughput_steps {
-                if steps_done >= steps {
-                    let tp = plan.throughput.expect("throughput mode");
-                    let t = throughput_of(
-                        trainer.as_ref(),
-                        window_samples,
-                        window_time,
-                        tp.window.1 - tp.window.0,
-                        plan.peak_flops,
-                    );
-                    log.event(
-                        "throughput",
-                        throughput_value(&t),
-                        &[
-                            ("samples_count", Value::Int(samples as i64)),
-                            ("window_start_step", Value::Int(tp.window.0 as i64)),
-                            ("window_end_step", Value::Int(tp.window.1 as i64)),
-                        ],
-                    );
-                    status = Status::Aborted("throughput mode: fixed number of steps".into());
-                    break 'train;
-                }
-                continue;
-            }
-            let at_eval = samples >= next_eval;
-            let at_end = samples >= max_samples;
-            if at_eval || at_end {
-                log.end("block_stop", (), &samples_meta(samples));
-                let t = throughput_of(
-                    trainer.as_ref(),
-                    block_samples,
-                    block_t,
-                    block_samples / gbs,
-                    plan.peak_flops,
-                );
-                log.event("throughput", throughput_value(&t), &samples_meta(samples));
-                block_t = 0.0;
-                block_samples = 0;
-            }
-            if at_eval {
-                log.start("eval_start", (), &samples_meta(samples));
-                let mut eval = plan
-                    .bench
-                    .open_eval(&plan.data_dir, &plan.config)
-                    .map_err(|e| format!("opening evaluation data: {e}"))?;
-                let mut batches = std::iter::from_fn(|| {
-                    // The launcher's SIGTERM cuts an evaluation short; its
-                    // result is then discarded, never logged.
-                    if crate::launch::termination_signal().is_some() {
-                        return None;
-                    }
-                    match eval.next() {
-                        Some(Ok(b)) => Some(b),
-                        _ => None,
-                    }
-                });
-                let local = trainer.evaluate(&mut batches);
-                if let Some(sig) = crate::launch::termination_signal() {
-                    fatal = Some(peer_failure(
-                        plan,
-                        coll,
-                        &format!(
-                            "interrupted by {} during an evaluation (the launcher stops every rank when one fails or the job is cancelled)",
-                            crate::launch::signal_name(sig)
-                        ),
-                    ));
-                    break;
-                }
-                let local = local.map_err(|e| format!("evaluating: {e}"))?;
-                let metric = match coll.broadcast_f64(local) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        fatal = Some(peer_failure(plan, coll, &e));
-                        break;
-                    }
-                };
-                log.event(spec.metric.key, metric, &samples_meta(samples));
-                log.end("eval_stop", (), &samples_meta(samples));
-                obs.eval(samples, metric);
-                evals.push((samples, metric, clock.seconds() - start_s));
-                let reached = match coll.all_agree(spec.metric.reached(metric)) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        fatal = Some(peer_failure(plan, coll, &e));
-                        break;
-                    }
-                };
-                if reached && plan.stop_at_target {
-                    status = Status::Success;
-                    break;
-                }
-                k += 1;
-                next_eval = eval_point(k, spec.eval_every_samples, gbs);
-            }
-            if at_end {
-                break;
-            }
-            if at_eval {
-                log.start("block_start", (), &samples_meta(samples));
-            }
-            if leader && steps_done.is_multiple_of(32) {
-                let _ = log.flush();
+            let dt = self.clock.seconds() - t0;
+            if let Flow::Stop = self.after_step(loss, dt)? {
+                return Ok(());
             }
         }
     }
+
+    /// The launcher's SIGTERM, or the time budget spent: the run ends.
+    fn interrupted_or_out_of_time(&mut self) -> bool {
+        if let Some(sig) = crate::launch::termination_signal() {
+            self.fatal = Some(peer_failure(
+                self.plan,
+                self.coll,
+                &format!(
+                    "interrupted by {} (the launcher stops every rank when one fails or the job is cancelled)",
+                    crate::launch::signal_name(sig)
+                ),
+            ));
+            return true;
+        }
+        if self.clock.seconds() - self.start_s > self.plan.budget_minutes * 60.0 {
+            self.status = Status::Aborted(format!(
+                "the time budget of {} min ran out",
+                self.plan.budget_minutes
+            ));
+            return true;
+        }
+        false
+    }
+
+    /// Count a step; end the block, evaluate, or end the run when due.
+    fn after_step(&mut self, loss: f32, dt: f64) -> Result<Flow, String> {
+        let gbs = self.gbs;
+        self.samples += gbs;
+        self.steps_done += 1;
+        self.all.add(gbs, dt);
+        self.block.add(gbs, dt);
+        if let Some(tp) = self.plan.throughput
+            && self.steps_done >= tp.window.0
+            && self.steps_done < tp.window.1
+        {
+            self.window.add(gbs, dt);
+        }
+        let max_samples = self.plan.bench.max_samples(&self.plan.config);
+        self.obs.step(
+            self.samples,
+            self.plan
+                .throughput
+                .map(|t| t.steps * gbs)
+                .unwrap_or(max_samples),
+            loss,
+            if dt > 0.0 { gbs as f64 / dt } else { 0.0 },
+        );
+        if let Some(tp) = self.plan.throughput {
+            if self.steps_done >= tp.steps {
+                self.end_throughput_run(tp);
+                return Ok(Flow::Stop);
+            }
+            return Ok(Flow::Continue);
+        }
+        let at_eval = self.samples >= self.next_eval;
+        let at_end = self.samples >= max_samples;
+        if at_eval || at_end {
+            self.end_block();
+        }
+        if at_eval {
+            if let Flow::Stop = self.evaluate()? {
+                return Ok(Flow::Stop);
+            }
+            self.next_eval_k += 1;
+            self.next_eval = eval_point(
+                self.next_eval_k,
+                self.plan.bench.spec().eval_every_samples,
+                gbs,
+            );
+        }
+        if at_end {
+            return Ok(Flow::Stop);
+        }
+        if at_eval {
+            self.log
+                .start("block_start", (), &samples_meta(self.samples));
+        }
+        if self.coll.rank() == 0 && self.steps_done.is_multiple_of(32) {
+            let _ = self.log.flush();
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// `block_stop` and the block's `throughput`.
+    fn end_block(&mut self) {
+        self.log.end("block_stop", (), &samples_meta(self.samples));
+        let t = throughput_of(
+            self.trainer.as_ref(),
+            self.block.samples,
+            self.block.seconds,
+            self.block.samples / self.gbs,
+            self.plan.peak_flops,
+        );
+        self.log.event(
+            "throughput",
+            throughput_value(&t),
+            &samples_meta(self.samples),
+        );
+        self.block = Span::default();
+    }
+
+    /// Throughput mode's last step: the window's `throughput`.
+    fn end_throughput_run(&mut self, tp: ThroughputPlan) {
+        let t = throughput_of(
+            self.trainer.as_ref(),
+            self.window.samples,
+            self.window.seconds,
+            tp.window.1 - tp.window.0,
+            self.plan.peak_flops,
+        );
+        self.log.event(
+            "throughput",
+            throughput_value(&t),
+            &[
+                ("samples_count", Value::Int(self.samples as i64)),
+                ("window_start_step", Value::Int(tp.window.0 as i64)),
+                ("window_end_step", Value::Int(tp.window.1 as i64)),
+            ],
+        );
+        self.status = Status::Aborted("throughput mode: fixed number of steps".into());
+    }
+
+    /// One evaluation on the whole evaluation set; `Stop` when the target
+    /// is reached (and the run stops there) or the ranks failed.
+    fn evaluate(&mut self) -> Result<Flow, String> {
+        let plan = self.plan;
+        let spec = plan.bench.spec();
+        let samples = self.samples;
+        self.log.start("eval_start", (), &samples_meta(samples));
+        let mut eval = plan
+            .bench
+            .open_eval(&plan.data_dir, &plan.config)
+            .map_err(|e| format!("opening evaluation data: {e}"))?;
+        let mut batches = std::iter::from_fn(|| {
+            // The launcher's SIGTERM cuts an evaluation short; its
+            // result is then discarded, never logged.
+            if crate::launch::termination_signal().is_some() {
+                return None;
+            }
+            match eval.next() {
+                Some(Ok(b)) => Some(b),
+                _ => None,
+            }
+        });
+        let local = self.trainer.evaluate(&mut batches);
+        if let Some(sig) = crate::launch::termination_signal() {
+            self.fatal = Some(peer_failure(
+                plan,
+                self.coll,
+                &format!(
+                    "interrupted by {} during an evaluation (the launcher stops every rank when one fails or the job is cancelled)",
+                    crate::launch::signal_name(sig)
+                ),
+            ));
+            return Ok(Flow::Stop);
+        }
+        let local = local.map_err(|e| format!("evaluating: {e}"))?;
+        let metric = match self.coll.broadcast_f64(local) {
+            Ok(m) => m,
+            Err(e) => {
+                self.fatal = Some(peer_failure(plan, self.coll, &e));
+                return Ok(Flow::Stop);
+            }
+        };
+        self.log
+            .event(spec.metric.key, metric, &samples_meta(samples));
+        self.log.end("eval_stop", (), &samples_meta(samples));
+        self.obs.eval(samples, metric);
+        self.evals
+            .push((samples, metric, self.clock.seconds() - self.start_s));
+        match self.coll.all_agree(spec.metric.reached(metric)) {
+            Ok(true) if plan.stop_at_target => {
+                self.status = Status::Success;
+                Ok(Flow::Stop)
+            }
+            Ok(_) => Ok(Flow::Continue),
+            Err(e) => {
+                self.fatal = Some(peer_failure(plan, self.coll, &e));
+                Ok(Flow::Stop)
+            }
+        }
+    }
+
+    fn outcome(self) -> Outcome {
+        Outcome {
+            trainer: self.trainer,
+            status: self.status,
+            fatal: self.fatal,
+            samples: self.samples,
+            evals: self.evals,
+            run_start_ms: self.run_start_ms,
+            all: self.all,
+            gbs: self.gbs,
+        }
+    }
+}
+
+/// Stage 4: `run_stop` (with the reason when aborted), the log finalised
+/// and renamed into place, the run's result.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    plan: &RunPlan,
+    index: usize,
+    seed: u64,
+    mut log: MlLogger,
+    outcome: Outcome,
+    init_ms: u64,
+    weights: String,
+    path: &Path,
+) -> Result<RunResult, String> {
+    let Outcome {
+        trainer,
+        mut status,
+        fatal,
+        samples,
+        evals,
+        run_start_ms,
+        all,
+        gbs,
+    } = outcome;
     if let Some(why) = &fatal {
         status = Status::Aborted(why.clone());
     }
@@ -596,9 +815,9 @@ pub fn run_once(
     }
     let throughput = throughput_of(
         trainer.as_ref(),
-        train_samples,
-        train_seconds,
-        train_samples / gbs.max(1),
+        all.samples,
+        all.seconds,
+        all.samples / gbs.max(1),
         plan.peak_flops,
     );
     Ok(RunResult {
@@ -612,9 +831,9 @@ pub fn run_once(
         samples,
         evals,
         init_ms,
-        run_start_ms: run_start,
+        run_start_ms,
         run_stop_ms: run_stop,
-        time_to_train_minutes: (run_stop - run_start) as f64 / 60_000.0,
+        time_to_train_minutes: (run_stop - run_start_ms) as f64 / 60_000.0,
         throughput,
         initial_weights_sha256: weights,
         log: final_path,
@@ -650,7 +869,7 @@ fn throughput_of(
 }
 
 fn throughput_value(t: &Throughput) -> Value {
-    dict(vec![
+    value_dict(vec![
         ("samples_per_second", Value::Float(t.samples_per_second)),
         ("tokens_per_second", t.tokens_per_second.into_value()),
         ("flops_per_sample", Value::Float(t.flops_per_sample)),

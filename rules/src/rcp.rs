@@ -455,45 +455,130 @@ pub fn read_run(
     opts: &RcpOptions,
 ) -> Result<RunConvergence, String> {
     let _ = benchmark_hint;
-    // Lines in file order: records and unreadable lines interleaved.
-    enum L<'a> {
-        Rec(&'a Record),
-        Bad(&'a crate::mllog::LineProblem),
+    let mut reader = RunReader {
+        file,
+        opts,
+        use_train_samples: opts.bert_train_samples,
+        bs: None,
+        benchmark: None,
+        conv: None,
+        converged: false,
+        point: NOT_CONVERGED,
+        sd: IndexMap::new(),
+    };
+    for (text, line_no, rec) in lines_in_file_order(log) {
+        reader.take(text, line_no, rec)?;
     }
-    let mut lines: Vec<(i64, L)> = log
+    Ok(RunConvergence {
+        file: file.to_string(),
+        converged: reader.converged,
+        point: if reader.converged {
+            reader.point
+        } else {
+            NOT_CONVERGED
+        },
+        bs: reader.bs,
+        benchmark: reader
+            .benchmark
+            .map(|b| b.as_str().map(str::to_string).unwrap_or_else(|| b.py_str())),
+    })
+}
+
+/// Every line of a log in file order, records and unreadable lines
+/// interleaved: (text, line number, the record when it was readable).
+fn lines_in_file_order(log: &ParsedLog) -> Vec<(&str, usize, Option<&Record>)> {
+    let mut lines: Vec<(i64, &str, usize, Option<&Record>)> = log
         .records
         .iter()
         .filter(|r| r.index >= 0)
-        .map(|r| (r.index, L::Rec(r)))
-        .chain(log.problems.iter().map(|p| (p.index, L::Bad(p))))
+        .map(|r| (r.index, r.text.as_str(), r.line, Some(r)))
+        .chain(
+            log.problems
+                .iter()
+                .map(|p| (p.index, p.text.as_str(), p.line, None)),
+        )
         .collect();
-    lines.sort_by_key(|(i, _)| *i);
+    lines.sort_by_key(|l| l.0);
+    lines.into_iter().map(|(_, t, n, r)| (t, n, r)).collect()
+}
 
-    let mut use_train_samples = opts.bert_train_samples;
-    let mut bs: Option<Value> = None;
-    let mut benchmark: Option<Value> = None;
-    let mut conv: Option<f64> = None;
-    let mut converged = false;
-    let mut point = NOT_CONVERGED;
-    let mut sd: IndexMap<String, IndexMap<String, Value>> = IndexMap::new();
-    let bench_is = |b: &Option<Value>, name: &str| b.as_ref().and_then(Value::as_str) == Some(name);
+/// The official RCP reader's state over one log, line by line.
+struct RunReader<'a> {
+    file: &'a str,
+    opts: &'a RcpOptions,
+    use_train_samples: bool,
+    bs: Option<Value>,
+    benchmark: Option<Value>,
+    /// The latest convergence value (samples, epochs or train samples).
+    conv: Option<f64>,
+    converged: bool,
+    point: f64,
+    /// stable_diffusion: step → metric name → value.
+    sd: IndexMap<String, IndexMap<String, Value>>,
+}
 
-    for (_, l) in &lines {
-        let (text, line_no, rec) = match l {
-            L::Rec(r) => (r.text.as_str(), r.line, Some(*r)),
-            L::Bad(p) => (p.text.as_str(), p.line, None),
-        };
+/// One line's value and metadata, for the reader.
+struct LineFields<'a> {
+    file: &'a str,
+    line_no: usize,
+    value: Value,
+    metadata: Value,
+}
+
+impl LineFields<'_> {
+    fn meta(&self, name: &str) -> Result<Value, String> {
+        self.metadata
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("{}:{}: metadata has no `{name}`", self.file, self.line_no))
+    }
+
+    fn meta_number(&self, name: &str) -> Result<f64, String> {
+        json_number(Some(&self.meta(name)?))
+            .ok_or_else(|| format!("{}:{}: {name} is not a number", self.file, self.line_no))
+    }
+}
+
+impl RunReader<'_> {
+    fn bench_is(&self, name: &str) -> bool {
+        self.benchmark.as_ref().and_then(Value::as_str) == Some(name)
+    }
+
+    /// Benchmarks whose convergence is counted in samples.
+    fn samples_bench(&self) -> bool {
+        self.benchmark
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|b| {
+                matches!(
+                    b,
+                    "llama2_70b_lora"
+                        | "flux1"
+                        | "llama31_405b"
+                        | "llama31_8b"
+                        | "gpt_oss_20b"
+                        | "deepseekv3_671b"
+                        | "qwen35_397b_grpo"
+                        | "dlrmv4"
+                ) || opts_samples_extra(b)
+            })
+    }
+
+    /// One line of the log (the official reader matches substrings of the
+    /// line's text before it decodes it).
+    fn take(&mut self, text: &str, line_no: usize, rec: Option<&Record>) -> Result<(), String> {
+        let file = self.file;
         let Some(s) = text.strip_prefix(":::MLLOG ") else {
-            continue;
+            return Ok(());
         };
         let evalish = s.contains("eval_error") || s.contains("eval_accuracy");
         let needs_json = s.contains("global_batch_size")
             || s.contains("submission_benchmark")
             || evalish
-            || (use_train_samples && s.contains("train_samples"))
+            || (self.use_train_samples && s.contains("train_samples"))
             || s.contains("run_stop");
         if !needs_json {
-            continue;
+            return Ok(());
         }
         let Some(rec) = rec else {
             return Err(format!(
@@ -501,105 +586,111 @@ pub fn read_run(
             ));
         };
         let v = rec.full_v();
-        let value = v.get("value").cloned().unwrap_or_default();
-        let metadata = v.get("metadata").cloned().unwrap_or_default();
-        let meta_field = |name: &str| -> Result<Value, String> {
-            metadata
-                .get(name)
-                .cloned()
-                .ok_or_else(|| format!("{file}:{line_no}: metadata has no `{name}`"))
+        let line = LineFields {
+            file,
+            line_no,
+            value: v.get("value").cloned().unwrap_or_default(),
+            metadata: v.get("metadata").cloned().unwrap_or_default(),
         };
         if s.contains("global_batch_size") {
-            bs = Some(value.clone());
+            self.bs = Some(line.value.clone());
         }
         if s.contains("submission_benchmark") {
-            benchmark = Some(value.clone());
-            if !bench_is(&benchmark, "bert") && use_train_samples {
-                use_train_samples = false;
+            self.benchmark = Some(line.value.clone());
+            if !self.bench_is("bert") && self.use_train_samples {
+                self.use_train_samples = false;
             }
         }
-        let samples_bench = benchmark.as_ref().and_then(Value::as_str).is_some_and(|b| {
-            matches!(
-                b,
-                "llama2_70b_lora"
-                    | "flux1"
-                    | "llama31_405b"
-                    | "llama31_8b"
-                    | "gpt_oss_20b"
-                    | "deepseekv3_671b"
-                    | "qwen35_397b_grpo"
-                    | "dlrmv4"
-            ) || opts_samples_extra(b)
-        });
-        if bench_is(&benchmark, "stable_diffusion") && evalish {
-            let unit = if opts.ruleset == "3.1.0" {
+        self.take_convergence(s, evalish, &line)?;
+        if s.contains("run_stop") && rec.key.as_deref() == Some("run_stop") {
+            self.take_run_stop(&line)?;
+        }
+        Ok(())
+    }
+
+    /// The convergence value a line carries, per the benchmark's unit.
+    fn take_convergence(
+        &mut self,
+        s: &str,
+        evalish: bool,
+        line: &LineFields,
+    ) -> Result<(), String> {
+        if self.bench_is("stable_diffusion") && evalish {
+            let unit = if self.opts.ruleset == "3.1.0" {
                 "step_num"
             } else {
                 "samples_count"
             };
-            let step = meta_field(unit)?;
-            let metric = meta_field("metric")?;
-            sd.entry(step.py_str())
+            let step = line.meta(unit)?;
+            let metric = line.meta("metric")?;
+            self.sd
+                .entry(step.py_str())
                 .or_default()
-                .insert(metric.py_str(), value.clone());
-        } else if samples_bench && evalish {
-            conv = Some(
-                json_number(Some(&meta_field("samples_count")?))
-                    .ok_or_else(|| format!("{file}:{line_no}: samples_count is not a number"))?,
-            );
-        } else if !use_train_samples && evalish {
-            let e = json_number(Some(&meta_field("epoch_num")?))
-                .ok_or_else(|| format!("{file}:{line_no}: epoch_num is not a number"))?;
-            conv = Some(py_round(e, 3));
-        } else if use_train_samples && s.contains("train_samples") {
-            conv = Some(
-                json_number(Some(&value))
-                    .ok_or_else(|| format!("{file}:{line_no}: train_samples is not a number"))?,
-            );
+                .insert(metric.py_str(), line.value.clone());
+        } else if self.samples_bench() && evalish {
+            self.conv = Some(line.meta_number("samples_count")?);
+        } else if !self.use_train_samples && evalish {
+            self.conv = Some(py_round(line.meta_number("epoch_num")?, 3));
+        } else if self.use_train_samples && s.contains("train_samples") {
+            self.conv = Some(json_number(Some(&line.value)).ok_or_else(|| {
+                format!(
+                    "{}:{}: train_samples is not a number",
+                    line.file, line.line_no
+                )
+            })?);
         }
-        if s.contains("run_stop") && rec.key.as_deref() == Some("run_stop") {
-            let status = meta_field("status")?;
-            if status.as_str() == Some("success") {
-                converged = true;
-                if bench_is(&benchmark, "stable_diffusion") {
-                    let mut passing: Vec<f64> = Vec::new();
-                    for (step, res) in &sd {
-                        let fid = res.get("FID").and_then(Value::as_f64).ok_or_else(|| {
-                            format!("{file}: evaluation at {step} has no FID value")
-                        })?;
-                        let clip = res.get("CLIP").and_then(Value::as_f64).ok_or_else(|| {
-                            format!("{file}: evaluation at {step} has no CLIP value")
-                        })?;
-                        if fid <= 90.0 && clip >= 0.15 {
-                            passing.push(
-                                step.parse::<f64>()
-                                    .map_err(|_| format!("{file}: step {step} is not a number"))?,
-                            );
-                        }
-                    }
-                    conv = passing.into_iter().reduce(f64::min);
-                    if conv.is_none() {
-                        return Err(format!(
-                            "{file}: run_stop says success but no evaluation meets FID ≤ 90 and CLIP ≥ 0.15"
-                        ));
-                    }
-                }
-                point = conv.ok_or_else(|| {
-                    format!("{file}:{line_no}: run_stop success before any evaluation")
-                })?;
-            } else {
-                converged = false;
-                point = NOT_CONVERGED;
+        Ok(())
+    }
+
+    /// `run_stop`: converged at the latest value on success.
+    fn take_run_stop(&mut self, line: &LineFields) -> Result<(), String> {
+        let status = line.meta("status")?;
+        if status.as_str() != Some("success") {
+            self.converged = false;
+            self.point = NOT_CONVERGED;
+            return Ok(());
+        }
+        self.converged = true;
+        if self.bench_is("stable_diffusion") {
+            self.conv = self.first_passing_sd_step()?;
+            if self.conv.is_none() {
+                return Err(format!(
+                    "{}: run_stop says success but no evaluation meets FID ≤ 90 and CLIP ≥ 0.15",
+                    self.file
+                ));
             }
         }
+        self.point = self.conv.ok_or_else(|| {
+            format!(
+                "{}:{}: run_stop success before any evaluation",
+                line.file, line.line_no
+            )
+        })?;
+        Ok(())
     }
-    Ok(RunConvergence {
-        file: file.to_string(),
-        converged,
-        point: if converged { point } else { NOT_CONVERGED },
-        bs,
-        benchmark: benchmark.map(|b| b.as_str().map(str::to_string).unwrap_or_else(|| b.py_str())),
-    })
+
+    /// stable_diffusion: the first step whose FID ≤ 90 and CLIP ≥ 0.15.
+    fn first_passing_sd_step(&self) -> Result<Option<f64>, String> {
+        let file = self.file;
+        let mut passing: Vec<f64> = Vec::new();
+        for (step, res) in &self.sd {
+            let fid = res
+                .get("FID")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| format!("{file}: evaluation at {step} has no FID value"))?;
+            let clip = res
+                .get("CLIP")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| format!("{file}: evaluation at {step} has no CLIP value"))?;
+            if fid <= 90.0 && clip >= 0.15 {
+                passing.push(
+                    step.parse::<f64>()
+                        .map_err(|_| format!("{file}: step {step} is not a number"))?,
+                );
+            }
+        }
+        Ok(passing.into_iter().reduce(f64::min))
+    }
 }
 
 /// referee's own samples-based benchmarks (named `mini_*`) read
@@ -616,6 +707,78 @@ pub fn check_runs(
     opts: &RcpOptions,
     facts: &RulesetFacts,
 ) -> RcpOutcome {
+    let ok_runs = match readable_runs(runs) {
+        Ok(r) => r,
+        Err(outcome) => return *outcome,
+    };
+    let agreed = agreement(&ok_runs);
+    let Some(bench) = agreed.benchmark.clone() else {
+        let mut o = RcpOutcome::failed("Could not detect the benchmark", ok_runs, Vec::new());
+        o.official_crash = true;
+        o.diagnostics.push(
+            Diagnostic::error(
+                "rcp-no-benchmark",
+                "no run names its submission_benchmark (the official RCP checker crashes with KeyError: None)",
+            )
+            .rule("rcp", None),
+        );
+        return o;
+    };
+    let tbl = match table(&bench) {
+        Ok(t) => t,
+        Err(e) => {
+            let mut o = RcpOutcome::failed(format!("No RCP table: {e}"), ok_runs, Vec::new());
+            o.benchmark = Some(bench);
+            o.official_crash = true;
+            o.diagnostics
+                .push(Diagnostic::error("rcp-no-table", e).rule("rcp", None));
+            return o;
+        }
+    };
+    if let Some(m) = agreed.mismatch {
+        let mut o = RcpOutcome::failed("Could not detect global_batch_size", ok_runs, Vec::new());
+        o.benchmark = Some(bench);
+        // The official checker then looks up the RCPs of benchmark None.
+        o.official_crash = true;
+        o.diagnostics
+            .push(Diagnostic::error("rcp-batch-size", m).rule("rcp", None));
+        return o;
+    }
+    let max_failed = facts.max_dropped(&opts.usage, &bench);
+    let bs = agreed.bs;
+    let gbs = bs.as_f64();
+    let mut base = RcpOutcome::failed("", ok_runs, Vec::new());
+    base.benchmark = Some(bench);
+    base.global_batch_size = gbs;
+    let Some(bsf) = gbs.filter(|_| !py_eq(&bs, &Value::Int(-1))) else {
+        base.message = "Could not detect global_batch_size".into();
+        return base;
+    };
+    if agreed.not_converged > max_failed {
+        base.message = "Insufficient convergence".into();
+        base.diagnostics.push(
+            Diagnostic::error(
+                "rcp-insufficient-convergence",
+                format!(
+                    "{} runs did not converge; at most {max_failed} may fail",
+                    agreed.not_converged
+                ),
+            )
+            .rule("rcp", None),
+        );
+        return base;
+    }
+    let missing = format!("Missing RCP, please submit RCP with BS = {}", bs.py_str());
+    let passed = test_against_table(&tbl, bsf, &missing, opts, &mut base);
+    base.passed = apply_bypass(passed, &missing, opts, &mut base);
+    base
+}
+
+/// The runs that could be read; an outcome (the official checker crashes)
+/// when one could not.
+fn readable_runs(
+    runs: Vec<Result<RunConvergence, String>>,
+) -> Result<Vec<RunConvergence>, Box<RcpOutcome>> {
     let mut diags = Vec::new();
     let mut ok_runs = Vec::new();
     for r in runs {
@@ -630,34 +793,50 @@ pub fn check_runs(
             ),
         }
     }
-    if !diags.is_empty() {
-        let mut o = RcpOutcome::failed("Could not read the runs", ok_runs, diags);
-        o.official_crash = true;
-        return o;
+    if diags.is_empty() {
+        return Ok(ok_runs);
     }
-    // Batch size and benchmark must agree across runs (official order of
-    // evaluation, including its leniency for a leading run without one).
-    let mut bs: Value = Value::Int(-1);
-    let mut benchmark: Option<String> = None;
-    let mut not_converged = 0usize;
-    let mut mismatch = None;
-    for r in &ok_runs {
-        not_converged += usize::from(!r.converged);
+    let mut o = RcpOutcome::failed("Could not read the runs", ok_runs, diags);
+    o.official_crash = true;
+    Err(Box::new(o))
+}
+
+/// What the runs of a directory agree on.
+struct Agreement {
+    /// The batch size (-1 when no run logs one).
+    bs: Value,
+    benchmark: Option<String>,
+    not_converged: usize,
+    /// Why the runs disagree (batch size or benchmark), if they do.
+    mismatch: Option<String>,
+}
+
+/// Batch size and benchmark must agree across runs (the official order of
+/// evaluation, including its leniency for a leading run without one).
+fn agreement(runs: &[RunConvergence]) -> Agreement {
+    let mut a = Agreement {
+        bs: Value::Int(-1),
+        benchmark: None,
+        not_converged: 0,
+        mismatch: None,
+    };
+    for r in runs {
+        a.not_converged += usize::from(!r.converged);
         let cur = r.bs.clone().unwrap_or(Value::Int(-1));
-        if py_eq(&bs, &Value::Int(-1)) {
-            bs = cur;
-        } else if !py_eq(&cur, &bs) {
-            mismatch = Some(format!(
+        if py_eq(&a.bs, &Value::Int(-1)) {
+            a.bs = cur;
+        } else if !py_eq(&cur, &a.bs) {
+            a.mismatch = Some(format!(
                 "batch sizes differ between runs ({} in {})",
                 cur.py_str(),
                 r.file
             ));
             break;
         }
-        match (&benchmark, &r.benchmark) {
-            (None, b) => benchmark = b.clone(),
-            (Some(a), b) if Some(a) != b.as_ref() => {
-                mismatch = Some(format!(
+        match (&a.benchmark, &r.benchmark) {
+            (None, b) => a.benchmark = b.clone(),
+            (Some(x), b) if Some(x) != b.as_ref() => {
+                a.mismatch = Some(format!(
                     "benchmark names differ between runs ({} in {})",
                     b.clone().unwrap_or_else(|| "none".into()),
                     r.file
@@ -667,58 +846,19 @@ pub fn check_runs(
             _ => {}
         }
     }
-    let Some(bench) = benchmark.clone() else {
-        let mut o = RcpOutcome::failed("Could not detect the benchmark", ok_runs, diags);
-        o.official_crash = true;
-        o.diagnostics.push(
-            Diagnostic::error(
-                "rcp-no-benchmark",
-                "no run names its submission_benchmark (the official RCP checker crashes with KeyError: None)",
-            )
-            .rule("rcp", None),
-        );
-        return o;
-    };
-    let tbl = match table(&bench) {
-        Ok(t) => t,
-        Err(e) => {
-            let mut o = RcpOutcome::failed(format!("No RCP table: {e}"), ok_runs, diags);
-            o.benchmark = Some(bench);
-            o.official_crash = true;
-            o.diagnostics
-                .push(Diagnostic::error("rcp-no-table", e).rule("rcp", None));
-            return o;
-        }
-    };
-    if let Some(m) = mismatch {
-        let mut o = RcpOutcome::failed("Could not detect global_batch_size", ok_runs, diags);
-        o.benchmark = Some(bench);
-        // The official checker then looks up the RCPs of benchmark None.
-        o.official_crash = true;
-        o.diagnostics
-            .push(Diagnostic::error("rcp-batch-size", m).rule("rcp", None));
-        return o;
-    }
-    let max_failed = facts.max_dropped(&opts.usage, &bench);
-    let gbs = bs.as_f64();
-    let mut base = RcpOutcome::failed("", ok_runs, diags);
-    base.benchmark = Some(bench.clone());
-    base.global_batch_size = gbs;
-    let Some(bsf) = gbs.filter(|_| !py_eq(&bs, &Value::Int(-1))) else {
-        base.message = "Could not detect global_batch_size".into();
-        return base;
-    };
-    if not_converged > max_failed {
-        base.message = "Insufficient convergence".into();
-        base.diagnostics.push(
-            Diagnostic::error(
-                "rcp-insufficient-convergence",
-                format!("{not_converged} runs did not converge; at most {max_failed} may fail"),
-            )
-            .rule("rcp", None),
-        );
-        return base;
-    }
+    a
+}
+
+/// The record of the batch size (exact, interpolated between the nearest
+/// below and above, or the smallest above), the test against it; sets
+/// `base.message` and `base.record`, returns whether it passed.
+fn test_against_table(
+    tbl: &RcpTable,
+    bsf: f64,
+    missing: &str,
+    opts: &RcpOptions,
+    base: &mut RcpOutcome,
+) -> bool {
     let mut subm: Vec<f64> = base.runs.iter().map(|r| r.point).collect();
     let recs = tbl.pass_records(opts.pass);
     let exact = recs.iter().find(|r| r.bs == bsf).cloned();
@@ -736,16 +876,15 @@ pub fn check_runs(
             best
         }
     });
-    let missing = format!("Missing RCP, please submit RCP with BS = {}", bs.py_str());
-    let (message, record, mut passed) = if let Some(rec) = exact {
-        let (p, rec) = evaluate(rec, &mut subm, opts, &mut base);
+    let (message, record, passed) = if let Some(rec) = exact {
+        let (p, rec) = evaluate(rec, &mut subm, opts, base);
         ("RCP found".to_string(), Some(rec), p)
     } else if let (Some(lo), Some(hi)) = (below, above) {
         let interp = tbl.interpolate(bsf, lo, hi);
-        let (p, rec) = evaluate(interp, &mut subm, opts, &mut base);
+        let (p, rec) = evaluate(interp, &mut subm, opts, base);
         ("RCP Interpolation".to_string(), Some(rec), p)
     } else if below.is_some() {
-        (missing.clone(), None, false)
+        (missing.to_string(), None, false)
     } else if above.is_some() {
         let smallest = recs
             .iter()
@@ -758,7 +897,7 @@ pub fn check_runs(
             })
             .cloned()
             .expect("a record above exists");
-        let (p, rec) = evaluate(smallest, &mut subm, opts, &mut base);
+        let (p, rec) = evaluate(smallest, &mut subm, opts, base);
         if p {
             (
                 "RCP not found but slower convergence on smaller batch size".to_string(),
@@ -766,31 +905,36 @@ pub fn check_runs(
                 true,
             )
         } else {
-            (missing.clone(), Some(rec), false)
+            (missing.to_string(), Some(rec), false)
         }
     } else {
         ("Cannot find any RCPs".to_string(), None, false)
     };
     base.message = message;
     base.record = record;
-    if opts.bypass
-        && !passed
-        && (base.message == "RCP found"
+    passed
+}
+
+/// `--rcp-bypass`: a failed test of a found, interpolated or missing RCP
+/// passes with a warning.
+fn apply_bypass(passed: bool, missing: &str, opts: &RcpOptions, base: &mut RcpOutcome) -> bool {
+    if !opts.bypass
+        || passed
+        || !(base.message == "RCP found"
             || base.message == "RCP Interpolation"
             || base.message == missing)
     {
-        base.message.push_str(" passed using rcp_bypass");
-        base.diagnostics.push(
-            Diagnostic::warning(
-                "rcp-bypass",
-                "RCP test failed but allowed to proceed with RCP bypass; be ready to have this reviewed by the submission committee",
-            )
-            .rule("rcp", None),
-        );
-        passed = true;
+        return passed;
     }
-    base.passed = passed;
-    base
+    base.message.push_str(" passed using rcp_bypass");
+    base.diagnostics.push(
+        Diagnostic::warning(
+            "rcp-bypass",
+            "RCP test failed but allowed to proceed with RCP bypass; be ready to have this reviewed by the submission committee",
+        )
+        .rule("rcp", None),
+    );
+    true
 }
 
 /// Test the submission against one record; returns (pass, the record as

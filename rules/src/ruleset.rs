@@ -111,14 +111,9 @@ fn is_sd_aggregation(code: &str) -> bool {
 
 /// Compile a rule file from its YAML text.
 pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleFile, RuleError> {
-    let err = |line: Option<usize>, record: Option<String>, message: String| RuleError {
-        file: rel.to_string(),
-        line,
-        record,
-        message,
-    };
+    let c = Compiler { rel };
     let doc = yaml::load(text)
-        .map_err(|e| err(Some(e.line), None, format!("invalid YAML: {}", e.message)))?;
+        .map_err(|e| c.err(Some(e.line), None, format!("invalid YAML: {}", e.message)))?;
     let mut file = RuleFile {
         rel: rel.to_string(),
         origin,
@@ -130,143 +125,172 @@ pub fn compile_rule_file(rel: &str, origin: PathBuf, text: &str) -> Result<RuleF
         return Ok(file);
     };
     let Node::Seq(items, _) = doc else {
-        return Err(err(
+        return Err(c.err(
             Some(doc.line()),
             None,
             "the top level must be a list of BEGIN/KEY/END records".into(),
         ));
     };
-    let scalar = |n: &Node, what: &str, record: &str| -> Result<String, RuleError> {
-        n.as_str().map(str::to_string).ok_or_else(|| {
-            err(
-                Some(n.line()),
-                Some(record.into()),
-                format!("{what} must be a string"),
-            )
-        })
-    };
-    let exec_snippet = |n: &Node, record: &str| -> Result<Snippet<Vec<Stmt>>, RuleError> {
-        let text = scalar(n, "code", record)?;
-        let code = py::compile_exec(&text)
-            .map_err(|e| err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
-        Ok(Snippet {
-            text,
-            code,
-            line: n.line(),
-        })
-    };
-    let expr_snippet = |n: &Node, record: &str| -> Result<Snippet<Expr>, RuleError> {
-        let text = scalar(n, "expression", record)?;
-        let code = py::compile_expr(&text)
-            .map_err(|e| err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
-        Ok(Snippet {
-            text,
-            code,
-            line: n.line(),
-        })
-    };
-    let expr_list = |n: &Node, record: &str| -> Result<Vec<Snippet<Expr>>, RuleError> {
-        match n {
-            Node::Seq(items, _) => items.iter().map(|i| expr_snippet(i, record)).collect(),
-            other => Ok(vec![expr_snippet(other, record)?]),
-        }
-    };
-
     for item in &items {
         match item.first_key() {
-            Some("BEGIN") => {
-                if file.begin.is_some() {
-                    return Err(err(
-                        Some(item.line()),
-                        Some("BEGIN".into()),
-                        "more than one BEGIN record".into(),
-                    ));
-                }
-                let body = item.get("BEGIN").expect("first key exists");
-                let code = body.get("CODE").ok_or_else(|| {
-                    err(
-                        Some(body.line()),
-                        Some("BEGIN".into()),
-                        "BEGIN needs CODE".into(),
-                    )
-                })?;
-                let text = scalar(code, "CODE", "BEGIN CODE")?;
-                file.begin = Some(if is_sd_aggregation(&text) {
-                    Begin::AggregateEvalMetrics { line: code.line() }
-                } else {
-                    Begin::Code(exec_snippet(code, "BEGIN CODE")?)
-                });
-            }
+            Some("BEGIN") => c.begin(item, &mut file)?,
             Some("KEY") => {
-                let body = item.get("KEY").expect("first key exists");
-                let name = body
-                    .get("NAME")
-                    .and_then(Node::as_str)
-                    .ok_or_else(|| {
-                        err(
-                            Some(body.line()),
-                            Some("KEY".into()),
-                            "KEY record without NAME".into(),
-                        )
-                    })?
-                    .to_string();
-                let rec = |field: &str| format!("KEY {name}, {field}");
-                let req = match body.get("REQ").and_then(Node::as_str) {
-                    None => Req::None,
-                    Some(r) => parse_req(r),
-                };
-                let rule = KeyRule {
-                    req,
-                    pre: body
-                        .get("PRE")
-                        .map(|n| exec_snippet(n, &rec("PRE")))
-                        .transpose()?,
-                    check: match body.get("CHECK") {
-                        Some(n) => expr_list(n, &rec("CHECK"))?,
-                        None => Vec::new(),
-                    },
-                    post: body
-                        .get("POST")
-                        .map(|n| exec_snippet(n, &rec("POST")))
-                        .transpose()?,
-                    first_check: body
-                        .get("FIRST_CHECK")
-                        .map(|n| expr_snippet(n, &rec("FIRST_CHECK")))
-                        .transpose()?,
-                    atleast_one_check: body
-                        .get("ATLEAST_ONE_CHECK")
-                        .map(|n| expr_snippet(n, &rec("ATLEAST_ONE_CHECK")))
-                        .transpose()?,
-                    line: item.line(),
-                    name: name.clone(),
-                };
-                file.keys.insert(name, rule);
+                let rule = c.key(item)?;
+                file.keys.insert(rule.name.clone(), rule);
             }
-            Some("END") => {
-                if file.end.is_some() {
-                    return Err(err(
-                        Some(item.line()),
-                        Some("END".into()),
-                        "more than one END record".into(),
-                    ));
-                }
-                let body = item.get("END").expect("first key exists");
-                file.end = Some(EndRule {
-                    pre: body
-                        .get("PRE")
-                        .map(|n| exec_snippet(n, "END PRE"))
-                        .transpose()?,
-                    check: match body.get("CHECK") {
-                        Some(n) => expr_list(n, "END CHECK")?,
-                        None => Vec::new(),
-                    },
-                });
-            }
+            Some("END") => c.end(item, &mut file)?,
             // Other records are ignored by the official checker too.
             _ => {}
         }
     }
     Ok(file)
+}
+
+/// Compiles the records of one rule file (`rel` names it in errors).
+struct Compiler<'a> {
+    rel: &'a str,
+}
+
+impl Compiler<'_> {
+    fn err(&self, line: Option<usize>, record: Option<String>, message: String) -> RuleError {
+        RuleError {
+            file: self.rel.to_string(),
+            line,
+            record,
+            message,
+        }
+    }
+
+    fn scalar(&self, n: &Node, what: &str, record: &str) -> Result<String, RuleError> {
+        n.as_str().map(str::to_string).ok_or_else(|| {
+            self.err(
+                Some(n.line()),
+                Some(record.into()),
+                format!("{what} must be a string"),
+            )
+        })
+    }
+
+    /// Statements (`CODE`, `PRE`, `POST`).
+    fn exec_snippet(&self, n: &Node, record: &str) -> Result<Snippet<Vec<Stmt>>, RuleError> {
+        let text = self.scalar(n, "code", record)?;
+        let code = py::compile_exec(&text)
+            .map_err(|e| self.err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
+        Ok(Snippet {
+            text,
+            code,
+            line: n.line(),
+        })
+    }
+
+    /// One expression (`CHECK` items, `FIRST_CHECK`, `ATLEAST_ONE_CHECK`).
+    fn expr_snippet(&self, n: &Node, record: &str) -> Result<Snippet<Expr>, RuleError> {
+        let text = self.scalar(n, "expression", record)?;
+        let code = py::compile_expr(&text)
+            .map_err(|e| self.err(Some(n.line()), Some(record.into()), e.describe(text.trim())))?;
+        Ok(Snippet {
+            text,
+            code,
+            line: n.line(),
+        })
+    }
+
+    /// `CHECK`: one expression or a list of them.
+    fn expr_list(&self, n: Option<&Node>, record: &str) -> Result<Vec<Snippet<Expr>>, RuleError> {
+        match n {
+            None => Ok(Vec::new()),
+            Some(Node::Seq(items, _)) => {
+                items.iter().map(|i| self.expr_snippet(i, record)).collect()
+            }
+            Some(other) => Ok(vec![self.expr_snippet(other, record)?]),
+        }
+    }
+
+    fn begin(&self, item: &Node, file: &mut RuleFile) -> Result<(), RuleError> {
+        if file.begin.is_some() {
+            return Err(self.err(
+                Some(item.line()),
+                Some("BEGIN".into()),
+                "more than one BEGIN record".into(),
+            ));
+        }
+        let body = item.get("BEGIN").expect("first key exists");
+        let code = body.get("CODE").ok_or_else(|| {
+            self.err(
+                Some(body.line()),
+                Some("BEGIN".into()),
+                "BEGIN needs CODE".into(),
+            )
+        })?;
+        let text = self.scalar(code, "CODE", "BEGIN CODE")?;
+        file.begin = Some(if is_sd_aggregation(&text) {
+            Begin::AggregateEvalMetrics { line: code.line() }
+        } else {
+            Begin::Code(self.exec_snippet(code, "BEGIN CODE")?)
+        });
+        Ok(())
+    }
+
+    fn key(&self, item: &Node) -> Result<KeyRule, RuleError> {
+        let body = item.get("KEY").expect("first key exists");
+        let name = body
+            .get("NAME")
+            .and_then(Node::as_str)
+            .ok_or_else(|| {
+                self.err(
+                    Some(body.line()),
+                    Some("KEY".into()),
+                    "KEY record without NAME".into(),
+                )
+            })?
+            .to_string();
+        let rec = |field: &str| format!("KEY {name}, {field}");
+        let req = match body.get("REQ").and_then(Node::as_str) {
+            None => Req::None,
+            Some(r) => parse_req(r),
+        };
+        Ok(KeyRule {
+            req,
+            pre: body
+                .get("PRE")
+                .map(|n| self.exec_snippet(n, &rec("PRE")))
+                .transpose()?,
+            check: self.expr_list(body.get("CHECK"), &rec("CHECK"))?,
+            post: body
+                .get("POST")
+                .map(|n| self.exec_snippet(n, &rec("POST")))
+                .transpose()?,
+            first_check: body
+                .get("FIRST_CHECK")
+                .map(|n| self.expr_snippet(n, &rec("FIRST_CHECK")))
+                .transpose()?,
+            atleast_one_check: body
+                .get("ATLEAST_ONE_CHECK")
+                .map(|n| self.expr_snippet(n, &rec("ATLEAST_ONE_CHECK")))
+                .transpose()?,
+            line: item.line(),
+            name,
+        })
+    }
+
+    fn end(&self, item: &Node, file: &mut RuleFile) -> Result<(), RuleError> {
+        if file.end.is_some() {
+            return Err(self.err(
+                Some(item.line()),
+                Some("END".into()),
+                "more than one END record".into(),
+            ));
+        }
+        let body = item.get("END").expect("first key exists");
+        file.end = Some(EndRule {
+            pre: body
+                .get("PRE")
+                .map(|n| self.exec_snippet(n, "END PRE"))
+                .transpose()?,
+            check: self.expr_list(body.get("CHECK"), "END CHECK")?,
+        });
+        Ok(())
+    }
 }
 
 fn parse_req(r: &str) -> Req {

@@ -754,104 +754,153 @@ pub fn verify_dir(dir: &Path, allowed_signers: Option<&Path>) -> Result<VerifyRe
     if !meta.is_dir() {
         return Err(ManifestError::NotADirectory(dir.to_path_buf()).into());
     }
-
     let mut problems = Vec::new();
-    let mut key_fingerprint = None;
-    let mut principals = Vec::new();
+    let manifest_bytes = read_signed_file(dir, MANIFEST_FILE, &mut problems);
+    let sig_bytes = read_signed_file(dir, SIGNATURE_FILE, &mut problems);
+    let signer = match (&manifest_bytes, &sig_bytes) {
+        (Some(m), Some(s)) => check_signature(m, s, signers.as_ref(), &mut problems),
+        _ => Signer::default(),
+    };
+    // The manifest as recorded, if it parses. Even when the signature is
+    // bad, comparing against it helps locate what was touched.
+    let signed = manifest_bytes
+        .as_ref()
+        .and_then(|b| parse_signed_manifest(b, &mut problems));
+    let scan = Manifest::scan(dir)?;
+    let trouble = scan_problems(&scan, &mut problems);
+    let (mut files, mut bytes) = (0, 0);
+    if let Some(signed) = &signed {
+        files = signed.len();
+        bytes = signed.total_bytes();
+        compare_files(signed, &scan.manifest, &trouble, &mut problems);
+    }
+    Ok(VerifyReport {
+        dir: dir.display().to_string(),
+        ok: problems.is_empty(),
+        files,
+        bytes,
+        key_fingerprint: signer.key_fingerprint,
+        signers_checked: signers.is_some(),
+        principals: signer.principals,
+        problems,
+    })
+}
 
-    let read = |name: &str, missing: ProblemKind, problems: &mut Vec<Problem>| match fs::read(
-        dir.join(name),
-    ) {
+/// `MANIFEST` or `MANIFEST.sig`; its absence or unreadability is a problem.
+fn read_signed_file(dir: &Path, name: &str, problems: &mut Vec<Problem>) -> Option<Vec<u8>> {
+    match fs::read(dir.join(name)) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let hint = if missing == ProblemKind::MissingManifest {
-                "the directory is not signed; run `referee sign`"
+            let (kind, hint) = if name == MANIFEST_FILE {
+                (
+                    ProblemKind::MissingManifest,
+                    "the directory is not signed; run `referee sign`",
+                )
             } else {
-                "no signature next to MANIFEST"
+                (
+                    ProblemKind::MissingSignature,
+                    "no signature next to MANIFEST",
+                )
             };
-            problems.push(Problem::new(missing, name, hint));
+            problems.push(Problem::new(kind, name, hint));
             None
         }
         Err(e) => {
             problems.push(Problem::new(ProblemKind::Unreadable, name, e.to_string()));
             None
         }
-    };
-    let manifest_bytes = read(MANIFEST_FILE, ProblemKind::MissingManifest, &mut problems);
-    let sig_bytes = read(SIGNATURE_FILE, ProblemKind::MissingSignature, &mut problems);
+    }
+}
 
-    if let (Some(m), Some(s)) = (&manifest_bytes, &sig_bytes) {
-        match verify_bytes(m, s) {
-            Ok(key) => {
-                key_fingerprint = Some(fingerprint(&key));
-                if let Some(signers) = &signers {
-                    match signers.lookup(&key, NAMESPACE) {
-                        Lookup::Trusted(p) => principals = p,
-                        Lookup::NotListed(notes) => {
-                            let mut detail = format!(
-                                "{} is not listed in {} for namespace {NAMESPACE}",
-                                fingerprint(&key),
-                                signers.source
-                            );
-                            for n in notes {
-                                detail.push_str("; ");
-                                detail.push_str(&n);
-                            }
-                            problems.push(Problem::new(
-                                ProblemKind::UnknownKey,
-                                SIGNATURE_FILE,
-                                detail,
-                            ));
+/// Who signed, as far as the signature tells.
+#[derive(Default)]
+struct Signer {
+    key_fingerprint: Option<String>,
+    principals: Vec<String>,
+}
+
+/// The signature over the manifest's bytes, and the key against the
+/// allowed signers when given.
+fn check_signature(
+    manifest: &[u8],
+    sig: &[u8],
+    signers: Option<&AllowedSigners>,
+    problems: &mut Vec<Problem>,
+) -> Signer {
+    let mut signer = Signer::default();
+    match verify_bytes(manifest, sig) {
+        Ok(key) => {
+            signer.key_fingerprint = Some(fingerprint(&key));
+            if let Some(signers) = signers {
+                match signers.lookup(&key, NAMESPACE) {
+                    Lookup::Trusted(p) => signer.principals = p,
+                    Lookup::NotListed(notes) => {
+                        let mut detail = format!(
+                            "{} is not listed in {} for namespace {NAMESPACE}",
+                            fingerprint(&key),
+                            signers.source
+                        );
+                        for n in notes {
+                            detail.push_str("; ");
+                            detail.push_str(&n);
                         }
+                        problems.push(Problem::new(
+                            ProblemKind::UnknownKey,
+                            SIGNATURE_FILE,
+                            detail,
+                        ));
                     }
                 }
             }
-            Err(SigCheckError::Malformed(e)) => problems.push(Problem::new(
+        }
+        Err(SigCheckError::Malformed(e)) => problems.push(Problem::new(
+            ProblemKind::BadSignature,
+            SIGNATURE_FILE,
+            format!("not a valid SSHSIG signature: {e}"),
+        )),
+        Err(SigCheckError::WrongNamespace { found, fingerprint }) => {
+            signer.key_fingerprint = Some(fingerprint);
+            problems.push(Problem::new(
                 ProblemKind::BadSignature,
                 SIGNATURE_FILE,
-                format!("not a valid SSHSIG signature: {e}"),
-            )),
-            Err(SigCheckError::WrongNamespace { found, fingerprint }) => {
-                key_fingerprint = Some(fingerprint);
-                problems.push(Problem::new(
-                    ProblemKind::BadSignature,
-                    SIGNATURE_FILE,
-                    format!("signature namespace is {found:?}, expected {NAMESPACE:?}"),
-                ))
-            }
-            Err(SigCheckError::Mismatch {
-                fingerprint,
-                reason,
-            }) => {
-                key_fingerprint = Some(fingerprint);
-                problems.push(Problem::new(
-                    ProblemKind::BadSignature,
-                    MANIFEST_FILE,
-                    format!(
-                        "MANIFEST.sig does not match the bytes of MANIFEST; one of them was altered ({reason})"
-                    ),
-                ))
-            }
+                format!("signature namespace is {found:?}, expected {NAMESPACE:?}"),
+            ))
+        }
+        Err(SigCheckError::Mismatch {
+            fingerprint,
+            reason,
+        }) => {
+            signer.key_fingerprint = Some(fingerprint);
+            problems.push(Problem::new(
+                ProblemKind::BadSignature,
+                MANIFEST_FILE,
+                format!(
+                    "MANIFEST.sig does not match the bytes of MANIFEST; one of them was altered ({reason})"
+                ),
+            ))
         }
     }
+    signer
+}
 
-    // The manifest as recorded, if it parses. Even when the signature is
-    // bad, comparing against it helps locate what was touched.
-    let signed = manifest_bytes.as_ref().and_then(|b| {
-        let parsed = std::str::from_utf8(b)
-            .map_err(|e| format!("not UTF-8: {e}"))
-            .and_then(|t| Manifest::parse(t).map_err(|e| e.to_string()));
-        match parsed {
-            Ok(m) => Some(m),
-            Err(e) => {
-                problems.push(Problem::new(ProblemKind::BadManifest, MANIFEST_FILE, e));
-                None
-            }
+fn parse_signed_manifest(bytes: &[u8], problems: &mut Vec<Problem>) -> Option<Manifest> {
+    let parsed = std::str::from_utf8(bytes)
+        .map_err(|e| format!("not UTF-8: {e}"))
+        .and_then(|t| Manifest::parse(t).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(m) => Some(m),
+        Err(e) => {
+            problems.push(Problem::new(ProblemKind::BadManifest, MANIFEST_FILE, e));
+            None
         }
-    });
+    }
+}
 
-    let scan = Manifest::scan(dir)?;
-    let mut trouble: Vec<&str> = Vec::new();
+/// The paths the scan could not hash (symlinks, special files, bad names,
+/// unreadable), each a problem; returned so that they are not reported
+/// again as removed.
+fn scan_problems(scan: &crate::manifest::Scan, problems: &mut Vec<Problem>) -> Vec<String> {
+    let mut trouble = Vec::new();
     for (path, e) in &scan.errors {
         let kind = match e {
             ManifestError::Symlink { .. } => ProblemKind::Symlink,
@@ -865,68 +914,60 @@ pub fn verify_dir(dir: &Path, allowed_signers: Option<&Path>) -> Result<VerifyRe
             _ => String::new(),
         };
         problems.push(Problem::new(kind, path.clone(), detail));
-        trouble.push(path);
+        trouble.push(path.clone());
     }
+    trouble
+}
 
-    let (mut files, mut bytes) = (0, 0);
-    if let Some(signed) = &signed {
-        files = signed.len();
-        bytes = signed.total_bytes();
-        let covered = |p: &str| {
-            trouble
-                .iter()
-                .any(|t| p == *t || (p.starts_with(t) && p.as_bytes().get(t.len()) == Some(&b'/')))
-        };
-        for c in signed.diff(&scan.manifest) {
-            let digest = |e: &crate::manifest::Entry| FileDigest {
-                size: e.size,
-                sha256: e.sha256_hex(),
-            };
-            match c {
-                Change::Added(p) => problems.push(Problem::new(
-                    ProblemKind::Added,
-                    p,
-                    "not in the signed manifest",
-                )),
-                // Already reported as unreadable / a symlink / ...
-                Change::Removed(p) if covered(&p) => {}
-                Change::Removed(p) => {
-                    let mut pr = Problem::new(ProblemKind::Removed, p.as_str(), "");
-                    pr.was = signed.get(&p).map(digest);
-                    problems.push(pr);
-                }
-                Change::Modified {
-                    path,
-                    old_size,
-                    new_size,
-                    old_sha256,
-                    new_sha256,
-                } => {
-                    let mut pr = Problem::new(ProblemKind::Modified, path, "");
-                    pr.was = Some(FileDigest {
-                        size: old_size,
-                        sha256: hex::encode(old_sha256),
-                    });
-                    pr.now = Some(FileDigest {
-                        size: new_size,
-                        sha256: hex::encode(new_sha256),
-                    });
-                    problems.push(pr);
-                }
+/// Every file added, removed or changed since signing.
+fn compare_files(
+    signed: &Manifest,
+    now: &Manifest,
+    trouble: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    let covered = |p: &str| {
+        trouble.iter().any(|t| {
+            p == t || (p.starts_with(t.as_str()) && p.as_bytes().get(t.len()) == Some(&b'/'))
+        })
+    };
+    for c in signed.diff(now) {
+        match c {
+            Change::Added(p) => problems.push(Problem::new(
+                ProblemKind::Added,
+                p,
+                "not in the signed manifest",
+            )),
+            // Already reported as unreadable / a symlink / ...
+            Change::Removed(p) if covered(&p) => {}
+            Change::Removed(p) => {
+                let mut pr = Problem::new(ProblemKind::Removed, p.as_str(), "");
+                pr.was = signed.get(&p).map(|e| FileDigest {
+                    size: e.size,
+                    sha256: e.sha256_hex(),
+                });
+                problems.push(pr);
+            }
+            Change::Modified {
+                path,
+                old_size,
+                new_size,
+                old_sha256,
+                new_sha256,
+            } => {
+                let mut pr = Problem::new(ProblemKind::Modified, path, "");
+                pr.was = Some(FileDigest {
+                    size: old_size,
+                    sha256: hex::encode(old_sha256),
+                });
+                pr.now = Some(FileDigest {
+                    size: new_size,
+                    sha256: hex::encode(new_sha256),
+                });
+                problems.push(pr);
             }
         }
     }
-
-    Ok(VerifyReport {
-        dir: dir.display().to_string(),
-        ok: problems.is_empty(),
-        files,
-        bytes,
-        key_fingerprint,
-        signers_checked: signers.is_some(),
-        principals,
-        problems,
-    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! whole batch at or after k × E samples), and at least one evaluation that
 //! meets the quality target.
 
-use crate::bench::{Benchmark, Check, Direction, LoggedParam, RULESET};
+use crate::bench::{Benchmark, BenchmarkSpec, Check, Direction, LoggedParam, MetricSpec, RULESET};
 use serde_json::Value;
 
 /// A JSON value as a Python literal.
@@ -100,10 +100,17 @@ pub fn rule_path(benchmark: &str) -> String {
 /// Generate the rule file of a benchmark (for its default configuration's
 /// logged keys; values are checked as the declaration says).
 pub fn rule_file(b: &dyn Benchmark) -> String {
-    let spec = b.spec();
-    let cfg = b.default_config();
-    let m = &spec.metric;
     let mut out = String::new();
+    begin_block(&mut out, b.spec());
+    run_keys(&mut out, b.spec());
+    hyperparameter_keys(&mut out, b);
+    block_and_eval_keys(&mut out);
+    metric_key(&mut out, &b.spec().metric);
+    out
+}
+
+/// The header and the BEGIN block (the state every rule reads).
+fn begin_block(out: &mut String, spec: &BenchmarkSpec) {
     out.push_str(&format!(
         "# referee rule file for `{}` (ruleset {RULESET}): {}.\n\
          # Generated from workloads/src/bench.rs by `referee rules export`; do not edit by hand.\n\
@@ -128,25 +135,23 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         "            'eval_every': {},\n        }})\n",
         spec.eval_every_samples
     ));
+}
 
+/// `submission_*`, `cache_clear`, the run's lifecycle, the seed and the
+/// dataset sizes.
+fn run_keys(out: &mut String, spec: &BenchmarkSpec) {
+    let non_empty = ["v['value'] != ''".to_string()];
+    key(out, "submission_org", "EXACTLY_ONE", &non_empty, None, None);
     key(
-        &mut out,
-        "submission_org",
-        "EXACTLY_ONE",
-        &["v['value'] != ''".into()],
-        None,
-        None,
-    );
-    key(
-        &mut out,
+        out,
         "submission_platform",
         "EXACTLY_ONE",
-        &["v['value'] != ''".into()],
+        &non_empty,
         None,
         None,
     );
     key(
-        &mut out,
+        out,
         "submission_division",
         "EXACTLY_ONE",
         &["v['value'] in ['closed', 'open']".into()],
@@ -156,7 +161,7 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         None,
     );
     key(
-        &mut out,
+        out,
         "submission_benchmark",
         "EXACTLY_ONE",
         &[format!("v['value'] == '{}'", spec.name)],
@@ -164,15 +169,48 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         None,
     );
     key(
-        &mut out,
+        out,
         "cache_clear",
         "AT_LEAST_ONE",
         &["'value' in v".into()],
         None,
         None,
     );
+    init_and_run_keys(out);
     key(
-        &mut out,
+        out,
+        "seed",
+        "EXACTLY_ONE",
+        &["is_integer(v['value'])".into()],
+        None,
+        None,
+    );
+    key(
+        out,
+        "train_samples",
+        "EXACTLY_ONE",
+        &[closed_only(&format!(
+            "v['value'] == {}",
+            spec.train_samples
+        ))],
+        None,
+        None,
+    );
+    key(
+        out,
+        "eval_samples",
+        "EXACTLY_ONE",
+        &[closed_only(&format!("v['value'] == {}", spec.eval_samples))],
+        None,
+        None,
+    );
+}
+
+/// `init_start`, `init_stop` (within the init budget), `run_start`,
+/// `run_stop`.
+fn init_and_run_keys(out: &mut String) {
+    key(
+        out,
         "init_start",
         "AT_LEAST_ONE",
         &[
@@ -185,7 +223,7 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         None,
     );
     key(
-        &mut out,
+        out,
         "init_stop",
         "EXACTLY_ONE",
         &[
@@ -197,7 +235,7 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         None,
     );
     key(
-        &mut out,
+        out,
         "run_start",
         "EXACTLY_ONE",
         &["s['init_stopped'] == True".into()],
@@ -205,7 +243,7 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         None,
     );
     key(
-        &mut out,
+        out,
         "run_stop",
         "EXACTLY_ONE",
         &[
@@ -217,37 +255,18 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         Some("s['run_stopped'] = True"),
         None,
     );
-    key(
-        &mut out,
-        "seed",
-        "EXACTLY_ONE",
-        &["is_integer(v['value'])".into()],
-        None,
-        None,
-    );
-    key(
-        &mut out,
-        "train_samples",
-        "EXACTLY_ONE",
-        &[closed_only(&format!(
-            "v['value'] == {}",
-            spec.train_samples
-        ))],
-        None,
-        None,
-    );
-    key(
-        &mut out,
-        "eval_samples",
-        "EXACTLY_ONE",
-        &[closed_only(&format!("v['value'] == {}", spec.eval_samples))],
-        None,
-        None,
-    );
-    for p in b.logged_params(&cfg) {
+}
+
+/// Every logged hyperparameter, checked as the declaration says.
+fn hyperparameter_keys(out: &mut String, b: &dyn Benchmark) {
+    for p in b.logged_params(&b.default_config()) {
         let post = (p.key == "global_batch_size").then_some("s['global_batch_size'] = v['value']");
-        key(&mut out, p.key, "EXACTLY_ONE", &param_check(&p), post, None);
+        key(out, p.key, "EXACTLY_ONE", &param_check(&p), post, None);
     }
+}
+
+/// Blocks and evaluations carry `samples_count`.
+fn block_and_eval_keys(out: &mut String) {
     for k in ["block_start", "block_stop", "eval_start", "eval_stop"] {
         let mut checks = vec![
             "'samples_count' in v['metadata']".to_string(),
@@ -256,8 +275,12 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         if k == "block_start" {
             checks.insert(0, "s['run_started']".into());
         }
-        key(&mut out, k, "AT_LEAST_ONE", &checks, None, None);
+        key(out, k, "AT_LEAST_ONE", &checks, None, None);
     }
+}
+
+/// The quality metric: evaluated on the cadence, the target reached once.
+fn metric_key(out: &mut String, m: &MetricSpec) {
     let target = match m.direction {
         Direction::HigherIsBetter => format!(
             "v['value'] >= {:?} and v['value'] <= {:?}",
@@ -269,7 +292,7 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         ),
     };
     key(
-        &mut out,
+        out,
         m.key,
         "AT_LEAST_ONE",
         &[
@@ -279,7 +302,6 @@ pub fn rule_file(b: &dyn Benchmark) -> String {
         Some("s['evals'] += 1"),
         Some(&target),
     );
-    out
 }
 
 #[cfg(test)]

@@ -846,83 +846,15 @@ fn repeat(items: &[Value], n: i64) -> Result<Vec<Value>, PyError> {
 /// Python binary operators.
 pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
     use BinOp::*;
-    // Sequences first.
-    match (op, a, b) {
-        (Add, Value::Str(x), Value::Str(y)) => {
-            if x.len() + y.len() > MAX_SEQUENCE {
-                return err("ResourceLimit", "string too large");
-            }
-            return Ok(Value::Str(format!("{x}{y}")));
-        }
-        (Add, Value::List(x), Value::List(y)) => {
-            if x.len() + y.len() > MAX_SEQUENCE {
-                return err("ResourceLimit", "list too large");
-            }
-            return Ok(Value::List(x.iter().chain(y).cloned().collect()));
-        }
-        (Mul, Value::Str(s), n) | (Mul, n, Value::Str(s))
-            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
-        {
-            let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0).max(0) as usize;
-            if s.len().saturating_mul(k) > MAX_SEQUENCE {
-                return err("ResourceLimit", "string too large");
-            }
-            return Ok(Value::Str(s.repeat(k)));
-        }
-        (Mul, Value::List(l), n) | (Mul, n, Value::List(l))
-            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
-        {
-            let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0);
-            return Ok(Value::List(repeat(l, k)?));
-        }
-        (Mod, Value::Str(_), _) => {
-            return type_err("'%' string formatting is outside the supported Python subset");
-        }
-        _ => {}
+    if let Some(v) = sequence_binary(op, a, b)? {
+        return Ok(v);
     }
     let (Some(x), Some(y)) = (a.as_num(), b.as_num()) else {
         return unsupported(op, a, b);
     };
     match op {
-        BitOr | BitAnd | BitXor => {
-            if let (Value::Bool(p), Value::Bool(q)) = (a, b) {
-                return Ok(Value::Bool(match op {
-                    BitOr => p | q,
-                    BitAnd => p & q,
-                    _ => p ^ q,
-                }));
-            }
-            match (x, y) {
-                (Num::I(p), Num::I(q)) => Ok(Value::Int(match op {
-                    BitOr => p | q,
-                    BitAnd => p & q,
-                    _ => p ^ q,
-                })),
-                _ => unsupported(op, a, b),
-            }
-        }
-        LShift | RShift => match (x, y) {
-            (Num::I(p), Num::I(q)) => {
-                if q < 0 {
-                    return err("ValueError", "negative shift count");
-                }
-                if op == RShift {
-                    Ok(Value::Int(if q >= 64 {
-                        if p < 0 { -1 } else { 0 }
-                    } else {
-                        p >> q
-                    }))
-                } else if q >= 64 {
-                    Ok(Value::Float((p as f64) * 2f64.powi(q as i32)))
-                } else {
-                    Ok(int_or_float(
-                        p.checked_mul(1i64 << q.min(62)).filter(|_| q < 63),
-                        (p as f64) * 2f64.powi(q as i32),
-                    ))
-                }
-            }
-            _ => unsupported(op, a, b),
-        },
+        BitOr | BitAnd | BitXor => bitwise(op, a, b, x, y),
+        LShift | RShift => shift(op, a, b, x, y),
         Add => Ok(match (x, y) {
             (Num::I(p), Num::I(q)) => int_or_float(p.checked_add(q), p as f64 + q as f64),
             _ => Value::Float(x.as_f64() + y.as_f64()),
@@ -946,66 +878,156 @@ pub fn binary(op: BinOp, a: &Value, b: &Value) -> Result<Value, PyError> {
                 _ => x.as_f64() / y.as_f64(),
             }))
         }
-        FloorDiv => {
-            if y.as_f64() == 0.0 {
-                return err("ZeroDivisionError", "integer division or modulo by zero");
+        FloorDiv => floor_divide(x, y),
+        Mod => modulo(x, y),
+        Pow => power(x, y),
+    }
+}
+
+/// `+` and `*` of strings and lists (and `%` on a string, outside the
+/// subset); `None` when the operands are not sequences.
+fn sequence_binary(op: BinOp, a: &Value, b: &Value) -> Result<Option<Value>, PyError> {
+    use BinOp::*;
+    Ok(Some(match (op, a, b) {
+        (Add, Value::Str(x), Value::Str(y)) => {
+            if x.len() + y.len() > MAX_SEQUENCE {
+                return err("ResourceLimit", "string too large");
             }
-            Ok(match (x, y) {
-                (Num::I(p), Num::I(q)) => match p.checked_div_euclid(q) {
-                    Some(_) => Value::Int(floor_div(p, q)),
-                    None => Value::Float((p as f64 / q as f64).floor()),
-                },
-                _ => Value::Float((x.as_f64() / y.as_f64()).floor()),
-            })
+            Value::Str(format!("{x}{y}"))
         }
-        Mod => {
-            if y.as_f64() == 0.0 {
-                return err("ZeroDivisionError", "integer division or modulo by zero");
+        (Add, Value::List(x), Value::List(y)) => {
+            if x.len() + y.len() > MAX_SEQUENCE {
+                return err("ResourceLimit", "list too large");
             }
-            Ok(match (x, y) {
-                (Num::I(p), Num::I(q)) => Value::Int(
-                    p.checked_rem(q)
-                        .map(|r| {
-                            if r != 0 && (r < 0) != (q < 0) {
-                                r + q
-                            } else {
-                                r
-                            }
-                        })
-                        .unwrap_or(0),
-                ),
-                _ => {
-                    let (p, q) = (x.as_f64(), y.as_f64());
-                    let mut r = p % q;
-                    if r != 0.0 && (r < 0.0) != (q < 0.0) {
-                        r += q;
-                    }
-                    Value::Float(r)
-                }
-            })
+            Value::List(x.iter().chain(y).cloned().collect())
         }
-        Pow => match (x, y) {
-            (Num::I(p), Num::I(q)) if q >= 0 => {
-                let exact = u32::try_from(q).ok().and_then(|q| p.checked_pow(q));
-                Ok(int_or_float(exact, (p as f64).powf(q as f64)))
+        (Mul, Value::Str(s), n) | (Mul, n, Value::Str(s))
+            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
+        {
+            let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0).max(0) as usize;
+            if s.len().saturating_mul(k) > MAX_SEQUENCE {
+                return err("ResourceLimit", "string too large");
             }
-            _ => {
-                let (p, q) = (x.as_f64(), y.as_f64());
-                if p == 0.0 && q < 0.0 {
-                    return err(
-                        "ZeroDivisionError",
-                        "0.0 cannot be raised to a negative power",
-                    );
-                }
-                if p < 0.0 && q.fract() != 0.0 {
-                    return err(
-                        "ValueError",
-                        "complex results are outside the supported Python subset",
-                    );
-                }
-                Ok(Value::Float(p.powf(q)))
-            }
+            Value::Str(s.repeat(k))
+        }
+        (Mul, Value::List(l), n) | (Mul, n, Value::List(l))
+            if matches!(n, Value::Int(_) | Value::Bool(_)) =>
+        {
+            let k = n.as_num().map(|x| x.as_f64() as i64).unwrap_or(0);
+            Value::List(repeat(l, k)?)
+        }
+        (Mod, Value::Str(_), _) => {
+            return type_err("'%' string formatting is outside the supported Python subset");
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// `|`, `&`, `^`: of booleans a boolean, of integers an integer.
+fn bitwise(op: BinOp, a: &Value, b: &Value, x: Num, y: Num) -> Result<Value, PyError> {
+    let apply = |p: i64, q: i64| match op {
+        BinOp::BitOr => p | q,
+        BinOp::BitAnd => p & q,
+        _ => p ^ q,
+    };
+    if let (Value::Bool(p), Value::Bool(q)) = (a, b) {
+        return Ok(Value::Bool(apply(i64::from(*p), i64::from(*q)) != 0));
+    }
+    match (x, y) {
+        (Num::I(p), Num::I(q)) => Ok(Value::Int(apply(p, q))),
+        _ => unsupported(op, a, b),
+    }
+}
+
+/// `<<` and `>>` of integers (a left shift past i64 becomes a float).
+fn shift(op: BinOp, a: &Value, b: &Value, x: Num, y: Num) -> Result<Value, PyError> {
+    let (Num::I(p), Num::I(q)) = (x, y) else {
+        return unsupported(op, a, b);
+    };
+    if q < 0 {
+        return err("ValueError", "negative shift count");
+    }
+    if op == BinOp::RShift {
+        Ok(Value::Int(if q >= 64 {
+            if p < 0 { -1 } else { 0 }
+        } else {
+            p >> q
+        }))
+    } else if q >= 64 {
+        Ok(Value::Float((p as f64) * 2f64.powi(q as i32)))
+    } else {
+        Ok(int_or_float(
+            p.checked_mul(1i64 << q.min(62)).filter(|_| q < 63),
+            (p as f64) * 2f64.powi(q as i32),
+        ))
+    }
+}
+
+/// `//`: floor division, Python's sign rule.
+fn floor_divide(x: Num, y: Num) -> Result<Value, PyError> {
+    if y.as_f64() == 0.0 {
+        return err("ZeroDivisionError", "integer division or modulo by zero");
+    }
+    Ok(match (x, y) {
+        (Num::I(p), Num::I(q)) => match p.checked_div_euclid(q) {
+            Some(_) => Value::Int(floor_div(p, q)),
+            None => Value::Float((p as f64 / q as f64).floor()),
         },
+        _ => Value::Float((x.as_f64() / y.as_f64()).floor()),
+    })
+}
+
+/// `%`: the result takes the divisor's sign, as in Python.
+fn modulo(x: Num, y: Num) -> Result<Value, PyError> {
+    if y.as_f64() == 0.0 {
+        return err("ZeroDivisionError", "integer division or modulo by zero");
+    }
+    Ok(match (x, y) {
+        (Num::I(p), Num::I(q)) => Value::Int(
+            p.checked_rem(q)
+                .map(|r| {
+                    if r != 0 && (r < 0) != (q < 0) {
+                        r + q
+                    } else {
+                        r
+                    }
+                })
+                .unwrap_or(0),
+        ),
+        _ => {
+            let (p, q) = (x.as_f64(), y.as_f64());
+            let mut r = p % q;
+            if r != 0.0 && (r < 0.0) != (q < 0.0) {
+                r += q;
+            }
+            Value::Float(r)
+        }
+    })
+}
+
+/// `**`: exact for integers with a non-negative exponent where it fits.
+fn power(x: Num, y: Num) -> Result<Value, PyError> {
+    match (x, y) {
+        (Num::I(p), Num::I(q)) if q >= 0 => {
+            let exact = u32::try_from(q).ok().and_then(|q| p.checked_pow(q));
+            Ok(int_or_float(exact, (p as f64).powf(q as f64)))
+        }
+        _ => {
+            let (p, q) = (x.as_f64(), y.as_f64());
+            if p == 0.0 && q < 0.0 {
+                return err(
+                    "ZeroDivisionError",
+                    "0.0 cannot be raised to a negative power",
+                );
+            }
+            if p < 0.0 && q.fract() != 0.0 {
+                return err(
+                    "ValueError",
+                    "complex results are outside the supported Python subset",
+                );
+            }
+            Ok(Value::Float(p.powf(q)))
+        }
     }
 }
 

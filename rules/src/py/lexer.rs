@@ -33,198 +33,216 @@ const OPS: &[&str] = &[
 ];
 
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
-    let b = src.as_bytes();
-    let mut out: Vec<Token> = Vec::new();
-    let mut indents: Vec<usize> = vec![0];
-    let mut depth = 0usize; // bracket nesting
-    let mut i = 0usize;
-    let mut at_line_start = true;
-
-    while i < b.len() {
-        if at_line_start && depth == 0 {
-            // Measure indentation of this physical line.
-            let start = i;
-            let mut col = 0usize;
-            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
-                col += if b[i] == b'\t' { 8 - col % 8 } else { 1 };
-                i += 1;
-            }
-            // Blank or comment-only lines do not affect indentation.
-            if i >= b.len() || b[i] == b'\n' || b[i] == b'\r' || b[i] == b'#' {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-                i += 1;
-                continue;
-            }
-            at_line_start = false;
-            let cur = *indents.last().expect("indent stack never empty");
-            if col > cur {
-                indents.push(col);
-                out.push(Token {
-                    tok: Tok::Indent,
-                    pos: start,
-                });
-            } else {
-                while col < *indents.last().expect("indent stack never empty") {
-                    indents.pop();
-                    out.push(Token {
-                        tok: Tok::Dedent,
-                        pos: start,
-                    });
-                }
-                if col != *indents.last().expect("indent stack never empty") {
-                    return Err(SyntaxError::new(
-                        "unindent does not match any outer indentation level",
-                        start,
-                    ));
-                }
-            }
+    let mut lx = Lexer {
+        src,
+        b: src.as_bytes(),
+        out: Vec::new(),
+        indents: vec![0],
+        depth: 0,
+        i: 0,
+        at_line_start: true,
+    };
+    while lx.i < lx.b.len() {
+        if lx.at_line_start && lx.depth == 0 && !lx.indentation()? {
+            continue;
         }
-        let c = b[i];
-        match c {
-            b' ' | b'\t' | 0x0c => i += 1,
-            b'\r' | b'\n' => {
-                i += 1;
-                if depth == 0 {
-                    if !matches!(
-                        out.last().map(|t| &t.tok),
-                        None | Some(Tok::Newline) | Some(Tok::Indent) | Some(Tok::Dedent)
-                    ) {
-                        out.push(Token {
-                            tok: Tok::Newline,
-                            pos: i - 1,
-                        });
-                    }
-                    at_line_start = true;
-                }
+        lx.token()?;
+    }
+    lx.finish()
+}
+
+/// The tokenizer's state over one source text.
+struct Lexer<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    out: Vec<Token>,
+    /// Columns of the open indentation levels (0 at the bottom).
+    indents: Vec<usize>,
+    /// Bracket nesting (no NEWLINE inside brackets).
+    depth: usize,
+    i: usize,
+    at_line_start: bool,
+}
+
+impl Lexer<'_> {
+    fn push(&mut self, tok: Tok, pos: usize) {
+        self.out.push(Token { tok, pos });
+    }
+
+    fn current_indent(&self) -> usize {
+        *self.indents.last().expect("indent stack never empty")
+    }
+
+    /// Measure the indentation of a physical line and emit INDENT/DEDENT.
+    /// `false` when the line is blank or only a comment (skipped: it does
+    /// not affect indentation).
+    fn indentation(&mut self) -> Result<bool, SyntaxError> {
+        let b = self.b;
+        let start = self.i;
+        let mut col = 0usize;
+        while self.i < b.len() && (b[self.i] == b' ' || b[self.i] == b'\t') {
+            col += if b[self.i] == b'\t' { 8 - col % 8 } else { 1 };
+            self.i += 1;
+        }
+        if self.i >= b.len() || matches!(b[self.i], b'\n' | b'\r' | b'#') {
+            while self.i < b.len() && b[self.i] != b'\n' {
+                self.i += 1;
             }
+            self.i += 1;
+            return Ok(false);
+        }
+        self.at_line_start = false;
+        if col > self.current_indent() {
+            self.indents.push(col);
+            self.push(Tok::Indent, start);
+            return Ok(true);
+        }
+        while col < self.current_indent() {
+            self.indents.pop();
+            self.push(Tok::Dedent, start);
+        }
+        if col != self.current_indent() {
+            return Err(SyntaxError::new(
+                "unindent does not match any outer indentation level",
+                start,
+            ));
+        }
+        Ok(true)
+    }
+
+    /// One token (or whitespace, a comment, a line end) at `self.i`.
+    fn token(&mut self) -> Result<(), SyntaxError> {
+        let (b, i) = (self.b, self.i);
+        match b[i] {
+            b' ' | b'\t' | 0x0c => self.i += 1,
+            b'\r' | b'\n' => self.line_end(),
             b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
+                while self.i < b.len() && b[self.i] != b'\n' {
+                    self.i += 1;
                 }
             }
             b'\\' if matches!(b.get(i + 1), Some(b'\n') | Some(b'\r')) => {
                 // Explicit line joining.
-                i += 2;
-                if b.get(i - 1) == Some(&b'\r') && b.get(i) == Some(&b'\n') {
-                    i += 1;
+                self.i += 2;
+                if b.get(self.i - 1) == Some(&b'\r') && b.get(self.i) == Some(&b'\n') {
+                    self.i += 1;
                 }
             }
-            b'0'..=b'9' => {
-                let (tok, n) = number(&src[i..], i)?;
-                out.push(Token { tok, pos: i });
-                i += n;
-            }
-            b'.' if matches!(b.get(i + 1), Some(b'0'..=b'9')) => {
-                let (tok, n) = number(&src[i..], i)?;
-                out.push(Token { tok, pos: i });
-                i += n;
-            }
+            b'0'..=b'9' => self.number()?,
+            b'.' if matches!(b.get(i + 1), Some(b'0'..=b'9')) => self.number()?,
             b'\'' | b'"' => {
-                let (s, n) = string(&src[i..], i, false)?;
-                out.push(Token {
-                    tok: Tok::Str(s),
-                    pos: i,
-                });
-                i += n;
+                let (s, n) = string(&self.src[i..], i, false)?;
+                self.push(Tok::Str(s), i);
+                self.i += n;
             }
-            c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-                {
-                    i += 1;
+            c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => self.word()?,
+            _ => self.operator()?,
+        }
+        Ok(())
+    }
+
+    /// A physical line ends: a NEWLINE unless inside brackets or after
+    /// nothing (no empty logical lines).
+    fn line_end(&mut self) {
+        self.i += 1;
+        if self.depth != 0 {
+            return;
+        }
+        if !matches!(
+            self.out.last().map(|t| &t.tok),
+            None | Some(Tok::Newline) | Some(Tok::Indent) | Some(Tok::Dedent)
+        ) {
+            self.push(Tok::Newline, self.i - 1);
+        }
+        self.at_line_start = true;
+    }
+
+    fn number(&mut self) -> Result<(), SyntaxError> {
+        let (tok, n) = number(&self.src[self.i..], self.i)?;
+        self.push(tok, self.i);
+        self.i += n;
+        Ok(())
+    }
+
+    /// A name, or a string with a prefix (`r'…'`, `u'…'`; other prefixes
+    /// are outside the subset).
+    fn word(&mut self) -> Result<(), SyntaxError> {
+        let (b, src) = (self.b, self.src);
+        let start = self.i;
+        while self.i < b.len()
+            && (b[self.i].is_ascii_alphanumeric() || b[self.i] == b'_' || b[self.i] >= 0x80)
+        {
+            self.i += 1;
+        }
+        let word = &src[start..self.i];
+        if matches!(b.get(self.i), Some(b'\'') | Some(b'"')) {
+            let raw = match word.to_ascii_lowercase().as_str() {
+                "r" => Some(true),
+                "u" => Some(false),
+                "f" | "b" | "rb" | "br" | "fr" | "rf" => {
+                    return Err(SyntaxError::new(
+                        format!("{word}-string literals are outside the supported Python subset"),
+                        start,
+                    ));
                 }
-                let word = &src[start..i];
-                // String prefixes.
-                if matches!(b.get(i), Some(b'\'') | Some(b'"')) {
-                    let lower = word.to_ascii_lowercase();
-                    match lower.as_str() {
-                        "r" => {
-                            let (s, n) = string(&src[i..], i, true)?;
-                            out.push(Token {
-                                tok: Tok::Str(s),
-                                pos: start,
-                            });
-                            i += n;
-                            continue;
-                        }
-                        "u" => {
-                            let (s, n) = string(&src[i..], i, false)?;
-                            out.push(Token {
-                                tok: Tok::Str(s),
-                                pos: start,
-                            });
-                            i += n;
-                            continue;
-                        }
-                        "f" | "b" | "rb" | "br" | "fr" | "rf" => {
-                            return Err(SyntaxError::new(
-                                format!(
-                                    "{word}-string literals are outside the supported Python subset"
-                                ),
-                                start,
-                            ));
-                        }
-                        _ => {}
-                    }
-                }
-                out.push(Token {
-                    tok: Tok::Name(word.to_string()),
-                    pos: start,
-                });
-            }
-            _ => {
-                let rest = &src[i..];
-                let Some(op) = OPS.iter().find(|op| rest.starts_with(**op)) else {
-                    let ch = rest.chars().next().unwrap_or('?');
-                    return Err(SyntaxError::new(format!("invalid character {ch:?}"), i));
-                };
-                match *op {
-                    "(" | "[" | "{" => depth += 1,
-                    ")" | "]" | "}" => {
-                        if depth == 0 {
-                            return Err(SyntaxError::new(format!("unmatched '{op}'"), i));
-                        }
-                        depth -= 1;
-                    }
-                    _ => {}
-                }
-                out.push(Token {
-                    tok: Tok::Op(op),
-                    pos: i,
-                });
-                i += op.len();
+                _ => None,
+            };
+            if let Some(raw) = raw {
+                let (s, n) = string(&src[self.i..], self.i, raw)?;
+                self.push(Tok::Str(s), start);
+                self.i += n;
+                return Ok(());
             }
         }
+        self.push(Tok::Name(word.to_string()), start);
+        Ok(())
     }
-    if depth != 0 {
-        return Err(SyntaxError::new(
-            "unexpected end of code inside brackets",
-            b.len(),
-        ));
+
+    /// An operator or a bracket (brackets counted for implicit joining).
+    fn operator(&mut self) -> Result<(), SyntaxError> {
+        let i = self.i;
+        let rest = &self.src[i..];
+        let Some(op) = OPS.iter().find(|op| rest.starts_with(**op)) else {
+            let ch = rest.chars().next().unwrap_or('?');
+            return Err(SyntaxError::new(format!("invalid character {ch:?}"), i));
+        };
+        match *op {
+            "(" | "[" | "{" => self.depth += 1,
+            ")" | "]" | "}" => {
+                if self.depth == 0 {
+                    return Err(SyntaxError::new(format!("unmatched '{op}'"), i));
+                }
+                self.depth -= 1;
+            }
+            _ => {}
+        }
+        self.push(Tok::Op(op), i);
+        self.i += op.len();
+        Ok(())
     }
-    if !matches!(
-        out.last().map(|t| &t.tok),
-        None | Some(Tok::Newline) | Some(Tok::Dedent)
-    ) {
-        out.push(Token {
-            tok: Tok::Newline,
-            pos: b.len(),
-        });
+
+    /// The end of the source: a last NEWLINE, the open levels closed, END.
+    fn finish(mut self) -> Result<Vec<Token>, SyntaxError> {
+        let end = self.b.len();
+        if self.depth != 0 {
+            return Err(SyntaxError::new(
+                "unexpected end of code inside brackets",
+                end,
+            ));
+        }
+        if !matches!(
+            self.out.last().map(|t| &t.tok),
+            None | Some(Tok::Newline) | Some(Tok::Dedent)
+        ) {
+            self.push(Tok::Newline, end);
+        }
+        while self.indents.len() > 1 {
+            self.indents.pop();
+            self.push(Tok::Dedent, end);
+        }
+        self.push(Tok::End, end);
+        Ok(self.out)
     }
-    while indents.len() > 1 {
-        indents.pop();
-        out.push(Token {
-            tok: Tok::Dedent,
-            pos: b.len(),
-        });
-    }
-    out.push(Token {
-        tok: Tok::End,
-        pos: b.len(),
-    });
-    Ok(out)
 }
 
 fn number(s: &str, pos: usize) -> Result<(Tok, usize), SyntaxError> {

@@ -909,106 +909,17 @@ impl Llm {
         self.dm.resize(rows * f, 0.0);
         self.dwide.resize(rows * (3 * d).max(2 * f), 0.0);
         self.datt.resize(rows * d, 0.0);
+        let mut g = ActivationGrads {
+            dh: &mut self.dh,
+            dx: &mut self.dx,
+            dm: &mut self.dm,
+            dwide: &mut self.dwide,
+            datt: &mut self.datt,
+        };
         for (ls, sv) in s.layers.iter().zip(&self.layers).rev() {
-            // x'' = x' + m·Wdown
-            lin.backward_weight(
-                rows,
-                f,
-                d,
-                &sv.m,
-                &self.dx,
-                Layout::Normal,
-                &mut grads[ls.w_down..ls.w_down + f * d],
-            );
-            lin.backward_input(
-                rows,
-                f,
-                d,
-                &self.dx,
-                &params[ls.w_down..ls.w_down + f * d],
-                Layout::Normal,
-                &mut self.dm,
-                false,
-            );
-            let dgu = &mut self.dwide[..rows * 2 * f];
-            swiglu_backward(&sv.gu, f, &self.dm, dgu);
-            lin.backward_weight(
-                rows,
-                d,
-                2 * f,
-                &sv.h2,
-                dgu,
-                Layout::Normal,
-                &mut grads[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
-            );
-            lin.backward_input(
-                rows,
-                d,
-                2 * f,
-                dgu,
-                &params[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
-                Layout::Normal,
-                &mut self.dh,
-                false,
-            );
-            rms_backward(
-                &sv.xm,
-                d,
-                &params[ls.mlp_norm..ls.mlp_norm + d],
-                &sv.r2,
-                &self.dh,
-                &mut self.dx,
-                &mut grads[ls.mlp_norm..ls.mlp_norm + d],
-            );
-            // x' = x + att·Wo
-            lin.backward_weight(
-                rows,
-                d,
-                d,
-                &sv.att,
-                &self.dx,
-                Layout::Normal,
-                &mut grads[ls.w_o..ls.w_o + d * d],
-            );
-            lin.backward_input(
-                rows,
-                d,
-                d,
-                &self.dx,
-                &params[ls.w_o..ls.w_o + d * d],
-                Layout::Normal,
-                &mut self.datt,
-                false,
-            );
-            let dqkv = &mut self.dwide[..rows * 3 * d];
-            attn.backward(&s.rope, &sv.qkv, &sv.probs, &self.datt, dqkv);
-            lin.backward_weight(
-                rows,
-                d,
-                3 * d,
-                &sv.h,
-                dqkv,
-                Layout::Normal,
-                &mut grads[ls.w_qkv..ls.w_qkv + 3 * d * d],
-            );
-            lin.backward_input(
-                rows,
-                d,
-                3 * d,
-                dqkv,
-                &params[ls.w_qkv..ls.w_qkv + 3 * d * d],
-                Layout::Normal,
-                &mut self.dh,
-                false,
-            );
-            rms_backward(
-                &sv.x,
-                d,
-                &params[ls.attn_norm..ls.attn_norm + d],
-                &sv.r1,
-                &self.dh,
-                &mut self.dx,
-                &mut grads[ls.attn_norm..ls.attn_norm + d],
+            mlp_backward(&mut lin, rows, d, f, ls, sv, params, &mut g, grads);
+            attention_backward(
+                &mut lin, &attn, &s.rope, rows, d, ls, sv, params, &mut g, grads,
             );
         }
         // Embedding lookup: scatter-add into the (head's) embedding gradient.
@@ -1019,4 +930,143 @@ impl Llm {
         }
         Ok((total / rows as f64) as f32)
     }
+}
+
+/// The gradients of the activations, kept between steps; each layer's
+/// backward reads `dx` (the residual stream's) and adds its share to it.
+struct ActivationGrads<'a> {
+    dh: &'a mut Vec<f32>,
+    dx: &'a mut Vec<f32>,
+    dm: &'a mut Vec<f32>,
+    dwide: &'a mut Vec<f32>,
+    datt: &'a mut Vec<f32>,
+}
+
+/// The MLP of one layer, backward: x'' = x' + SwiGLU(RMSNorm(x')·Wgu)·Wdown.
+#[allow(clippy::too_many_arguments)]
+fn mlp_backward(
+    lin: &mut Linear,
+    rows: usize,
+    d: usize,
+    f: usize,
+    ls: &LayerSpec,
+    sv: &Saved,
+    params: &[f32],
+    g: &mut ActivationGrads,
+    grads: &mut [f32],
+) {
+    lin.backward_weight(
+        rows,
+        f,
+        d,
+        &sv.m,
+        g.dx,
+        Layout::Normal,
+        &mut grads[ls.w_down..ls.w_down + f * d],
+    );
+    lin.backward_input(
+        rows,
+        f,
+        d,
+        g.dx,
+        &params[ls.w_down..ls.w_down + f * d],
+        Layout::Normal,
+        g.dm,
+        false,
+    );
+    let dgu = &mut g.dwide[..rows * 2 * f];
+    swiglu_backward(&sv.gu, f, g.dm, dgu);
+    lin.backward_weight(
+        rows,
+        d,
+        2 * f,
+        &sv.h2,
+        dgu,
+        Layout::Normal,
+        &mut grads[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+    );
+    lin.backward_input(
+        rows,
+        d,
+        2 * f,
+        dgu,
+        &params[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+        Layout::Normal,
+        g.dh,
+        false,
+    );
+    rms_backward(
+        &sv.xm,
+        d,
+        &params[ls.mlp_norm..ls.mlp_norm + d],
+        &sv.r2,
+        g.dh,
+        g.dx,
+        &mut grads[ls.mlp_norm..ls.mlp_norm + d],
+    );
+}
+
+/// The attention of one layer, backward: x' = x + Attn(RMSNorm(x)·Wqkv)·Wo.
+#[allow(clippy::too_many_arguments)]
+fn attention_backward(
+    lin: &mut Linear,
+    attn: &Attention,
+    rope: &Rope,
+    rows: usize,
+    d: usize,
+    ls: &LayerSpec,
+    sv: &Saved,
+    params: &[f32],
+    g: &mut ActivationGrads,
+    grads: &mut [f32],
+) {
+    lin.backward_weight(
+        rows,
+        d,
+        d,
+        &sv.att,
+        g.dx,
+        Layout::Normal,
+        &mut grads[ls.w_o..ls.w_o + d * d],
+    );
+    lin.backward_input(
+        rows,
+        d,
+        d,
+        g.dx,
+        &params[ls.w_o..ls.w_o + d * d],
+        Layout::Normal,
+        g.datt,
+        false,
+    );
+    let dqkv = &mut g.dwide[..rows * 3 * d];
+    attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv);
+    lin.backward_weight(
+        rows,
+        d,
+        3 * d,
+        &sv.h,
+        dqkv,
+        Layout::Normal,
+        &mut grads[ls.w_qkv..ls.w_qkv + 3 * d * d],
+    );
+    lin.backward_input(
+        rows,
+        d,
+        3 * d,
+        dqkv,
+        &params[ls.w_qkv..ls.w_qkv + 3 * d * d],
+        Layout::Normal,
+        g.dh,
+        false,
+    );
+    rms_backward(
+        &sv.x,
+        d,
+        &params[ls.attn_norm..ls.attn_norm + d],
+        &sv.r1,
+        g.dh,
+        g.dx,
+        &mut grads[ls.attn_norm..ls.attn_norm + d],
+    );
 }
