@@ -110,19 +110,70 @@ pub enum Item {
 
 /// The key and time of one MLLOG line, read without building its value:
 /// what a supervisor needs of every line of a live stream.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Head<'a> {
-    #[serde(borrow)]
     pub key: std::borrow::Cow<'a, str>,
     pub time_ms: f64,
 }
 
-/// The [`Head`] of a line from its marker (`:::MLLOG {…}`); `None` when it
-/// is not a JSON object with a string `key` and a numeric `time_ms` (the
-/// full reader reports why).
+/// The [`Head`] of a line from its marker (`:::MLLOG {…}`), as the full
+/// reader would read that line's record (the same `key`, and `time_ms` as a
+/// number, last member wins); `None` when the line is not a record.
+///
+/// Lines in the official logger's own layout (`{"namespace": "…",
+/// "time_ms": N, "event_type": "…", "key": "…", …}` with no second
+/// `time_ms` or `key` member) are read from their first bytes; any other
+/// line goes through the full reader.
 pub fn head(from_marker: &[u8]) -> Option<Head<'_>> {
     let json = from_marker.strip_prefix(MARKER)?;
-    serde_json::from_slice(json).ok()
+    if let Some((key, time_ms)) = head_in_logger_layout(json) {
+        return Some(Head {
+            key: std::borrow::Cow::Borrowed(key),
+            time_ms,
+        });
+    }
+    match Reader::new(from_marker).next() {
+        Some(Item::Record(rec)) => Some(Head {
+            key: std::borrow::Cow::Owned(rec.key?),
+            time_ms: rec.timestamp,
+        }),
+        _ => None,
+    }
+}
+
+/// `(key, time_ms)` of a line in the official logger's layout; `None` for
+/// anything else (the caller then reads the line in full).
+fn head_in_logger_layout(json: &[u8]) -> Option<(&str, f64)> {
+    /// A plain string's body (no escapes, ASCII) up to its closing quote.
+    fn plain_string(s: &[u8]) -> Option<(&[u8], &[u8])> {
+        let q = memchr::memchr(b'"', s)?;
+        let body = &s[..q];
+        (body.is_ascii() && !body.contains(&b'\\')).then_some((body, &s[q + 1..]))
+    }
+    let rest = json.strip_prefix(b"{\"namespace\": \"")?;
+    let (_, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(b", \"time_ms\": ")?;
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    // At most 15 digits: exact in an f64, as Python's int → float is.
+    if digits == 0 || digits > 15 || (digits > 1 && rest[0] == b'0') {
+        return None;
+    }
+    let time_ms = std::str::from_utf8(&rest[..digits])
+        .ok()?
+        .parse::<u64>()
+        .ok()? as f64;
+    let rest = rest[digits..].strip_prefix(b", \"event_type\": \"")?;
+    let (_, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(b", \"key\": \"")?;
+    let (key, rest) = plain_string(rest)?;
+    // A later top-level `time_ms` or `key` member would win: read in full.
+    if !rest.starts_with(b", ")
+        || memchr::memmem::find(rest, b"\"time_ms\"").is_some()
+        || memchr::memmem::find(rest, b"\"key\"").is_some()
+    {
+        return None;
+    }
+    Some((std::str::from_utf8(key).ok()?, time_ms))
 }
 
 /// Iterator over the MLLOG items of a byte stream.
@@ -450,6 +501,45 @@ pub fn read_file(path: &Path) -> std::io::Result<ParsedLog> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_reads_key_and_time_as_the_full_reader_does() {
+        let h = |l: &str| head(l.as_bytes()).map(|h| (h.key.into_owned(), h.time_ms));
+        // The official logger's layout: read from its first bytes.
+        let std_line = r#":::MLLOG {"namespace": "", "time_ms": 1746126171791, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"x": 1}, "metadata": {"file": "a.py", "lineno": 2}}"#;
+        assert_eq!(h(std_line), Some(("tracked_stats".into(), 1746126171791.0)));
+        // Nested `key` members do not count, but a later top-level member
+        // wins, as in Python's json.loads: the full reader decides.
+        let nested = r#":::MLLOG {"namespace": "", "time_ms": 5, "event_type": "POINT_IN_TIME", "key": "a", "value": {"key": "b"}, "metadata": {}}"#;
+        assert_eq!(h(nested), Some(("a".into(), 5.0)));
+        let dup_time = r#":::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "POINT_IN_TIME", "key": "run_stop", "value": null, "metadata": {}, "time_ms": 7}"#;
+        assert_eq!(h(dup_time), Some(("run_stop".into(), 7.0)));
+        let dup_key = r#":::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "POINT_IN_TIME", "key": "x", "value": null, "metadata": {}, "key": "run_start"}"#;
+        assert_eq!(h(dup_key), Some(("run_start".into(), 1000.0)));
+        // Other layouts, escapes, numbers as strings, NaN: the full reader.
+        assert_eq!(
+            h(r#":::MLLOG {"key": "k\u0041", "time_ms": "12.5", "value": 1, "metadata": {}}"#),
+            Some(("kA".into(), 12.5))
+        );
+        assert_eq!(
+            h(
+                r#":::MLLOG {"namespace": "", "time_ms": 01, "event_type": "x", "key": "k", "value": NaN, "metadata": {}}"#
+            ),
+            None
+        );
+        // Not a record: no head.
+        assert_eq!(
+            h(
+                ":::MLLOG {\"namespace\": \"\", \"time_ms\": 3, \"event_type\": \"x\", \"key\": \"k\""
+            ),
+            None
+        );
+        assert_eq!(
+            h(r#":::MLLOG {"time_ms": 3, "value": 1, "metadata": {}}"#),
+            None
+        );
+        assert_eq!(h(":::MLLOG [1, 2]"), None);
+    }
 
     fn parse(s: &[u8]) -> ParsedLog {
         read_from(s).unwrap()
