@@ -439,3 +439,281 @@ mod tests {
         assert!(err(&doc).starts_with("Nesting too deep"));
     }
 }
+
+/// What [`skim_record`] reads of an MLLOG object without building it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skim<'a> {
+    /// The last top-level `key` member, when it is a plain string.
+    pub key: &'a str,
+    /// The last top-level `time_ms` member, as the full decoder's value
+    /// converts to milliseconds.
+    pub time_ms: f64,
+}
+
+/// Read a document known to be in the plain subset of JSON that Python's
+/// `json.loads` accepts: an object whose members `time_ms` (a number),
+/// `key` (a string without escapes), `value` and `metadata` are present,
+/// every value valid JSON (escapes, numbers, `NaN`/`Infinity` literals,
+/// nesting up to [`MAX_DEPTH`]), member names without escapes. Repeated
+/// members: the last wins, as in [`parse`].
+///
+/// `None` for anything else, including every document [`parse`] rejects:
+/// the caller then decodes the document in full, which gives the verdict
+/// and the error message. So for a document this accepts, [`parse`] gives
+/// an object with the same `key` and `time_ms`; it is much cheaper, for
+/// the lines whose value no rule reads.
+pub fn skim_record(doc: &[u8]) -> Option<Skim<'_>> {
+    let mut s = Skimmer { d: doc, i: 0 };
+    s.ws();
+    if s.peek()? != b'{' {
+        return None;
+    }
+    s.i += 1;
+    let (mut key, mut time_ms) = (None, None);
+    let (mut has_value, mut has_metadata) = (false, false);
+    s.ws();
+    if s.peek()? == b'}' {
+        return None;
+    }
+    loop {
+        let name = s.plain_string()?;
+        s.ws();
+        if s.peek()? != b':' {
+            return None;
+        }
+        s.i += 1;
+        s.ws();
+        match name {
+            b"key" => key = Some(s.plain_string()?),
+            b"time_ms" => time_ms = Some(s.number()?),
+            _ => {
+                has_value |= name == b"value";
+                has_metadata |= name == b"metadata";
+                s.value()?;
+            }
+        }
+        s.ws();
+        match s.peek()? {
+            b',' => {
+                s.i += 1;
+                s.ws();
+            }
+            b'}' => {
+                s.i += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    s.ws();
+    if s.i != doc.len() || !has_value || !has_metadata {
+        return None;
+    }
+    Some(Skim {
+        key: std::str::from_utf8(key?).ok()?,
+        time_ms: time_ms?,
+    })
+}
+
+/// A validating scanner that builds nothing (see [`skim_record`]).
+struct Skimmer<'a> {
+    d: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Skimmer<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.d.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    /// A string without escapes, of ASCII characters: its body.
+    fn plain_string(&mut self) -> Option<&'a [u8]> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.i + 1;
+        let len = memchr::memchr(b'"', &self.d[start..])?;
+        let body = &self.d[start..start + len];
+        if body
+            .iter()
+            .any(|&b| b == b'\\' || !(0x20..0x80).contains(&b))
+        {
+            return None;
+        }
+        self.i = start + len + 1;
+        Some(body)
+    }
+
+    /// Any valid string (escapes checked, Latin-1 bytes allowed).
+    fn string(&mut self) -> Option<()> {
+        self.i += 1; // the opening quote
+        loop {
+            let rest = &self.d[self.i..];
+            let n = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[..n].iter().any(|&b| b < 0x20) {
+                return None;
+            }
+            self.i += n + 1;
+            if rest[n] == b'"' {
+                return Some(());
+            }
+            match self.peek()? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                b'u' => {
+                    let hex = self.d.get(self.i + 1..self.i + 5)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    self.i += 5;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A number in JSON's grammar (what [`parse`] reads whole); its value
+    /// as the full decoder gives it (an integer when it is one and fits).
+    fn number(&mut self) -> Option<f64> {
+        let d = self.d;
+        let start = self.i;
+        let mut i = start;
+        if d.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match d.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => {
+                while let Some(b'0'..=b'9') = d.get(i) {
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+        let mut float = false;
+        if d.get(i) == Some(&b'.') {
+            i += 1;
+            if !matches!(d.get(i), Some(b'0'..=b'9')) {
+                return None;
+            }
+            while let Some(b'0'..=b'9') = d.get(i) {
+                i += 1;
+            }
+            float = true;
+        }
+        if let Some(b'e' | b'E') = d.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = d.get(i) {
+                i += 1;
+            }
+            if !matches!(d.get(i), Some(b'0'..=b'9')) {
+                return None;
+            }
+            while let Some(b'0'..=b'9') = d.get(i) {
+                i += 1;
+            }
+            float = true;
+        }
+        self.i = i;
+        let text = std::str::from_utf8(&d[start..i]).ok()?;
+        if !float && let Ok(n) = text.parse::<i64>() {
+            return Some(n as f64);
+        }
+        text.parse::<f64>().ok()
+    }
+
+    /// Any JSON value, arrays and objects included (iteratively, to
+    /// [`MAX_DEPTH`]).
+    fn value(&mut self) -> Option<()> {
+        // Open containers: true for an object (its members need names).
+        let mut open: Vec<bool> = Vec::new();
+        loop {
+            // A value.
+            match self.peek()? {
+                b'"' => self.string()?,
+                b'{' | b'[' => {
+                    let object = self.peek()? == b'{';
+                    if open.len() + 1 >= MAX_DEPTH {
+                        return None;
+                    }
+                    self.i += 1;
+                    self.ws();
+                    let close = if object { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.i += 1;
+                    } else {
+                        open.push(object);
+                        if object {
+                            self.member_name()?;
+                        }
+                        continue;
+                    }
+                }
+                b'n' => self.literal(b"null")?,
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'N' => self.literal(b"NaN")?,
+                b'I' => self.literal(b"Infinity")?,
+                b'-' if self.d[self.i..].starts_with(b"-Infinity") => self.i += 9,
+                b'-' | b'0'..=b'9' => {
+                    self.number()?;
+                }
+                _ => return None,
+            }
+            // After a value: the next item, or the end of containers.
+            loop {
+                let Some(&object) = open.last() else {
+                    return Some(());
+                };
+                self.ws();
+                match self.peek()? {
+                    b',' => {
+                        self.i += 1;
+                        self.ws();
+                        if object {
+                            self.member_name()?;
+                        }
+                        break;
+                    }
+                    b'}' if object => {
+                        self.i += 1;
+                        open.pop();
+                    }
+                    b']' if !object => {
+                        self.i += 1;
+                        open.pop();
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// `"name"` `:` inside an object, up to the member's value.
+    fn member_name(&mut self) -> Option<()> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.string()?;
+        self.ws();
+        if self.peek()? != b':' {
+            return None;
+        }
+        self.i += 1;
+        self.ws();
+        Some(())
+    }
+
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        if !self.d[self.i..].starts_with(lit) {
+            return None;
+        }
+        self.i += lit.len();
+        Some(())
+    }
+}

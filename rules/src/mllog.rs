@@ -315,6 +315,22 @@ fn parse_marked(from_marker: &[u8], index: i64, line: usize, keep: Option<&KeepF
         return problem("does not match regex".into(), false);
     }
     let doc = &stripped[MARKER.len()..];
+    // A line whose value no rule reads: validated and read without
+    // building it, when it is plain JSON (else decoded in full below).
+    if let Some(keep) = keep
+        && let Some(skim) = json::skim_record(doc)
+        && !keep(skim.key)
+    {
+        return Item::Record(Record {
+            index,
+            line,
+            timestamp: skim.time_ms,
+            key: Some(skim.key.to_string()),
+            v: Value::None,
+            text,
+            slim: true,
+        });
+    }
     let obj = match json::parse(doc) {
         Ok(Value::Dict(d)) => d,
         Ok(other) => {

@@ -173,3 +173,88 @@ fn expr_source() -> impl Strategy<Value = String> {
         ]
     })
 }
+
+/// Fragments that make MLLOG-like objects, valid and broken.
+fn arb_record_text() -> impl Strategy<Value = String> {
+    let value = prop_oneof![
+        arb_value().prop_map(|v| v.json_compact()),
+        Just("NaN".to_string()),
+        Just("-Infinity".to_string()),
+        Just("1.".to_string()),
+        Just("01".to_string()),
+        Just("1e".to_string()),
+        Just("\"a\\x\"".to_string()),
+        Just("\"\\u00e9\\ud800\"".to_string()),
+        Just("\"tab\there\"".to_string()),
+        Just("[1, {\"k\": [2, 3]}, \"s\"]".to_string()),
+        Just("{\"a\": }".to_string()),
+        Just("[1 2]".to_string()),
+        Just("\"\u{e9}\"".to_string()),
+    ];
+    let name = prop_oneof![
+        Just("time_ms"),
+        Just("key"),
+        Just("value"),
+        Just("metadata"),
+        Just("namespace"),
+        Just("k\\u0065y"),
+    ];
+    let member = (
+        name,
+        value,
+        prop_oneof![Just(": "), Just(":"), Just(" :\t")],
+    )
+        .prop_map(|(n, v, sep)| format!("\"{n}\"{sep}{v}"));
+    (
+        prop::collection::vec(member, 0..7),
+        prop_oneof![Just(", "), Just(","), Just(" ,")],
+        prop_oneof![Just(""), Just(" "), Just("x"), Just("}")],
+    )
+        .prop_map(|(members, sep, tail)| format!("{{{}}}{tail}", members.join(sep)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4096, .. ProptestConfig::default() })]
+
+    /// The skim is only a shortcut: a document it reads is one the full
+    /// decoder accepts as an object with the same `key` and `time_ms`.
+    #[test]
+    fn skim_agrees_with_the_full_decoder(text in arb_record_text()) {
+        if let Some(skim) = json::skim_record(text.as_bytes()) {
+            let full = json::parse(text.as_bytes());
+            let Ok(Value::Dict(d)) = full else {
+                return Err(TestCaseError::fail(format!("skim read {text:?}; full: {full:?}")));
+            };
+            prop_assert!(matches!(d.get("key"), Some(Value::Str(k)) if k == skim.key), "{}", text);
+            let t = match d.get("time_ms") {
+                Some(Value::Int(i)) => *i as f64,
+                Some(Value::Float(f)) => *f,
+                other => return Err(TestCaseError::fail(format!("{text:?}: time_ms {other:?}"))),
+            };
+            prop_assert!(t == skim.time_ms || (t.is_nan() && skim.time_ms.is_nan()), "{}", text);
+            prop_assert!(d.contains_key("value") && d.contains_key("metadata"), "{}", text);
+        }
+    }
+}
+
+#[test]
+fn skim_reads_plain_lines_and_leaves_the_rest_to_the_decoder() {
+    let line = r#"{"namespace": "", "time_ms": 1746108563514, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"throughput": 2.05, "x": [NaN, -Infinity, "\u00e9\n"]}, "metadata": {"file": "a.py", "lineno": 195, "step": 1920}}"#;
+    let s = json::skim_record(line.as_bytes()).unwrap();
+    assert_eq!((s.key, s.time_ms), ("tracked_stats", 1746108563514.0));
+    // The last of repeated members wins, as in the full decoder.
+    let dup =
+        r#"{"time_ms": 1, "key": "a", "value": 1, "metadata": {}, "time_ms": 2.5, "key": "b"}"#;
+    let s = json::skim_record(dup.as_bytes()).unwrap();
+    assert_eq!((s.key, s.time_ms), ("b", 2.5));
+    for other in [
+        r#"{"time_ms": "1", "key": "a", "value": 1, "metadata": {}}"#, // a string time
+        r#"{"time_ms": 1, "key": "\u0061", "value": 1, "metadata": {}}"#, // an escaped key
+        r#"{"time_ms": 1, "key": "a", "value": 1}"#,                   // no metadata
+        r#"{"time_ms": 1, "key": "a", "value": [1 2], "metadata": {}}"#, // invalid
+        r#"{"time_ms": 1, "key": "a", "value": 1, "metadata": {}} x"#, // extra data
+        r#"[{"time_ms": 1}]"#,
+    ] {
+        assert_eq!(json::skim_record(other.as_bytes()), None, "{other}");
+    }
+}
