@@ -27,9 +27,19 @@ struct Case {
     names: Option<(&'static str, &'static str)>,
 }
 
-#[test]
-fn correct_package_and_damaged_copies() {
-    let cases = [
+fn drop_run_stop(path: &Path) {
+    edit(path, |t| {
+        t.lines()
+            .filter(|l| !l.contains("\"run_stop\""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
+/// The real package, and copies damaged in the ways the official package
+/// checker judges.
+fn cases() -> [Case; 7] {
+    [
         Case {
             name: "intact",
             damage: |_| {},
@@ -80,14 +90,7 @@ fn correct_package_and_damaged_copies() {
         },
         Case {
             name: "one_noncompliant_log",
-            damage: |o| {
-                edit(&o.join(BENCH).join("result_3.txt"), |t| {
-                    t.lines()
-                        .filter(|l| !l.contains("\"run_stop\""))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-            },
+            damage: |o| drop_run_stop(&o.join(BENCH).join("result_3.txt")),
             pass: true,
             names: None,
         },
@@ -95,79 +98,83 @@ fn correct_package_and_damaged_copies() {
             name: "two_noncompliant_logs",
             damage: |o| {
                 for f in ["result_3.txt", "result_4.txt"] {
-                    edit(&o.join(BENCH).join(f), |t| {
-                        t.lines()
-                            .filter(|l| !l.contains("\"run_stop\""))
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    });
+                    drop_run_stop(&o.join(BENCH).join(f));
                 }
             },
             pass: false,
             names: Some(("too-many-failed-runs", BENCH)),
         },
-    ];
+    ]
+}
+
+#[test]
+fn correct_package_and_damaged_copies() {
     let tmp = tempfile::tempdir().unwrap();
-    for c in &cases {
-        let org = fresh(tmp.path(), c.name);
-        (c.damage)(&org);
-        let o = referee(&[
-            "package-check",
-            "--ruleset",
-            "5.0.0",
-            "--json",
-            org.to_str().unwrap(),
-        ]);
-        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
-        assert_eq!(
-            o.status.code(),
-            Some(if c.pass { 0 } else { 1 }),
-            "{}: {}",
+    for c in &cases() {
+        check_case(tmp.path(), c);
+    }
+}
+
+/// referee's verdict and diagnostics on one case, and the official
+/// package checker's verdict on a fresh copy of it.
+fn check_case(tmp: &Path, c: &Case) {
+    let org = fresh(tmp, c.name);
+    (c.damage)(&org);
+    let o = referee(&[
+        "package-check",
+        "--ruleset",
+        "5.0.0",
+        "--json",
+        org.to_str().unwrap(),
+    ]);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(if c.pass { 0 } else { 1 }),
+        "{}: {}",
+        c.name,
+        stdout(&o)
+    );
+    let rep: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(
+        rep["verdict"],
+        if c.pass { "PASS" } else { "FAIL" },
+        "{}",
+        c.name
+    );
+    if let Some((code, file)) = c.names {
+        let want = org.join(file).display().to_string();
+        let hit = rep["diagnostics"].as_array().unwrap().iter().any(|d| {
+            d["code"] == code
+                && d["severity"] == "error"
+                && d["file"].as_str() == Some(want.as_str())
+        });
+        assert!(
+            hit,
+            "{}: no {code} error naming {want}:\n{}",
             c.name,
-            stdout(&o)
+            serde_json::to_string_pretty(&rep["diagnostics"]).unwrap()
         );
-        let rep: serde_json::Value =
-            serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
-        assert_eq!(
-            rep["verdict"],
-            if c.pass { "PASS" } else { "FAIL" },
-            "{}",
-            c.name
-        );
-        if let Some((code, file)) = c.names {
-            let want = org.join(file).display().to_string();
-            let hit = rep["diagnostics"].as_array().unwrap().iter().any(|d| {
-                d["code"] == code
-                    && d["severity"] == "error"
-                    && d["file"].as_str() == Some(want.as_str())
-            });
-            assert!(
-                hit,
-                "{}: no {code} error naming {want}:\n{}",
-                c.name,
-                serde_json::to_string_pretty(&rep["diagnostics"]).unwrap()
-            );
-        }
-        // The human form names the files too.
-        let h = referee(&["package-check", "--ruleset", "5.0.0", org.to_str().unwrap()]);
-        if let Some((_, file)) = c.names {
-            assert!(
-                stdout(&h).contains(file),
-                "{}: human output does not name {file}",
-                c.name
-            );
-        }
-        // Same verdict as the official package checker (on a fresh copy:
-        // the official tool rewrites scaling.json files).
-        let theirs = fresh(&tmp.path().join("official"), c.name);
-        (c.damage)(&theirs);
-        assert_eq!(
-            official_package_ok(&theirs, "5.0.0"),
-            c.pass,
-            "{}: official verdict differs",
+    }
+    // The human form names the files too.
+    let h = referee(&["package-check", "--ruleset", "5.0.0", org.to_str().unwrap()]);
+    if let Some((_, file)) = c.names {
+        assert!(
+            stdout(&h).contains(file),
+            "{}: human output does not name {file}",
             c.name
         );
     }
+    // Same verdict as the official package checker (on a fresh copy:
+    // the official tool rewrites scaling.json files).
+    let theirs = fresh(&tmp.join("official"), c.name);
+    (c.damage)(&theirs);
+    assert_eq!(
+        official_package_ok(&theirs, "5.0.0"),
+        c.pass,
+        "{}: official verdict differs",
+        c.name
+    );
 }
 
 #[test]

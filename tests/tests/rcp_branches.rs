@@ -3,7 +3,7 @@
 
 use referee_rules::rcp;
 use referee_rules::ruleset_facts::RulesetFacts;
-use referee_rules::score::analyze_run;
+use referee_rules::score::{ScoreContext, analyze_run};
 use referee_tests::{mlperf_logging, official_score_context, python};
 use std::path::Path;
 use std::process::Command;
@@ -79,11 +79,11 @@ fn official(dir: &Path, ruleset: &str) -> Official {
     }
 }
 
-#[test]
-fn every_branch_matches_the_official_checker() {
-    let ruleset = "5.1.0";
-    let ctx = official_score_context(ruleset);
-    let tmp = tempfile::tempdir().unwrap();
+/// (name, global batch size, convergence points, passes, official message)
+type Case = (&'static str, u64, Vec<Option<u64>>, bool, &'static str);
+
+/// One directory per branch of the RCP test (llama31_8b, ruleset 5.1.0).
+fn branch_cases() -> Vec<Case> {
     let s = |v: &[u64]| v.iter().map(|x| Some(*x)).collect::<Vec<_>>();
     let mut typical = vec![Some(159_744); 7];
     typical.extend([Some(172_032); 3]);
@@ -91,9 +91,7 @@ fn every_branch_matches_the_official_checker() {
     one_aborted[0] = None;
     let mut two_aborted = one_aborted.clone();
     two_aborted[1] = None;
-    // (name, global batch size, convergence points, passes, official message)
-    type Case<'a> = (&'a str, u64, Vec<Option<u64>>, bool, &'a str);
-    let cases: Vec<Case> = vec![
+    vec![
         ("exact", 16, typical.clone(), true, "RCP found"),
         ("exact_normalised", 16, s(&[159_744; 10]), true, "RCP found"),
         ("exact_too_fast", 16, s(&[155_000; 10]), false, "RCP found"),
@@ -140,21 +138,33 @@ fn every_branch_matches_the_official_checker() {
             false,
             "Insufficient convergence",
         ),
-    ];
-    for (name, gbs, points, want_pass, want_msg) in cases {
+    ]
+}
+
+/// referee's RCP test of one directory's runs.
+fn check_dir(ctx: &ScoreContext, dir: &Path, bypass: bool) -> rcp::RcpOutcome {
+    let files = referee_rules::layout::result_files(dir).unwrap();
+    let runs = files
+        .iter()
+        .map(|f| analyze_run(ctx, f, false).convergence)
+        .collect();
+    rcp::check_runs(
+        runs,
+        &|b| ctx.table(b),
+        &ctx.rcp_options(bypass, false),
+        &ctx.facts,
+    )
+}
+
+#[test]
+fn every_branch_matches_the_official_checker() {
+    let ruleset = "5.1.0";
+    let ctx = official_score_context(ruleset);
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, gbs, points, want_pass, want_msg) in branch_cases() {
         let dir = tmp.path().join(name);
         make_dir(&dir, "llama31_8b", gbs, &points);
-        let files = referee_rules::layout::result_files(&dir).unwrap();
-        let runs = files
-            .iter()
-            .map(|f| analyze_run(&ctx, f, false).convergence)
-            .collect();
-        let ours = rcp::check_runs(
-            runs,
-            &|b| ctx.table(b),
-            &ctx.rcp_options(false, false),
-            &ctx.facts,
-        );
+        let ours = check_dir(&ctx, &dir, false);
         assert_eq!(
             (ours.passed, ours.message.as_str()),
             (want_pass, want_msg),
@@ -180,37 +190,27 @@ fn every_branch_matches_the_official_checker() {
     }
     // The normalised case: all runs at 159,744 samples against RCP mean
     // 161,109.33 → factor 161109.33 / 159744 (the spec's observed value).
-    let dir = tmp.path().join("exact_normalised");
-    let files = referee_rules::layout::result_files(&dir).unwrap();
-    let runs = files
-        .iter()
-        .map(|f| analyze_run(&ctx, f, false).convergence)
-        .collect();
-    let o = rcp::check_runs(
-        runs,
-        &|b| ctx.table(b),
-        &ctx.rcp_options(false, false),
-        &ctx.facts,
-    );
+    let o = check_dir(&ctx, &tmp.path().join("exact_normalised"), false);
     assert_eq!(o.norm_factor, 1.0085470085470085);
-    // Bypass turns an RCP failure into a pass, never insufficient convergence.
+}
+
+#[test]
+fn bypass_turns_an_rcp_failure_into_a_pass_never_insufficient_convergence() {
+    let ctx = official_score_context("5.1.0");
+    let tmp = tempfile::tempdir().unwrap();
     for (name, pass) in [
         ("exact_too_fast", true),
         ("above_all", true),
         ("too_many_failed", false),
     ] {
+        let (_, gbs, points, _, _) = branch_cases().into_iter().find(|c| c.0 == name).unwrap();
         let dir = tmp.path().join(name);
-        let files = referee_rules::layout::result_files(&dir).unwrap();
-        let runs = files
-            .iter()
-            .map(|f| analyze_run(&ctx, f, false).convergence)
-            .collect();
-        let o = rcp::check_runs(
-            runs,
-            &|b| ctx.table(b),
-            &ctx.rcp_options(true, false),
-            &ctx.facts,
+        make_dir(&dir, "llama31_8b", gbs, &points);
+        assert!(
+            !check_dir(&ctx, &dir, false).passed,
+            "{name} fails without bypass"
         );
+        let o = check_dir(&ctx, &dir, true);
         assert_eq!(o.passed, pass, "bypass on {name}");
         if pass {
             assert!(
