@@ -375,6 +375,9 @@ pub fn run_once(
     });
     let mut train_seconds = 0.0f64;
     let mut train_samples = 0u64;
+    // Throughput mode: the window's figures (what the log's `throughput`
+    // event holds), which the run then reports as its throughput.
+    let mut window_figures: Option<Throughput> = None;
     // Set when the ranks can no longer communicate: the run ends aborted
     // with this reason and the process must not go on to another run.
     let mut fatal: Option<String> = None;
@@ -485,6 +488,7 @@ pub fn run_once(
                             ("window_end_step", Value::Int(tp.window.1 as i64)),
                         ],
                     );
+                    window_figures = Some(t);
                     status = Status::Aborted("throughput mode: fixed number of steps".into());
                     break 'train;
                 }
@@ -594,13 +598,15 @@ pub fn run_once(
             None => why,
         });
     }
-    let throughput = throughput_of(
-        trainer.as_ref(),
-        train_samples,
-        train_seconds,
-        train_samples / gbs.max(1),
-        plan.peak_flops,
-    );
+    let throughput = window_figures.unwrap_or_else(|| {
+        throughput_of(
+            trainer.as_ref(),
+            train_samples,
+            train_seconds,
+            train_samples / gbs.max(1),
+            plan.peak_flops,
+        )
+    });
     Ok(RunResult {
         index,
         seed,
