@@ -50,7 +50,8 @@ fn padded(lo: f64, hi: f64) -> (f64, f64) {
 
 /// One polyline of a step-time plot.
 pub struct StepSeries<'a> {
-    pub label: String,
+    /// The legend's entry (none for a series that repeats another's).
+    pub label: Option<String>,
     pub color: RGBColor,
     pub points: &'a [(u64, f64)],
 }
@@ -104,12 +105,12 @@ pub fn step_time_svg(
         for s in series.iter().filter(|s| !s.points.is_empty()) {
             let color = s.color;
             let line: Vec<(f64, f64)> = s.points.iter().map(|(i, v)| (*i as f64, *v)).collect();
-            chart
-                .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-                .label(s.label.clone())
-                .legend(move |(x, y)| {
+            let drawn = chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+            if let Some(l) = &s.label {
+                drawn.label(l.clone()).legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
+            }
         }
         chart
             .configure_series_labels()
@@ -235,7 +236,7 @@ pub fn html(r: &PerfReport) -> Result<String, String> {
         .enumerate()
         .filter(|(_, row)| !row.iterations.is_empty())
         .map(|(i, row)| StepSeries {
-            label: super::report::short_name(&row.file),
+            label: Some(super::report::short_name(&row.file)),
             color: PALETTE[i % PALETTE.len()],
             points: &row.iterations,
         })
