@@ -419,22 +419,23 @@ fn derive(f: &mut Fields) {
     if f.ga.is_none()
         && let (Some(gbs), Some(mbs), Some(gpus)) =
             (f.value("gbs"), f.value("mbs"), f.value("gpus"))
+        && ["tp", "pp", "cp"].iter().all(|n| f.value(n).is_some())
+        && let Some(model_parallel) = f
+            .value("tp")
+            .and_then(|tp| tp.checked_mul(f.value("pp")?)?.checked_mul(f.value("cp")?))
+        && model_parallel > 0
+        && gpus % model_parallel == 0
+        && let dp = gpus / model_parallel
+        && let Some(per_step) = mbs.checked_mul(dp).filter(|v| *v > 0)
+        && gbs % per_step == 0
     {
-        let model_parallel =
-            f.value("tp").unwrap_or(1) * f.value("pp").unwrap_or(1) * f.value("cp").unwrap_or(1);
-        let stated = ["tp", "pp", "cp"].iter().all(|n| f.value(n).is_some());
-        if stated && model_parallel > 0 && gpus % model_parallel == 0 {
-            let dp = gpus / model_parallel;
-            if mbs > 0 && dp > 0 && gbs % (mbs * dp) == 0 {
-                f.ga = Some(Field {
-                    value: gbs / (mbs * dp),
-                    source: Source::Derived,
-                    note: Some(format!(
-                        "GBS ÷ (MBS × DP) = {gbs} ÷ ({mbs} × {dp}), DP = GPUs ÷ (TP × PP × CP)"
-                    )),
-                });
-            }
-        }
+        f.ga = Some(Field {
+            value: gbs / per_step,
+            source: Source::Derived,
+            note: Some(format!(
+                "GBS ÷ (MBS × DP) = {gbs} ÷ ({mbs} × {dp}), DP = GPUs ÷ (TP × PP × CP)"
+            )),
+        });
     }
     if f.gpu.is_none()
         && let Some(sys) = &f.system

@@ -774,16 +774,23 @@ pub struct WindowEvent {
 /// gather the keys perf uses. Line numbers are the file's.
 pub fn mllog_facts(lines: &[(usize, Vec<u8>)]) -> MllogFacts {
     use referee_rules::value::Value;
+    // The MLLOG reader ends lines at a lone `\r` too (as the official
+    // parser does): map each of its lines back to the file's line.
     let mut joined = Vec::new();
-    for (_, t) in lines {
+    let mut file_line = Vec::new();
+    for (n, t) in lines {
         joined.extend_from_slice(t);
         joined.push(b'\n');
+        let inner = t.strip_suffix(b"\r").unwrap_or(t);
+        let segments = 1 + inner.iter().filter(|b| **b == b'\r').count();
+        file_line.extend(std::iter::repeat_n(*n, segments));
     }
     let mut f = MllogFacts::default();
     let Ok(log) = mllog::read_from(joined.as_slice()) else {
         return f;
     };
-    let at = |l: usize| lines.get(l.wrapping_sub(1)).map_or(l, |(n, _)| *n);
+    let last = lines.last().map_or(1, |(n, _)| *n);
+    let at = |l: usize| file_line.get(l.wrapping_sub(1)).copied().unwrap_or(last);
     for p in &log.problems {
         f.problems.push(Problem {
             file: String::new(),

@@ -681,7 +681,7 @@ fn mllog_row(
         row.step_time_s = w.step_seconds.map(|s| Stat {
             mean: s,
             sd: None,
-            n: (w.end - w.start) as usize,
+            n: w.end.saturating_sub(w.start) as usize,
         });
         row.samples_per_second = Some(w.samples_per_second);
         row.tokens_per_second = w.tokens_per_second;
@@ -705,7 +705,11 @@ fn mllog_row(
         let status = if stopped {
             Status {
                 kind: StatusKind::Complete,
-                detail: "throughput of every logged block; run_stop logged".into(),
+                detail: if m.blocks.is_empty() {
+                    "every tracked_stats throughput; run_stop logged".into()
+                } else {
+                    "throughput of every logged block; run_stop logged".into()
+                },
             }
         } else {
             incomplete("throughput blocks")

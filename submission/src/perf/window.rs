@@ -171,14 +171,20 @@ pub struct Evaluation {
     pub step: Option<Stat>,
     pub tflops: Option<Stat>,
     pub status: Status,
-    /// Window iterations without a step time.
+    /// The first window iterations without a step time (at most
+    /// [`MISSING_LISTED`]).
     pub missing: Vec<u64>,
+    /// How many window iterations have no step time.
+    pub missing_count: u64,
 }
 
-fn list(v: &[u64]) -> String {
-    let shown: Vec<String> = v.iter().take(8).map(|x| x.to_string()).collect();
-    if v.len() > 8 {
-        format!("{} … ({} in all)", shown.join(", "), v.len())
+/// Missing window iterations listed by name.
+pub const MISSING_LISTED: usize = 8;
+
+fn list(v: &[u64], total: u64) -> String {
+    let shown: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    if total > v.len() as u64 {
+        format!("{} … ({total} in all)", shown.join(", "))
     } else {
         shown.join(", ")
     }
@@ -190,16 +196,33 @@ fn list(v: &[u64]) -> String {
 /// iterations whatever the status.
 pub fn evaluate(series: &Series, window: Option<&Window>, nan: Option<&NanGrad>) -> Evaluation {
     let (mut steps, mut tflops, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missing_count = 0u64;
     if let Some(w) = window {
-        for it in w.first..=w.last {
-            match series.points.get(&it) {
-                Some(p) if p.step_s.is_some() => {
-                    steps.push(p.step_s.expect("checked"));
-                    if let Some(t) = p.tflops {
-                        tflops.push(t);
-                    }
+        for p in series.points.range(w.first..=w.last).map(|(_, p)| p) {
+            if let Some(s) = p.step_s {
+                steps.push(s);
+                if let Some(t) = p.tflops {
+                    tflops.push(t);
                 }
-                _ => missing.push(it),
+            }
+        }
+        // The window may be far longer than the log: count the missing
+        // iterations, list only the first few (the walk is bounded by the
+        // points present plus the few listed).
+        missing_count = (w.last - w.first)
+            .saturating_add(1)
+            .saturating_sub(steps.len() as u64);
+        let mut it = w.first;
+        while missing.len() < MISSING_LISTED
+            && (missing.len() as u64) < missing_count
+            && it <= w.last
+        {
+            if series.points.get(&it).is_none_or(|p| p.step_s.is_none()) {
+                missing.push(it);
+            }
+            match it.checked_add(1) {
+                Some(n) => it = n,
+                None => break,
             }
         }
     }
@@ -219,13 +242,13 @@ pub fn evaluate(series: &Series, window: Option<&Window>, nan: Option<&NanGrad>)
                 Some(w) => format!("no step time inside the window {}", w.text()),
             },
         }
-    } else if !missing.is_empty() {
+    } else if missing_count > 0 {
         Status {
             kind: StatusKind::Incomplete,
             detail: format!(
                 "window iteration{} {} missing",
-                if missing.len() == 1 { "" } else { "s" },
-                list(&missing)
+                if missing_count == 1 { "" } else { "s" },
+                list(&missing, missing_count)
             ),
         }
     } else if !series.final_seen() {
@@ -248,6 +271,7 @@ pub fn evaluate(series: &Series, window: Option<&Window>, nan: Option<&NanGrad>)
         tflops: mean_sd(&tflops),
         status,
         missing,
+        missing_count,
     }
 }
 
@@ -356,6 +380,17 @@ mod tests {
         // Timings only outside the window.
         let e = evaluate(&run(&(10..=50).collect::<Vec<_>>(), 9), Some(&w), None);
         assert_eq!(e.status.kind, StatusKind::NoData);
+        // A window far longer than the log: counted, the first few listed.
+        let huge = Window {
+            first: 45,
+            last: u64::MAX - 1,
+            rule: String::new(),
+        };
+        let e = evaluate(&run(&[], 50), Some(&huge), None);
+        assert_eq!(e.status.kind, StatusKind::Incomplete);
+        assert_eq!(e.missing, (51..59).collect::<Vec<_>>());
+        assert_eq!(e.missing_count, u64::MAX - 1 - 45 + 1 - 6);
+        assert!(e.status.detail.contains("in all"), "{}", e.status.detail);
         // A NaN gradient norm wins over everything.
         let nan = NanGrad {
             line: 23,
