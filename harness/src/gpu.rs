@@ -1,6 +1,6 @@
 //! GPU discovery through cudarc (the driver API): name, memory, compute
-//! capability, device count, and the peak bf16 tensor throughput from a
-//! table of known parts. It feeds the system description's accelerator
+//! capability, device count, and the peak bf16 tensor throughput from the
+//! peak table of known parts (`referee_submission::perf::peaks`). It feeds the system description's accelerator
 //! fields and the MFU of throughput logs (`RunPlan.peak_flops`).
 //!
 //! Built in with the cargo feature `cuda` (training on GPUs, candle's CUDA
@@ -40,37 +40,11 @@ impl GpuInfo {
     }
 }
 
-/// Dense (no sparsity) bf16 tensor peak of known parts, TFLOP/s, from the
-/// vendors' data sheets. Matched in order against the device name, so
-/// specific names come before their prefixes.
-pub const PEAK_BF16_TFLOPS: &[(&str, f64)] = &[
-    ("GB200", 2500.0),
-    ("B200", 2250.0),
-    ("B100", 1750.0),
-    ("GH200", 989.0),
-    ("H200", 989.0),
-    ("H100 NVL", 835.0),
-    ("H100 PCIe", 756.0),
-    ("H100", 989.0), // SXM5 (HBM3)
-    ("H800", 989.0),
-    ("H20", 148.0),
-    ("A100", 312.0),
-    ("A800", 312.0),
-    ("L40S", 362.0),
-    ("L40", 181.0),
-    ("L4", 121.0),
-    ("A10", 125.0),
-    ("A30", 165.0),
-    ("RTX 6000 Ada", 364.0),
-    ("RTX 4090", 165.0),
-];
-
-/// The table's entry for a device name (`NVIDIA H100 80GB HBM3` → 989).
+/// Dense bf16 tensor peak of a device name (`NVIDIA H100 80GB HBM3` → 989),
+/// TFLOP/s, from the one peak table (`referee_submission::perf::peaks`,
+/// which also holds the FP8 and NVFP4 peaks `referee perf` uses).
 pub fn peak_bf16_tflops(name: &str) -> Option<f64> {
-    PEAK_BF16_TFLOPS
-        .iter()
-        .find(|(needle, _)| name.contains(needle))
-        .map(|(_, t)| *t)
+    referee_submission::perf::peaks::peak_bf16_tflops(name)
 }
 
 /// Why GPUs cannot be used here, or None when the driver is present.
@@ -182,6 +156,8 @@ mod tests {
         assert_eq!(peak_bf16_tflops("NVIDIA H200"), Some(989.0));
         assert_eq!(peak_bf16_tflops("NVIDIA GH200 480GB"), Some(989.0));
         assert_eq!(peak_bf16_tflops("NVIDIA B200"), Some(2250.0));
+        // The DGX Cloud recipes' GB200 figure (the table in referee_submission::perf::peaks).
+        assert_eq!(peak_bf16_tflops("NVIDIA GB200"), Some(2450.0));
         assert_eq!(peak_bf16_tflops("NVIDIA A100-SXM4-80GB"), Some(312.0));
         assert_eq!(peak_bf16_tflops("NVIDIA L40S"), Some(362.0));
         assert_eq!(peak_bf16_tflops("NVIDIA L4"), Some(121.0));

@@ -469,6 +469,9 @@ struct Training<'a> {
     all: Span,
     block: Span,
     window: Span,
+    /// Throughput mode: the window's figures (what the log's `throughput`
+    /// event holds), which the run then reports as its throughput.
+    window_figures: Option<Throughput>,
 }
 
 /// What training left for the end of the run.
@@ -480,6 +483,7 @@ struct Outcome {
     evals: Vec<(u64, f64, f64)>,
     run_start_ms: u64,
     all: Span,
+    window_figures: Option<Throughput>,
     gbs: u64,
 }
 
@@ -521,6 +525,7 @@ impl<'a> Training<'a> {
             all: Span::default(),
             block: Span::default(),
             window: Span::default(),
+            window_figures: None,
         }
     }
 
@@ -689,6 +694,7 @@ impl<'a> Training<'a> {
                 ("window_end_step", Value::Int(tp.window.1 as i64)),
             ],
         );
+        self.window_figures = Some(t);
         self.status = Status::Aborted("throughput mode: fixed number of steps".into());
     }
 
@@ -762,6 +768,7 @@ impl<'a> Training<'a> {
             evals: self.evals,
             run_start_ms: self.run_start_ms,
             all: self.all,
+            window_figures: self.window_figures,
             gbs: self.gbs,
         }
     }
@@ -788,6 +795,7 @@ fn finish(
         evals,
         run_start_ms,
         all,
+        window_figures,
         gbs,
     } = outcome;
     if let Some(why) = &fatal {
@@ -813,13 +821,15 @@ fn finish(
             None => why,
         });
     }
-    let throughput = throughput_of(
-        trainer.as_ref(),
-        all.samples,
-        all.seconds,
-        all.samples / gbs.max(1),
-        plan.peak_flops,
-    );
+    let throughput = window_figures.unwrap_or_else(|| {
+        throughput_of(
+            trainer.as_ref(),
+            all.samples,
+            all.seconds,
+            all.samples / gbs.max(1),
+            plan.peak_flops,
+        )
+    });
     Ok(RunResult {
         index,
         seed,

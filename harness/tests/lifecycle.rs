@@ -360,4 +360,7 @@ fn throughput_mode_logs_the_window() {
     assert_eq!(v.get("samples_per_second").unwrap().as_f64(), Some(40.0));
     assert_eq!(v.get("step_seconds").unwrap().as_f64(), Some(0.25));
     assert_eq!(tp.meta("window_start_step").unwrap().as_f64(), Some(4.0));
+    // The run reports the window's figures, as the log does.
+    assert_eq!(r.throughput.samples_per_second, 40.0);
+    assert_eq!(r.throughput.step_seconds, 0.25);
 }

@@ -3,4 +3,5 @@
 pub mod assemble;
 pub mod compare;
 pub mod manifest;
+pub mod perf;
 pub mod sign;

@@ -316,3 +316,69 @@ pub fn official_package_ok(org: &Path, ruleset: &str) -> bool {
         panic!("no verdict from the official package checker:\n{err}")
     }
 }
+
+/// Headless Chromium (`$REFEREE_CHROMIUM`, or the system's): the HTML
+/// reports are checked in a real browser.
+pub fn chromium() -> PathBuf {
+    let candidates = [
+        std::env::var_os("REFEREE_CHROMIUM").map(PathBuf::from),
+        Some(PathBuf::from("/usr/bin/chromium")),
+        Some(PathBuf::from("/usr/bin/chromium-browser")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "headless Chromium is needed to check the HTML report: install it (`apt-get install -y chromium`) or set REFEREE_CHROMIUM"
+            )
+        })
+}
+
+/// A screenshot of `page` by headless Chromium into `png` (1200×1600).
+pub fn screenshot(page: &Path, png: &Path) {
+    let profile = tempfile::tempdir().unwrap();
+    let shot = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,1600")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(
+        png.is_file(),
+        "chromium wrote no screenshot: {}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+}
+
+/// Width, height and RGB pixels of an 8-bit PNG.
+pub fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut reader = png::Decoder::new(file).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let step = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected PNG colour type {other:?}"),
+    };
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(step)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width, info.height, px)
+}

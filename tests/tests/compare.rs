@@ -12,7 +12,9 @@
 
 use referee_rules::score::summarize;
 use referee_submission::compare::html::{BASELINE_COLOR, CANDIDATE_COLOR, hex};
-use referee_tests::{corpus_dir, data_dir, official_score_context, referee, stderr, stdout};
+use referee_tests::{
+    chromium, corpus_dir, data_dir, decode_png, official_score_context, referee, stderr, stdout,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -327,23 +329,6 @@ fn fewer_samples_to_target_is_a_convergence_change() {
     assert!(md.contains("How the verdicts are made"), "{md}");
 }
 
-fn chromium() -> PathBuf {
-    let candidates = [
-        std::env::var_os("REFEREE_CHROMIUM").map(PathBuf::from),
-        Some(PathBuf::from("/usr/bin/chromium")),
-        Some(PathBuf::from("/usr/bin/chromium-browser")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "headless Chromium is needed to check the HTML report: install it (`apt-get install -y chromium`) or set REFEREE_CHROMIUM"
-            )
-        })
-}
-
 /// The `<figure class="plot eval-curves" …>` element of the page.
 fn eval_figure(html: &str) -> &str {
     let start = html
@@ -455,24 +440,6 @@ fn html_report_renders_the_plots() {
 }
 
 /// RGB pixels of a PNG screenshot.
-fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
-    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
-    let mut reader = png::Decoder::new(file).read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!(info.bit_depth, png::BitDepth::Eight);
-    let step = match info.color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("unexpected PNG colour type {other:?}"),
-    };
-    let px = buf[..info.buffer_size()]
-        .chunks_exact(step)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
-    (info.width, info.height, px)
-}
-
 #[test]
 fn different_definitions_need_force() {
     let f = fixture();

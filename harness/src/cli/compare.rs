@@ -1,20 +1,24 @@
 //! `referee compare BASELINE CANDIDATE`: the release-to-release regression
-//! gate. The work is in `referee_submission::compare`; this file resolves
-//! the flags and the rules, prints the reports and decides the exit code
-//! (0 no regression, 1 regression or convergence change, 2 bad input).
+//! gate. The flags resolve into one [`CompareRequest`]; the work is in
+//! `referee_submission::compare` (loading the sides, comparing them); the
+//! comparison renders through the report layer (human on stdout, or JSON;
+//! Markdown and HTML into files); the exit code is the comparison's (0 no
+//! regression, 1 regression or convergence change, 2 bad input).
 
 use super::common::RulesetArgs;
 use super::{EXIT_USAGE, init_threads, usage_error};
 use crate::rules_env::RulesPerSide;
 use clap::Args;
-use referee_submission::compare::{self, Options, html, report};
+use referee_rules::report::{Detail, Format, render};
+use referee_submission::compare::{self, Options, html};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline: a submission folder (or a folder of them), a directory
-    /// of `referee run` outputs, one run output, or a benchmark's results
-    /// directory.
+    /// of `referee run` outputs, one run output, a benchmark's results
+    /// directory, or NeMo / Megatron logs (a file or a folder of them).
     #[arg(value_name = "BASELINE")]
     pub baseline: PathBuf,
     /// The candidate, in any of the baseline's forms.
@@ -36,7 +40,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Compare even where the benchmark definitions differ (target,
-    /// dataset, ruleset, mode); every report says so.
+    /// dataset, ruleset, mode, framework runs' configuration); every report
+    /// says so.
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
@@ -45,45 +50,71 @@ pub struct CompareArgs {
     pub threads: Option<usize>,
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+/// A validated `referee compare` request.
+pub struct CompareRequest {
+    pub baseline: PathBuf,
+    pub candidate: PathBuf,
+    pub options: Options,
+    pub rules: RulesPerSide,
+}
+
+impl CompareArgs {
+    /// The request these flags make (errors are usage errors).
+    pub fn request(&self) -> Result<CompareRequest, String> {
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!(
+                "--confidence {}: must lie strictly between 0 and 1",
+                self.confidence
+            ));
+        }
+        if !(self.threshold >= 0.0 && self.threshold.is_finite()) {
+            return Err(format!(
+                "--threshold {}: must be a non-negative percentage",
+                self.threshold
+            ));
+        }
+        Ok(CompareRequest {
+            baseline: self.baseline.clone(),
+            candidate: self.candidate.clone(),
+            options: Options {
+                threshold: self.threshold / 100.0,
+                confidence: self.confidence,
+                force: self.force,
+                ..Options::default()
+            },
+            rules: RulesPerSide::new(self.rules.request()),
+        })
+    }
+}
+
+/// Render `cmp` in `format` into a new file.
+fn render_file(cmp: &compare::Comparison, format: Format, path: &Path) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(err)?);
+    render(cmp, format, Detail::default(), &mut f).map_err(err)?;
+    f.flush().map_err(err)
 }
 
 pub fn run(a: CompareArgs) -> i32 {
     init_threads(a.threads);
-    if !(a.confidence > 0.0 && a.confidence < 1.0) {
-        return usage_error(format!(
-            "--confidence {}: must lie strictly between 0 and 1",
-            a.confidence
-        ));
-    }
-    if !(a.threshold >= 0.0 && a.threshold.is_finite()) {
-        return usage_error(format!(
-            "--threshold {}: must be a non-negative percentage",
-            a.threshold
-        ));
-    }
-    let rules = RulesPerSide::new(a.rules.request());
-    let baseline = match compare::load_side(&a.baseline, &rules) {
+    let req = match a.request() {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
+    let baseline = match compare::load_side(&req.baseline, &req.rules) {
         Ok(s) => s,
         Err(e) => return usage_error(format!("baseline: {e}")),
     };
-    let candidate = match compare::load_side(&a.candidate, &rules) {
+    let candidate = match compare::load_side(&req.candidate, &req.rules) {
         Ok(s) => s,
         Err(e) => return usage_error(format!("candidate: {e}")),
     };
-    let opts = Options {
-        threshold: a.threshold / 100.0,
-        confidence: a.confidence,
-        force: a.force,
-        ..Options::default()
-    };
-    let cmp = match compare::compare(&baseline, &candidate, &opts) {
+    let cmp = match compare::compare(&baseline, &candidate, &req.options) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
     if let Some(p) = &a.markdown
-        && let Err(e) = write_file(p, &report::markdown(&cmp))
+        && let Err(e) = render_file(&cmp, Format::Markdown, p)
     {
         return usage_error(e);
     }
@@ -92,18 +123,19 @@ pub fn run(a: CompareArgs) -> i32 {
             Ok(h) => h,
             Err(e) => return usage_error(e),
         };
-        if let Err(e) = write_file(p, &page) {
-            return usage_error(e);
+        if let Err(e) = std::fs::write(p, page) {
+            return usage_error(format!("{}: {e}", p.display()));
         }
     }
-    let mut out = std::io::stdout().lock();
-    let res = if a.json {
-        use std::io::Write;
-        writeln!(out, "{}", report::json(&cmp))
-    } else {
-        report::write_human(&mut out, &cmp)
-    };
-    if res.is_err() {
+    let format = if a.json { Format::Json } else { Format::Human };
+    if render(
+        &cmp,
+        format,
+        Detail::default(),
+        &mut std::io::stdout().lock(),
+    )
+    .is_err()
+    {
         return EXIT_USAGE;
     }
     cmp.exit_code

@@ -14,6 +14,7 @@ pub mod compare;
 pub mod data;
 pub mod package;
 pub mod package_check;
+pub mod perf;
 pub mod rcp;
 pub mod rules;
 pub mod run;
@@ -56,6 +57,8 @@ pub enum Command {
     PackageCheck(package_check::PackageCheckArgs),
     /// Compare release A with release B: time to train, convergence, throughput; exit 1 on a regression.
     Compare(compare::CompareArgs),
+    /// Throughput, TFLOP/s per GPU and MFU from NeMo, Megatron and MLLOG logs; exit 1 when a run is incomplete.
+    Perf(perf::PerfArgs),
     /// Build an MLCommons submission folder from `referee run` outputs.
     Package(package::PackageArgs),
     /// Verify, check and re-run results of a signed submission folder.
@@ -95,6 +98,7 @@ where
         Command::Summarize(a) => summarize::run(a),
         Command::PackageCheck(a) => package_check::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Perf(a) => perf::run(a),
         Command::Package(a) => package::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Keygen(a) => sign::run_keygen(a),

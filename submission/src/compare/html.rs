@@ -8,7 +8,8 @@
 //! (`sans-serif`) that the browser renders with whatever font it has.
 
 use super::report::{detail_lines, fig, not_compared_lines, pct, setting, settings_line};
-use super::{Comparison, GroupComparison, Mode, RunSet};
+use super::{Comparison, GroupComparison, Mode, RunRecord, RunSet};
+use crate::perf::html::{StepSeries, step_time_svg};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -156,12 +157,29 @@ fn tick(x: f64) -> String {
     }
 }
 
-/// Per-run values of both sides as a strip plot (baseline in the left
-/// column, candidate in the right, runs spread sideways so that equal
-/// values stay visible), with each side's figure — the olympic score or
-/// the mean — as a horizontal bar across its column.
-pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+/// What a group's strip plot shows: each side's per-run values and figure,
+/// the title, the unit and the column labels.
+struct Strip {
+    vb: Vec<f64>,
+    vc: Vec<f64>,
+    figure_b: Option<f64>,
+    figure_c: Option<f64>,
+    title: &'static str,
+    unit: &'static str,
+    lb: String,
+    lc: String,
+}
+
+fn strip_of(g: &GroupComparison) -> Option<Strip> {
     let ttt = g.time_to_train.is_some();
+    // Framework logs without a batch size have no samples/s: their step
+    // times are shown instead.
+    let steps = !ttt
+        && !g
+            .throughput
+            .iter()
+            .any(|m| m.metric == "samples_per_second")
+        && g.throughput.iter().any(|m| m.metric == "step_time_seconds");
     // Time to train per run × the side's scaling factor, so that the dots
     // and the score (which includes it) share a scale.
     let values = |s: &RunSet| -> Vec<f64> {
@@ -170,6 +188,8 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
             .filter_map(|r| {
                 if ttt {
                     r.minutes.map(|m| m * s.scaling_factor)
+                } else if steps {
+                    r.step_seconds
                 } else {
                     r.samples_per_second
                 }
@@ -178,9 +198,10 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
     };
     let (vb, vc) = (values(&g.baseline), values(&g.candidate));
     if vb.is_empty() && vc.is_empty() {
-        return Ok(None);
+        return None;
     }
     let scaled = g.baseline.scaling_factor != 1.0 || g.candidate.scaling_factor != 1.0;
+    let metric = |name: &str| g.throughput.iter().find(|m| m.metric == name);
     let (figure_b, figure_c, title, unit) = if let Some(t) = &g.time_to_train {
         (
             t.baseline,
@@ -192,11 +213,16 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
                 "minutes (bar: olympic score)"
             },
         )
+    } else if steps {
+        let m = metric("step_time_seconds");
+        (
+            m.and_then(|m| m.baseline),
+            m.and_then(|m| m.candidate),
+            "step time per run (window mean)",
+            "seconds (bar: mean)",
+        )
     } else {
-        let m = g
-            .throughput
-            .iter()
-            .find(|m| m.metric == "samples_per_second");
+        let m = metric("samples_per_second");
         (
             m.and_then(|m| m.baseline),
             m.and_then(|m| m.candidate),
@@ -208,18 +234,7 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
             "samples/s (bar: mean)",
         )
     };
-    let all: Vec<f64> = vb
-        .iter()
-        .chain(&vc)
-        .copied()
-        .chain(figure_b)
-        .chain(figure_c)
-        .collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (y0, y1) = padded(lo, hi);
     let failed = |s: &RunSet| s.runs.iter().filter(|r| ttt && r.minutes.is_none()).count();
-    let (fb, fc) = (failed(&g.baseline), failed(&g.candidate));
     let side_label = |name: &str, n: usize, failed: usize| {
         let mut s = format!("{name} ({n} run{}", if n == 1 { "" } else { "s" });
         if failed > 0 {
@@ -228,10 +243,36 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         s.push(')');
         s
     };
-    let (lb, lc) = (
-        side_label("baseline", vb.len(), fb),
-        side_label("candidate", vc.len(), fc),
-    );
+    Some(Strip {
+        lb: side_label("baseline", vb.len(), failed(&g.baseline)),
+        lc: side_label("candidate", vc.len(), failed(&g.candidate)),
+        vb,
+        vc,
+        figure_b,
+        figure_c,
+        title,
+        unit,
+    })
+}
+
+/// Per-run values of both sides as a strip plot (baseline in the left
+/// column, candidate in the right, runs spread sideways so that equal
+/// values stay visible), with each side's figure — the olympic score or
+/// the mean — as a horizontal bar across its column.
+pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+    let Some(d) = strip_of(g) else {
+        return Ok(None);
+    };
+    let all: Vec<f64> =
+        d.vb.iter()
+            .chain(&d.vc)
+            .copied()
+            .chain(d.figure_b)
+            .chain(d.figure_c)
+            .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (y0, y1) = padded(lo, hi);
     let mut svg = String::new();
     let r: PlotResult = (|| {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -239,7 +280,7 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         // x: the baseline's column is centred at 0.5, the candidate's at
         // 1.5; ticks every 0.5 and only the two centres are labelled.
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: {title}", g.benchmark), ("sans-serif", 18))
+            .caption(format!("{}: {}", g.benchmark, d.title), ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(42)
             .y_label_area_size(64)
@@ -249,21 +290,21 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
             .disable_x_mesh()
             .light_line_style(TRANSPARENT)
             .x_labels(5)
-            .y_desc(unit)
+            .y_desc(d.unit)
             .y_label_formatter(&|y| tick(*y))
             .x_label_formatter(&|x| {
                 if (x - 0.5).abs() < 1e-9 {
-                    lb.clone()
+                    d.lb.clone()
                 } else if (x - 1.5).abs() < 1e-9 {
-                    lc.clone()
+                    d.lc.clone()
                 } else {
                     String::new()
                 }
             })
             .draw()?;
         for (centre, vals, figure, color) in [
-            (0.5, &vb, figure_b, BASELINE_COLOR),
-            (1.5, &vc, figure_c, CANDIDATE_COLOR),
+            (0.5, &d.vb, d.figure_b, BASELINE_COLOR),
+            (1.5, &d.vc, d.figure_c, CANDIDATE_COLOR),
         ] {
             if let Some(f) = figure {
                 chart.draw_series(std::iter::once(PathElement::new(
@@ -289,6 +330,37 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
     Ok(Some(svg))
 }
 
+/// Framework logs: the step time of every iteration of every run, both
+/// sides (baseline runs in the baseline's colour, candidate runs in the
+/// candidate's).
+pub fn step_times_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+    let mut series = Vec::new();
+    for (s, color, name) in [
+        (&g.baseline, BASELINE_COLOR, "baseline"),
+        (&g.candidate, CANDIDATE_COLOR, "candidate"),
+    ] {
+        let runs: Vec<&RunRecord> = s.runs.iter().filter(|r| !r.iterations.is_empty()).collect();
+        for (k, r) in runs.iter().enumerate() {
+            series.push(StepSeries {
+                label: (k == 0).then(|| {
+                    format!(
+                        "{name} ({} run{})",
+                        runs.len(),
+                        if runs.len() == 1 { "" } else { "s" }
+                    )
+                }),
+                color,
+                points: &r.iterations,
+            });
+        }
+    }
+    step_time_svg(
+        &format!("{}: step time per iteration", g.benchmark),
+        &series,
+        None,
+    )
+}
+
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\
 table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:14px}\
 th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0}\
@@ -296,51 +368,24 @@ th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:
 .forced{background:#fff3cd;border:1px solid #e0c36b;padding:8px}li{margin:2px 0}\
 .key span{display:inline-block;width:14px;height:4px;margin:0 6px 3px 12px}";
 
-/// The whole page.
-pub fn html(c: &Comparison) -> Result<String, String> {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>referee compare</title><style>{STYLE}</style></head><body>\n"
-    );
-    let _ = writeln!(s, "<h1>referee compare</h1>");
-    let _ = writeln!(
-        s,
-        "<p>baseline <code>{}</code><br>candidate <code>{}</code></p>",
-        esc(&c.baseline),
-        esc(&c.candidate)
-    );
-    let _ = writeln!(
-        s,
-        "<p class=\"key\">{}<span style=\"background:{}\"></span>baseline<span style=\"background:{}\"></span>candidate</p>",
-        esc(&settings_line(c)),
-        hex(BASELINE_COLOR),
-        hex(CANDIDATE_COLOR)
-    );
-    if c.force {
-        let _ = writeln!(
-            s,
-            "<div class=\"forced\"><b>--force</b>: runs are compared across different benchmark definitions where they differ.<ul>"
-        );
-        if c.forced_differences.is_empty() {
-            let _ = writeln!(s, "<li>no difference of definition was found</li>");
-        }
-        for d in &c.forced_differences {
-            let _ = writeln!(s, "<li>{}</li>", esc(d));
-        }
-        let _ = writeln!(s, "</ul></div>");
+fn forced_block(s: &mut String, c: &Comparison) {
+    if !c.force {
+        return;
     }
-    let sm = &c.summary;
     let _ = writeln!(
         s,
-        "<p><b>{} regression(s), {} convergence change(s), {} improvement(s), {} without significant change, {} inconclusive — exit code {}</b></p>",
-        sm.regressions,
-        sm.convergence_changes,
-        sm.improvements,
-        sm.no_significant_change,
-        sm.inconclusive,
-        c.exit_code
+        "<div class=\"forced\"><b>--force</b>: runs are compared across different benchmark definitions where they differ.<ul>"
     );
+    if c.forced_differences.is_empty() {
+        let _ = writeln!(s, "<li>no difference of definition was found</li>");
+    }
+    for d in &c.forced_differences {
+        let _ = writeln!(s, "<li>{}</li>", esc(d));
+    }
+    let _ = writeln!(s, "</ul></div>");
+}
+
+fn summary_table(s: &mut String, c: &Comparison) {
     let _ = writeln!(
         s,
         "<table><tr><th>benchmark · system</th><th>metric</th><th>baseline</th><th>candidate</th><th>change</th><th>{} % CI</th><th>MWU p</th><th>convergence</th><th>verdict</th></tr>",
@@ -376,33 +421,83 @@ pub fn html(c: &Comparison) -> Result<String, String> {
         );
     }
     let _ = writeln!(s, "</table>");
+}
+
+fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), String> {
+    let _ = writeln!(s, "<section id=\"g{i}\"><h2>{}</h2>", esc(&g.label));
+    let _ = writeln!(s, "<div class=\"plots\">");
+    if let Some(svg) = eval_curves_svg(g)? {
+        let _ = writeln!(
+            s,
+            "<figure class=\"plot eval-curves\" data-baseline-runs=\"{}\" data-candidate-runs=\"{}\">{svg}</figure>",
+            g.baseline
+                .runs
+                .iter()
+                .filter(|r| !r.evals.is_empty())
+                .count(),
+            g.candidate
+                .runs
+                .iter()
+                .filter(|r| !r.evals.is_empty())
+                .count()
+        );
+    }
+    if let Some(svg) = distribution_svg(g)? {
+        let _ = writeln!(s, "<figure class=\"plot distribution\">{svg}</figure>");
+    }
+    if let Some(svg) = step_times_svg(g)? {
+        let count = |set: &RunSet| set.runs.iter().filter(|r| !r.iterations.is_empty()).count();
+        let _ = writeln!(
+            s,
+            "<figure class=\"plot step-times\" data-baseline-runs=\"{}\" data-candidate-runs=\"{}\">{svg}</figure>",
+            count(&g.baseline),
+            count(&g.candidate)
+        );
+    }
+    let _ = writeln!(s, "</div><ul>");
+    for l in detail_lines(g) {
+        let _ = writeln!(s, "<li>{}</li>", esc(&l));
+    }
+    let _ = writeln!(s, "</ul></section>");
+    Ok(())
+}
+
+/// The whole page.
+pub fn html(c: &Comparison) -> Result<String, String> {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>referee compare</title><style>{STYLE}</style></head><body>\n"
+    );
+    let _ = writeln!(s, "<h1>referee compare</h1>");
+    let _ = writeln!(
+        s,
+        "<p>baseline <code>{}</code><br>candidate <code>{}</code></p>",
+        esc(&c.baseline),
+        esc(&c.candidate)
+    );
+    let _ = writeln!(
+        s,
+        "<p class=\"key\">{}<span style=\"background:{}\"></span>baseline<span style=\"background:{}\"></span>candidate</p>",
+        esc(&settings_line(c)),
+        hex(BASELINE_COLOR),
+        hex(CANDIDATE_COLOR)
+    );
+    forced_block(&mut s, c);
+    let sm = &c.summary;
+    let _ = writeln!(
+        s,
+        "<p><b>{} regression(s), {} convergence change(s), {} improvement(s), {} without significant change, {} inconclusive — exit code {}</b></p>",
+        sm.regressions,
+        sm.convergence_changes,
+        sm.improvements,
+        sm.no_significant_change,
+        sm.inconclusive,
+        c.exit_code
+    );
+    summary_table(&mut s, c);
     for (i, g) in c.groups.iter().enumerate() {
-        let _ = writeln!(s, "<section id=\"g{i}\"><h2>{}</h2>", esc(&g.label));
-        let _ = writeln!(s, "<div class=\"plots\">");
-        if let Some(svg) = eval_curves_svg(g)? {
-            let _ = writeln!(
-                s,
-                "<figure class=\"plot eval-curves\" data-baseline-runs=\"{}\" data-candidate-runs=\"{}\">{svg}</figure>",
-                g.baseline
-                    .runs
-                    .iter()
-                    .filter(|r| !r.evals.is_empty())
-                    .count(),
-                g.candidate
-                    .runs
-                    .iter()
-                    .filter(|r| !r.evals.is_empty())
-                    .count()
-            );
-        }
-        if let Some(svg) = distribution_svg(g)? {
-            let _ = writeln!(s, "<figure class=\"plot distribution\">{svg}</figure>");
-        }
-        let _ = writeln!(s, "</div><ul>");
-        for l in detail_lines(g) {
-            let _ = writeln!(s, "<li>{}</li>", esc(&l));
-        }
-        let _ = writeln!(s, "</ul></section>");
+        group_section(&mut s, i, g)?;
     }
     let not_compared = not_compared_lines(c);
     if !not_compared.is_empty() {

@@ -1,6 +1,8 @@
-//! Text forms of a comparison: the human table (stdout), Markdown and JSON.
+//! Text forms of a comparison — the human table (stdout), Markdown and
+//! JSON (the serde form) — through the report layer's [`Report`] trait.
 
 use super::{Comparison, GroupComparison, MetricComparison};
+use referee_rules::report::{Detail, Report};
 use std::fmt::Write as _;
 
 /// `+5.2 %`.
@@ -189,6 +191,17 @@ pub fn not_compared_lines(c: &Comparison) -> Vec<String> {
 pub fn detail_lines(g: &GroupComparison) -> Vec<String> {
     let mut v = Vec::new();
     let side = |name: &str, s: &super::RunSet| {
+        if s.kind == super::SourceKind::FrameworkLog {
+            return format!(
+                "{name}: {} run{} ({} logs; {}) of {} in {}",
+                s.runs.len(),
+                if s.runs.len() == 1 { "" } else { "s" },
+                s.ruleset,
+                s.perf_config.as_deref().unwrap_or("configuration unknown"),
+                s.label(),
+                s.dirs.join(", ")
+            );
+        }
         let ok = s.runs.iter().filter(|r| r.minutes.is_some()).count();
         let how = if s.mode == super::Mode::Throughput {
             "throughput mode".to_string()
@@ -376,7 +389,12 @@ pub fn markdown(c: &Comparison) -> String {
     s
 }
 
-/// The JSON form: one object.
-pub fn json(c: &Comparison) -> String {
-    serde_json::to_string(c).expect("a comparison serialises")
+impl Report for Comparison {
+    fn write_human(&self, out: &mut dyn std::io::Write, _: Detail) -> std::io::Result<()> {
+        write_human(out, self)
+    }
+
+    fn write_markdown(&self, out: &mut dyn std::io::Write, _: Detail) -> std::io::Result<()> {
+        out.write_all(markdown(self).as_bytes())
+    }
 }

@@ -1,0 +1,563 @@
+//! The perf report's forms: human (a table, then each run's details), JSON
+//! (the serde form), Markdown, and CSV (one line per run).
+
+use super::fields::{Field, Fields, Source};
+use super::{PerfReport, PerfRow};
+use referee_rules::report::{Detail, Report, md_escape};
+use std::io::{self, Write};
+
+/// A figure with a sensible number of digits.
+pub fn fig(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() {
+        "—".into()
+    } else if a == 0.0 {
+        "0".into()
+    } else if a >= 1e4 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(fig).unwrap_or_else(|| "—".into())
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.1} %")).unwrap_or_else(|| "—".into())
+}
+
+fn count(f: &Fields, name: &str) -> String {
+    f.value(name).map_or_else(|| "—".into(), |v| v.to_string())
+}
+
+fn text<T: std::fmt::Display>(f: &Option<Field<T>>) -> String {
+    f.as_ref()
+        .map_or_else(|| "—".into(), |x| x.value.to_string())
+}
+
+/// The step time as `mean ± sd`.
+pub fn step_text(r: &PerfRow) -> String {
+    match r.step_time_s {
+        Some(s) => match s.sd {
+            Some(sd) => format!("{} ± {}", fig(s.mean), fig(sd)),
+            None => fig(s.mean),
+        },
+        None => "—".into(),
+    }
+}
+
+/// The file's last component (the table); details name the whole path.
+pub fn short_name(file: &str) -> String {
+    std::path::Path::new(file)
+        .file_name()
+        .map_or_else(|| file.to_string(), |n| n.to_string_lossy().to_string())
+}
+
+/// The table's header.
+pub fn header(r: &PerfReport) -> Vec<&'static str> {
+    let mut h = vec![
+        "run",
+        "format",
+        "model",
+        "GPUs",
+        "GBS",
+        "MBS",
+        "seq",
+        "parallelism",
+        "prec",
+        "step time (s)",
+        "window",
+        "tokens/s",
+        "tokens/s/GPU",
+        "TFLOP/s/GPU",
+        "MFU",
+    ];
+    if r.against.is_some() {
+        h.push("% of ref");
+    }
+    h.push("status");
+    h
+}
+
+/// One table row's cells.
+pub fn cells(report: &PerfReport, r: &PerfRow) -> Vec<String> {
+    let f = &r.fields;
+    let mut c = vec![
+        short_name(&r.file),
+        r.format.as_str().to_string(),
+        text(&f.model),
+        count(f, "gpus"),
+        count(f, "gbs"),
+        count(f, "mbs"),
+        count(f, "seq_len"),
+        {
+            let p = f.parallelism();
+            if p.is_empty() { "—".into() } else { p }
+        },
+        f.precision
+            .as_ref()
+            .map_or_else(|| "—".into(), |p| p.value.as_str().into()),
+        step_text(r),
+        r.window.as_ref().map_or_else(|| "—".into(), |w| w.text()),
+        opt(r.tokens_per_second),
+        opt(r.tokens_per_second_per_gpu),
+        opt(r.model_tflops_per_gpu.as_ref().map(|t| t.value)),
+        r.mfu
+            .as_ref()
+            .map_or_else(|| "—".into(), |m| format!("{:.1} %", m.value * 100.0)),
+    ];
+    if report.against.is_some() {
+        let p = match &r.reference {
+            Some(Ok(m)) => {
+                let mut s = pct(m.pct());
+                if !m.exact && m.pct().is_some() {
+                    s.push_str(" (looser)");
+                }
+                s
+            }
+            _ => "—".into(),
+        };
+        c.push(p);
+    }
+    c.push(r.status.kind.as_str().to_string());
+    c
+}
+
+fn field_line<T: std::fmt::Display>(name: &str, f: &Option<Field<T>>) -> Option<String> {
+    let f = f.as_ref()?;
+    let mut s = format!("{name} {} ({}", f.value, f.source.as_str());
+    if let Some(n) = &f.note {
+        s.push_str(&format!(": {n}"));
+    }
+    s.push(')');
+    Some(s)
+}
+
+/// Every stated field with its source.
+pub fn fields_line(f: &Fields) -> String {
+    let mut parts: Vec<String> = [
+        field_line("model", &f.model),
+        field_line("system", &f.system),
+        field_line("GPU", &f.gpu),
+        field_line("task", &f.task),
+        f.precision.as_ref().map(|p| {
+            let mut s = format!("precision {} ({}", p.value.as_str(), p.source.as_str());
+            if let Some(n) = &p.note {
+                s.push_str(&format!(": {n}"));
+            }
+            s + ")"
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for (name, label) in [
+        ("gpus", "GPUs"),
+        ("gbs", "GBS"),
+        ("mbs", "MBS"),
+        ("seq_len", "sequence length"),
+        ("tp", "TP"),
+        ("pp", "PP"),
+        ("cp", "CP"),
+        ("vp", "VP"),
+        ("ep", "EP"),
+        ("fsdp", "FSDP"),
+        ("ga", "GA"),
+    ] {
+        if let Some(l) = field_line(label, &f.count(name).cloned()) {
+            parts.push(l);
+        }
+    }
+    if parts.is_empty() {
+        "none stated".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A run's detail lines (human, Markdown and HTML share them).
+pub fn detail_lines(r: &PerfRow) -> Vec<String> {
+    let mut v = Vec::new();
+    v.push(format!(
+        "{} log{}",
+        r.format.as_str(),
+        r.rank
+            .as_ref()
+            .map(|p| format!("; the lines of rank `{p}` counted"))
+            .unwrap_or_default()
+    ));
+    v.push(format!("fields: {}", fields_line(&r.fields)));
+    if let Some(w) = &r.window {
+        v.push(format!("window: {} — {}", w.text(), w.rule));
+    }
+    if let Some(s) = r.step_time_s {
+        let mut t = format!("step time: mean {} s", fig(s.mean));
+        if let Some(sd) = s.sd {
+            t.push_str(&format!(", sd {} s", fig(sd)));
+        }
+        t.push_str(&format!(
+            " over {} iteration{}",
+            s.n,
+            if s.n == 1 { "" } else { "s" }
+        ));
+        if let Some(tf) = r.tflops_stat {
+            t.push_str(&format!(
+                "; model TFLOP/s/GPU mean {}{}",
+                fig(tf.mean),
+                tf.sd
+                    .map(|sd| format!(", sd {}", fig(sd)))
+                    .unwrap_or_default()
+            ));
+        }
+        v.push(t);
+    }
+    let mut rates = Vec::new();
+    if let Some(x) = r.samples_per_second {
+        rates.push(format!("{} samples/s", fig(x)));
+    }
+    if let Some(x) = r.tokens_per_second {
+        rates.push(format!("{} tokens/s", fig(x)));
+    }
+    if let Some(x) = r.tokens_per_second_per_gpu {
+        rates.push(format!("{} tokens/s/GPU", fig(x)));
+    }
+    if let Some(t) = &r.model_tflops_per_gpu
+        && t.source != Source::Log
+    {
+        rates.push(format!(
+            "{} model TFLOP/s/GPU ({})",
+            fig(t.value),
+            t.note.clone().unwrap_or_else(|| t.source.as_str().into())
+        ));
+    }
+    if let Some(m) = &r.mfu {
+        rates.push(format!(
+            "MFU {:.2} % ({})",
+            m.value * 100.0,
+            m.note.clone().unwrap_or_else(|| m.source.as_str().into())
+        ));
+    }
+    if !rates.is_empty() {
+        v.push(format!("throughput: {}", rates.join(", ")));
+    }
+    v.push(format!(
+        "status: {} — {}",
+        r.status.kind.as_str(),
+        r.status.detail
+    ));
+    match &r.reference {
+        Some(Ok(m)) => {
+            let row = &m.row;
+            let mut s = format!(
+                "reference ({}): {} · {} · {} · {} · {} GPUs · {} · {}",
+                m.label,
+                row.container,
+                row.system,
+                row.model,
+                row.precision,
+                row.gpus,
+                row.task,
+                row.parallelism()
+            );
+            s.push_str(&format!(
+                "; tokens/s/GPU {} → {}; TFLOP/s/GPU {} → {}",
+                opt(row.tokens_per_s_per_gpu),
+                pct(m.pct_tokens_per_gpu),
+                opt(row.model_tflops_per_gpu),
+                pct(m.pct_tflops_per_gpu)
+            ));
+            if let Some(p) = m.pct_step_time {
+                s.push_str(&format!(
+                    "; step time {} s → {:.1} %",
+                    opt(row.step_time_s),
+                    p
+                ));
+            }
+            v.push(s);
+            for n in &m.notes {
+                v.push(format!("reference note: {n}"));
+            }
+        }
+        Some(Err(e)) => v.push(format!("reference: none ({e})")),
+        None => {}
+    }
+    for m in &r.missing {
+        v.push(format!("not computed: {m}"));
+    }
+    for n in &r.notes {
+        v.push(format!("note: {n}"));
+    }
+    for p in &r.problems {
+        v.push(format!(
+            "problem: {}:{}: {} — expected {}, found {}",
+            p.file, p.line, p.message, p.expected, p.found
+        ));
+    }
+    v
+}
+
+/// The summary line.
+pub fn summary_line(r: &PerfReport) -> String {
+    let s = &r.summary;
+    format!(
+        "{} run{}: {} complete, {} incomplete, {} with a NaN gradient norm, {} without data → exit {}",
+        s.runs,
+        if s.runs == 1 { "" } else { "s" },
+        s.complete,
+        s.incomplete,
+        s.nan_grad_norm,
+        s.no_data,
+        r.exit_code
+    )
+}
+
+/// Scaling rows: (group label, cells per point).
+pub fn scaling_lines(r: &PerfReport) -> Vec<String> {
+    let mut v = Vec::new();
+    for g in &r.scaling {
+        let pts: Vec<String> = g
+            .points
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} GPUs{}: {} {} → {:.1} %",
+                    p.gpus,
+                    p.gbs.map(|b| format!(" (GBS {b})")).unwrap_or_default(),
+                    fig(p.per_gpu),
+                    g.metric,
+                    p.efficiency * 100.0
+                )
+            })
+            .collect();
+        v.push(format!(
+            "{} · {} · {}: {} scaling from {} GPUs — {}",
+            g.model,
+            g.system,
+            g.precision,
+            g.kind,
+            g.base_gpus,
+            pts.join("; ")
+        ));
+    }
+    v
+}
+
+fn aligned(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    writeln!(
+        out,
+        "{}",
+        line(head.iter().map(|h| h.to_string()).collect())
+    )?;
+    for r in rows {
+        writeln!(out, "{}", line(r.clone()))?;
+    }
+    Ok(())
+}
+
+impl Report for PerfReport {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        writeln!(out, "referee perf")?;
+        if let Some(a) = &self.against {
+            writeln!(out, "  against: {a}")?;
+        }
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = self.rows.iter().map(|r| cells(self, r)).collect();
+        aligned(out, &header(self), &rows)?;
+        for r in &self.rows {
+            writeln!(out)?;
+            writeln!(out, "{}", r.file)?;
+            for l in detail_lines(r) {
+                writeln!(out, "  {l}")?;
+            }
+        }
+        if !self.scaling.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "scaling (efficiency = per-GPU throughput ÷ that of the smallest GPU count)"
+            )?;
+            for l in scaling_lines(self) {
+                writeln!(out, "  {l}")?;
+            }
+        }
+        if !self.skipped.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{} file{} without training-log lines skipped",
+                self.skipped.len(),
+                if self.skipped.len() == 1 { "" } else { "s" }
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "{}", summary_line(self))
+    }
+
+    fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        writeln!(out, "# referee perf\n")?;
+        if let Some(a) = &self.against {
+            writeln!(out, "* against: `{a}`")?;
+        }
+        writeln!(out, "\n**{}**\n", summary_line(self))?;
+        let head = header(self);
+        writeln!(out, "| {} |", head.join(" | "))?;
+        writeln!(out, "|{}", " --- |".repeat(head.len()))?;
+        for r in &self.rows {
+            let c: Vec<String> = cells(self, r).iter().map(|x| md_escape(x)).collect();
+            writeln!(out, "| {} |", c.join(" | "))?;
+        }
+        for r in &self.rows {
+            writeln!(out, "\n## {}\n", md_escape(&r.file))?;
+            for l in detail_lines(r) {
+                writeln!(out, "* {}", md_escape(&l))?;
+            }
+        }
+        if !self.scaling.is_empty() {
+            writeln!(out, "\n## Scaling\n")?;
+            for l in scaling_lines(self) {
+                writeln!(out, "* {}", md_escape(&l))?;
+            }
+        }
+        writeln!(out, "\n## How the figures are made\n")?;
+        for r in &self.rules {
+            writeln!(out, "* {}", md_escape(r))?;
+        }
+        Ok(())
+    }
+}
+
+/// The CSV columns.
+pub const CSV_COLUMNS: &[&str] = &[
+    "file",
+    "format",
+    "rank",
+    "model",
+    "system",
+    "gpu",
+    "task",
+    "precision",
+    "gpus",
+    "gbs",
+    "mbs",
+    "seq_len",
+    "tp",
+    "pp",
+    "cp",
+    "vp",
+    "ep",
+    "fsdp",
+    "ga",
+    "window_first",
+    "window_last",
+    "step_time_mean_s",
+    "step_time_sd_s",
+    "step_time_n",
+    "samples_per_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "model_tflops_per_gpu",
+    "mfu",
+    "peak_tflops",
+    "reference_match",
+    "pct_of_reference",
+    "status",
+    "status_detail",
+];
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One line per run, full precision.
+pub fn write_csv(r: &PerfReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "{}", CSV_COLUMNS.join(","))?;
+    let num = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+    for row in &r.rows {
+        let f = &row.fields;
+        let s = |x: &Option<Field<String>>| x.as_ref().map(|v| v.value.clone()).unwrap_or_default();
+        let mut c = vec![
+            row.file.clone(),
+            row.format.as_str().to_string(),
+            row.rank.clone().unwrap_or_default(),
+            s(&f.model),
+            s(&f.system),
+            s(&f.gpu),
+            s(&f.task),
+            f.precision
+                .as_ref()
+                .map(|p| p.value.as_str().to_string())
+                .unwrap_or_default(),
+        ];
+        for n in [
+            "gpus", "gbs", "mbs", "seq_len", "tp", "pp", "cp", "vp", "ep", "fsdp", "ga",
+        ] {
+            c.push(f.value(n).map(|v| v.to_string()).unwrap_or_default());
+        }
+        c.push(
+            row.window
+                .as_ref()
+                .map(|w| w.first.to_string())
+                .unwrap_or_default(),
+        );
+        c.push(
+            row.window
+                .as_ref()
+                .map(|w| w.last.to_string())
+                .unwrap_or_default(),
+        );
+        c.push(num(row.step_time_s.map(|s| s.mean)));
+        c.push(num(row.step_time_s.and_then(|s| s.sd)));
+        c.push(row.step_time_s.map(|s| s.n.to_string()).unwrap_or_default());
+        c.push(num(row.samples_per_second));
+        c.push(num(row.tokens_per_second));
+        c.push(num(row.tokens_per_second_per_gpu));
+        c.push(num(row.model_tflops_per_gpu.as_ref().map(|t| t.value)));
+        c.push(num(row.mfu.as_ref().map(|m| m.value)));
+        c.push(num(row.peak_tflops));
+        match &row.reference {
+            Some(Ok(m)) => {
+                c.push(m.label.clone());
+                c.push(num(m.pct()));
+            }
+            Some(Err(e)) => {
+                c.push(format!("none: {e}"));
+                c.push(String::new());
+            }
+            None => {
+                c.push(String::new());
+                c.push(String::new());
+            }
+        }
+        c.push(row.status.kind.as_str().to_string());
+        c.push(row.status.detail.clone());
+        let line: Vec<String> = c.iter().map(|x| csv_cell(x)).collect();
+        writeln!(out, "{}", line.join(","))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,636 @@
+//! `referee perf` end to end: the built binary on the constructed logs of
+//! `tests/fixtures/perf/` (made by `make_fixtures.py` in the line forms of
+//! real NeMo and Megatron logs; the expected figures are computed by hand
+//! in the comments), every output form, exit codes, the HTML report in
+//! headless Chromium, `referee compare` on framework logs, and agreement
+//! with `referee run --mode throughput` on referee's own run.
+
+use referee_tests::{data_dir, decode_png, referee, repo_root, screenshot, stderr, stdout};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixture(rel: &str) -> String {
+    repo_root()
+        .join("tests/fixtures/perf")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+const NEMO: &str = "nemo/log-pretrain_llama3_8b_fp8_gpus8_tp1_pp1_cp2_vp1_mbs1_gbs128_4242.out";
+
+fn json_of(o: &std::process::Output) -> Value {
+    let out = stdout(o);
+    assert_eq!(
+        out.trim().lines().count(),
+        1,
+        "one JSON object: {out}\n{}",
+        stderr(o)
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn close(a: &Value, b: f64, rel: f64) {
+    let a = a.as_f64().unwrap_or_else(|| panic!("not a number: {a}"));
+    assert!((a - b).abs() <= rel * b.abs().max(1e-300), "{a} vs {b}");
+}
+
+fn polylines_with_stroke(svg: &str, color: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter(|p| p[..p.find("/>").unwrap_or(p.len())].contains(&format!("stroke=\"{color}\"")))
+        .count()
+}
+
+fn figure<'a>(html: &'a str, class: &str) -> &'a str {
+    let start = html
+        .find(&format!("<figure class=\"plot {class}\""))
+        .unwrap_or_else(|| panic!("no {class} figure"));
+    let end = start + html[start..].find("</figure>").unwrap();
+    &html[start..end]
+}
+
+#[test]
+fn nemo_log_against_the_published_rows() {
+    let o = referee(&[
+        "perf",
+        "--json",
+        "--system",
+        "DGX-H100",
+        "--seq-len",
+        "8192",
+        "--against",
+        "published",
+        &fixture(NEMO),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    let r = &j["rows"][0];
+    assert_eq!(r["format"], "nemo");
+    assert_eq!(r["rank"], "0:");
+    assert_eq!(r["status"]["kind"], "complete");
+    assert_eq!(
+        (r["window"]["first"].as_u64(), r["window"]["last"].as_u64()),
+        (Some(35), Some(44))
+    );
+    // Iteration i takes 9.5 + (i mod 5 − 2)/100 s: over 35–44 the offsets
+    // are −2…2 twice, mean 9.5, sample sd 0.01 × √(20/9).
+    let st = &r["step_time_s"];
+    close(&st["mean"], 9.5, 1e-12);
+    close(&st["sd"], 0.01 * (20.0f64 / 9.0).sqrt(), 1e-9);
+    assert_eq!(st["n"], 10);
+    // Fields and their sources: the file name, the log, the flags, derived.
+    let f = &r["fields"];
+    assert_eq!(
+        (f["gpus"]["value"].as_u64(), f["gpus"]["source"].as_str()),
+        (Some(8), Some("file-name"))
+    );
+    assert_eq!(
+        (f["gbs"]["value"].as_u64(), f["gbs"]["source"].as_str()),
+        (Some(128), Some("log"))
+    );
+    assert_eq!(f["seq_len"]["source"], "flag");
+    assert_eq!(f["precision"]["value"], "fp8");
+    assert_eq!(
+        (f["gpu"]["value"].as_str(), f["gpu"]["source"].as_str()),
+        (Some("H100"), Some("derived"))
+    );
+    assert_eq!(
+        (f["ga"]["value"].as_u64(), f["ga"]["source"].as_str()),
+        (Some(32), Some("derived"))
+    );
+    // tokens/s = 8192 × 128 / 9.5; per GPU ÷ 8; MFU = 800 / 1979 (H100 FP8).
+    close(&r["tokens_per_second"], 8192.0 * 128.0 / 9.5, 1e-12);
+    close(
+        &r["tokens_per_second_per_gpu"],
+        8192.0 * 128.0 / 9.5 / 8.0,
+        1e-12,
+    );
+    close(&r["model_tflops_per_gpu"]["value"], 800.0, 1e-12);
+    close(&r["mfu"]["value"], 800.0 / 1979.0, 1e-12);
+    assert_eq!(r["peak_tflops"], 1979.0);
+    // The published DGX-H100 LLAMA3-8B FP8 row (13,812 tokens/s/GPU, 800
+    // TFLOP/s/GPU), matched exactly.
+    let m = &r["reference"]["Ok"];
+    assert_eq!(m["exact"], true, "{m:#}");
+    assert_eq!(m["row"]["model"], "LLAMA3-8B");
+    close(
+        &m["pct_tokens_per_gpu"],
+        8192.0 * 128.0 / 9.5 / 8.0 / 13812.0 * 100.0,
+        1e-12,
+    );
+    close(&m["pct_tflops_per_gpu"], 100.0, 1e-12);
+    // Rank 1 printed every iteration too: reported, not counted.
+    assert!(
+        r["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("50 timing lines of 1 other rank")
+    );
+    assert_eq!(j["exit_code"], 0);
+}
+
+#[test]
+fn every_output_form() {
+    let args = |form: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "perf",
+            "--gpu",
+            "H100",
+            "--seq-len",
+            "8192",
+            "--against",
+            "published",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(form.iter().map(|s| s.to_string()));
+        v.push(fixture(NEMO));
+        v.push(fixture("megatron/complete.out"));
+        v
+    };
+    let run = |form: &[&str]| {
+        let a = args(form);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = referee(&a);
+        assert_eq!(o.status.code(), Some(0), "{form:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let human = run(&[]);
+    assert!(
+        human.contains("tokens/s/GPU") && human.contains("% of ref"),
+        "{human}"
+    );
+    assert!(human.contains("2 runs: 2 complete"), "{human}");
+    // No --system here: the row is the closest one, labelled looser.
+    assert!(
+        human.contains("reference (looser: system not stated (reference DGX-H100))"),
+        "{human}"
+    );
+    assert!(human.contains("99.9 % (looser)"), "{human}");
+    // The Megatron run names no model: no reference row, said so.
+    assert!(
+        human.contains("reference: none (the model is not stated"),
+        "{human}"
+    );
+    let md = run(&["--markdown"]);
+    assert!(md.starts_with("# referee perf"), "{md}");
+    assert!(md.contains("| run | format | model |"), "{md}");
+    assert!(md.contains("## How the figures are made"), "{md}");
+    let csv = run(&["--csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    let head = referee_tests::csv_fields(lines[0]);
+    let row = referee_tests::csv_fields(lines[2]);
+    let col = |name: &str| row[head.iter().position(|h| h == name).unwrap()].clone();
+    assert_eq!(col("format"), "Megatron");
+    assert_eq!(col("status"), "complete");
+    // Megatron: 5000 + i ms; over 35–44 the mean is 5039.5 ms.
+    assert!((col("step_time_mean_s").parse::<f64>().unwrap() - 5.0395).abs() < 1e-12);
+    // The flag's sequence length (8192) wins over the log's 4096, which the
+    // field's note keeps.
+    let tps: f64 = col("tokens_per_s").parse().unwrap();
+    assert!((tps - 8192.0 * 128.0 / 5.0395).abs() < 1e-6, "{tps}");
+    let j: Value = serde_json::from_str(run(&["--json"]).trim()).unwrap();
+    assert_eq!(j["rows"].as_array().unwrap().len(), 2);
+    let seq = &j["rows"][1]["fields"]["seq_len"];
+    assert_eq!(seq["source"], "flag");
+    assert_eq!(seq["note"], "the log states 4096");
+}
+
+#[test]
+fn megatron_fields_from_its_argument_dump() {
+    let o = referee(&[
+        "perf",
+        "--json",
+        "--gpu",
+        "H100",
+        &fixture("megatron/complete.out"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    assert_eq!(r["format"], "megatron");
+    // Megatron's timing lines come from the last rank (15 of 16).
+    assert_eq!(r["rank"], "15:");
+    let f = &r["fields"];
+    for (name, v) in [
+        ("gpus", 16),
+        ("tp", 8),
+        ("pp", 1),
+        ("cp", 1),
+        ("gbs", 128),
+        ("mbs", 1),
+        ("seq_len", 4096),
+    ] {
+        assert_eq!(f[name]["value"].as_u64(), Some(v), "{name}");
+        assert_eq!(f[name]["source"], "log", "{name}");
+    }
+    assert_eq!(f["precision"]["value"], "bf16");
+    // 5000 + i ms over 35..44: mean 5.0395 s, sd 0.001 × √(82.5/9);
+    // TFLOP/s/GPU 250 − i: mean 210.5; MFU against the BF16 peak 989.
+    close(&r["step_time_s"]["mean"], 5.0395, 1e-12);
+    close(
+        &r["step_time_s"]["sd"],
+        0.001 * (82.5f64 / 9.0).sqrt(),
+        1e-9,
+    );
+    close(&r["model_tflops_per_gpu"]["value"], 210.5, 1e-12);
+    close(&r["mfu"]["value"], 210.5 / 989.0, 1e-12);
+    close(&r["samples_per_second"], 128.0 / 5.0395, 1e-12);
+    // --window A..B excludes B (as referee run's); A..=B includes it.
+    for w in ["10..20", "10..=19"] {
+        let o = referee(&[
+            "perf",
+            "--json",
+            "--window",
+            w,
+            &fixture("megatron/complete.out"),
+        ]);
+        let r = &json_of(&o)["rows"][0];
+        close(&r["step_time_s"]["mean"], 5.0145, 1e-12);
+        assert_eq!(r["window"]["last"], 19);
+        assert!(r["window"]["rule"].as_str().unwrap().contains("--window"));
+    }
+}
+
+#[test]
+fn statuses_and_exit_codes() {
+    for (file, kind, detail) in [
+        (
+            "status/incomplete.out",
+            "incomplete",
+            "window iteration 40 missing",
+        ),
+        ("status/nan_grad.out", "nan-grad-norm", "iteration 12"),
+        (
+            "status/no_window.out",
+            "no-data",
+            "no step time inside the window 35–44",
+        ),
+        ("status/nemo1_bar.out", "no-data", "no iteration line"),
+    ] {
+        let o = referee(&["perf", "--json", &fixture(file)]);
+        assert_eq!(o.status.code(), Some(1), "{file}: {}", stderr(&o));
+        let r = &json_of(&o)["rows"][0];
+        assert_eq!(r["status"]["kind"], kind, "{file}");
+        let d = r["status"]["detail"].as_str().unwrap();
+        assert!(d.contains(detail), "{file}: {d}");
+    }
+    // A directory: the NeMo 1 progress bar is no training log and is
+    // skipped; the other three are counted.
+    let o = referee(&["perf", "--json", &fixture("status")]);
+    assert_eq!(o.status.code(), Some(1));
+    let j = json_of(&o);
+    let s = &j["summary"];
+    assert_eq!(
+        (
+            s["runs"].as_u64(),
+            s["incomplete"].as_u64(),
+            s["nan_grad_norm"].as_u64(),
+            s["no_data"].as_u64()
+        ),
+        (Some(3), Some(1), Some(1), Some(1))
+    );
+    assert_eq!(j["skipped"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn malformed_lines_name_file_and_line() {
+    let path = fixture("malformed/malformed.out");
+    let o = referee(&["perf", "--json", &path]);
+    // Both bad lines are repeats after the run: it stays complete.
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    let p = r["problems"].as_array().unwrap();
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert_eq!(p[0]["file"], path.as_str());
+    assert_eq!(p[0]["line"], 64);
+    assert_eq!(p[0]["found"], "`5x3`");
+    assert!(p[0]["expected"].as_str().unwrap().contains("milliseconds"));
+    assert_eq!(
+        (p[1]["line"].as_u64(), p[1]["found"].as_str()),
+        (Some(65), Some("`lots`"))
+    );
+    let human = stdout(&referee(&["perf", &path]));
+    assert!(
+        human.contains(&format!("problem: {path}:64: unreadable step time")),
+        "{human}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let missing = referee(&["perf", "/nonexistent/x.out"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("/nonexistent/x.out"));
+    let nemo = fixture(NEMO);
+    for (args, says) in [
+        (vec!["--precision", "fp6"], "--precision fp6"),
+        (vec!["--window", "9..3"], "empty"),
+        (vec!["--gpus", "0"], "--gpus"),
+        (
+            vec!["--against", "/nonexistent/ref.tsv"],
+            "/nonexistent/ref.tsv",
+        ),
+    ] {
+        let mut a = vec!["perf"];
+        a.extend(args.iter().copied());
+        a.push(&nemo);
+        let o = referee(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("perf.yaml");
+    std::fs::write(&cfg, "model: x\ngpus: eight\n").unwrap();
+    let o = referee(&["perf", "--config", cfg.to_str().unwrap(), &nemo]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{}:2: `gpus` is `eight`", cfg.display())),
+        "{}",
+        stderr(&o)
+    );
+    let empty = tmp.path().join("logs");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("notes.txt"), "nothing here\n").unwrap();
+    let o = referee(&["perf", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no NeMo, Megatron or MLLOG log"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn scaling_view_and_html_in_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("perf.html");
+    let o = referee(&[
+        "perf",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+        &fixture("scaling"),
+        &fixture(NEMO),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    // The directory's referee-perf.yaml names the model, system and GPU.
+    assert_eq!(j["rows"][0]["fields"]["model"]["source"], "config");
+    let g = &j["scaling"][0];
+    assert_eq!(
+        (
+            g["model"].as_str(),
+            g["kind"].as_str(),
+            g["metric"].as_str()
+        ),
+        (Some("toy-gpt"), Some("weak"), Some("tokens/s/GPU"))
+    );
+    // GBS 16 per 8 GPUs, steps 2.0, 2.2, 2.5 s: efficiency 1, 2.0/2.2, 0.8.
+    let eff: Vec<f64> = g["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["efficiency"].as_f64().unwrap())
+        .collect();
+    assert_eq!(eff.len(), 3);
+    assert!(
+        (eff[0] - 1.0).abs() < 1e-12
+            && (eff[1] - 2.0 / 2.2).abs() < 1e-12
+            && (eff[2] - 0.8).abs() < 1e-12,
+        "{eff:?}"
+    );
+    close(&g["points"][0]["per_gpu"], 4096.0 * 16.0 / 2.0 / 8.0, 1e-12);
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && !html.contains("<script"));
+    // One step-time polyline per run (4) plus the legend's sample lines.
+    let steps = figure(&html, "step-times");
+    assert!(steps.contains("data-series=\"4\""), "{steps}");
+    let palette = ["#1F77B4", "#D62728", "#2CA02C", "#FF7F0E"];
+    for c in palette {
+        assert_eq!(polylines_with_stroke(steps, c), 2, "{c}");
+    }
+    let scaling = figure(&html, "scaling");
+    assert!(
+        scaling.contains("data-points=\"3\"") && scaling.contains("<circle"),
+        "{scaling}"
+    );
+    assert_eq!(scaling.matches("<circle").count(), 3);
+
+    let png = tmp.path().join("perf.png");
+    screenshot(&page, &png);
+    let (w, h, px) = decode_png(&png);
+    assert_eq!((w, h), (1200, 1600));
+    let near = |p: &[u8; 3], c: (u8, u8, u8)| {
+        (p[0] as i32 - c.0 as i32).abs() < 40
+            && (p[1] as i32 - c.1 as i32).abs() < 40
+            && (p[2] as i32 - c.2 as i32).abs() < 40
+    };
+    for c in [(0x1f, 0x77, 0xb4), (0xd6, 0x27, 0x28), (0x2c, 0xa0, 0x2c)] {
+        let n = px.iter().filter(|p| near(p, c)).count();
+        assert!(n > 200, "colour {c:?}: {n} pixels drawn");
+    }
+}
+
+/// Three Megatron runs per side, the candidate's iterations `factor` times
+/// slower (and 0.2 % apart from run to run).
+fn framework_side(dir: &Path, factor: f64) {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = std::fs::read_to_string(fixture("megatron/complete.out")).unwrap();
+    let key = "elapsed time per iteration (ms): ";
+    for k in 0..3 {
+        let mut out = String::new();
+        for line in src.lines() {
+            match line.find(key) {
+                Some(i) => {
+                    let rest = &line[i + key.len()..];
+                    let end = rest.find(' ').unwrap();
+                    let ms: f64 = rest[..end].parse().unwrap();
+                    let v = ms * factor * (1.0 + 0.002 * k as f64);
+                    out.push_str(&format!("{}{key}{v:.1}{}\n", &line[..i], &rest[end..]));
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        std::fs::write(dir.join(format!("run{k}.out")), out).unwrap();
+    }
+    std::fs::write(
+        dir.join("referee-perf.yaml"),
+        "model: toy-gpt\nsystem: lab\ngpu: H100\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn compare_takes_framework_logs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, same, slow) = (
+        tmp.path().join("a"),
+        tmp.path().join("same"),
+        tmp.path().join("slow"),
+    );
+    framework_side(&a, 1.0);
+    framework_side(&same, 1.0);
+    framework_side(&slow, 1.1);
+    let s = |p: &PathBuf| p.display().to_string();
+    let o = referee(&["compare", "--json", &s(&a), &s(&same)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let g = &json_of(&o)["groups"][0];
+    assert_eq!(g["verdict"], "no-significant-change");
+    assert_eq!(g["baseline"]["kind"], "framework-log");
+    assert_eq!(g["baseline"]["runs"].as_array().unwrap().len(), 3);
+    let page = tmp.path().join("cmp.html");
+    let o = referee(&[
+        "compare",
+        "--json",
+        "--html",
+        page.to_str().unwrap(),
+        &s(&a),
+        &s(&slow),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j = json_of(&o);
+    let g = &j["groups"][0];
+    assert_eq!(g["verdict"], "regression", "{g:#}");
+    let m: Vec<&Value> = g["throughput"].as_array().unwrap().iter().collect();
+    let sps = m
+        .iter()
+        .find(|x| x["metric"] == "samples_per_second")
+        .unwrap();
+    assert_eq!(sps["decides"], true);
+    // Every iteration 10 % slower: samples/s × 1/1.1.
+    close(&sps["relative_change"], 1.0 / 1.1 - 1.0, 1e-3);
+    let step = m
+        .iter()
+        .find(|x| x["metric"] == "step_time_seconds")
+        .unwrap();
+    close(&step["relative_change"], 0.1, 1e-3);
+    assert_eq!(step["better"], "lower");
+    assert!(step["ci"]["lo"].as_f64().unwrap() > 0.0);
+    // The step time of every iteration of both sides, drawn.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let fig = figure(&html, "step-times");
+    assert!(
+        fig.contains("data-baseline-runs=\"3\" data-candidate-runs=\"3\""),
+        "{fig}"
+    );
+    assert_eq!(polylines_with_stroke(fig, "#1F77B4"), 4); // 3 runs + legend
+    assert_eq!(polylines_with_stroke(fig, "#D62728"), 4);
+    let png = tmp.path().join("cmp.png");
+    screenshot(&page, &png);
+    let (_, _, px) = decode_png(&png);
+    let red = px
+        .iter()
+        .filter(|p| p[0] > 180 && p[1] < 80 && p[2] < 80)
+        .count();
+    assert!(red > 200, "{red}");
+    // A different configuration is a different definition.
+    let other = tmp.path().join("other");
+    framework_side(&other, 1.0);
+    std::fs::write(
+        other.join("referee-perf.yaml"),
+        "model: toy-gpt\nsystem: lab\ngpu: H100\ngbs: 256\n",
+    )
+    .unwrap();
+    let o = referee(&["compare", &s(&a), &s(&other)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("configuration: baseline 16 GPUs, GBS 128"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn agrees_with_referee_run_throughput_mode() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let o = referee(&[
+        "run",
+        "mini_llm",
+        "--mode",
+        "throughput",
+        "--steps",
+        "8",
+        "--window",
+        "3..8",
+        "--runs",
+        "1",
+        "--seed",
+        "7",
+        "--quiet",
+        "--no-cache-clear",
+        "--json",
+        "-j",
+        "1",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = json_of(&o);
+    let t = &run["runs"][0]["throughput"];
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+            .unwrap();
+    assert_eq!(&record["runs"][0]["throughput"], t);
+    let sps = t["samples_per_second"].as_f64().unwrap();
+    assert!(sps > 0.0);
+
+    let o = referee(&["perf", "--json", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    assert_eq!(
+        j["rows"].as_array().unwrap().len(),
+        1,
+        "only the log: {j:#}"
+    );
+    let r = &j["rows"][0];
+    assert_eq!(r["format"], "mllog");
+    close(&r["samples_per_second"], sps, 1e-12);
+    close(
+        &r["tokens_per_second"],
+        t["tokens_per_second"].as_f64().unwrap(),
+        1e-12,
+    );
+    close(
+        &r["step_time_s"]["mean"],
+        t["step_seconds"].as_f64().unwrap(),
+        1e-12,
+    );
+    assert_eq!(
+        (r["window"]["first"].as_u64(), r["window"]["last"].as_u64()),
+        (Some(3), Some(7))
+    );
+    // On a CPU neither reports an MFU.
+    assert!(t["mfu"].is_null());
+    assert!(r["mfu"].is_null());
+    // Given one H100 and BF16, perf's MFU is what referee run divides on a
+    // GPU: achieved FLOP/s ÷ the H100's 989 TFLOP/s.
+    let o = referee(&[
+        "perf",
+        "--json",
+        "--gpus",
+        "1",
+        "--gpu",
+        "H100",
+        "--precision",
+        "bf16",
+        out.to_str().unwrap(),
+    ]);
+    let r = &json_of(&o)["rows"][0];
+    close(
+        &r["mfu"]["value"],
+        t["achieved_flops"].as_f64().unwrap() / 989e12,
+        1e-12,
+    );
+    assert_eq!(r["fields"]["gbs"]["source"], "log");
+    assert_eq!(r["fields"]["model"]["value"], "mini_llm");
+}
