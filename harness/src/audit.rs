@@ -122,6 +122,10 @@ pub struct RcpBounds {
     pub mean: f64,
     pub stdev: f64,
     pub upper_3sd: f64,
+    /// The engine and kernel set the record's points were measured on,
+    /// where the table names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// A re-run compared with its original and with the RCP bounds.
@@ -139,6 +143,10 @@ pub struct Comparison {
     pub curve_tolerance: f64,
     pub original_curve: Vec<(u64, f64)>,
     pub rerun_curve: Vec<(u64, f64)>,
+    /// The engine and kernel set the re-run trained on (referee's own
+    /// benchmarks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun_engine: Option<String>,
 }
 
 /// One result the audit tried to re-run.
@@ -928,13 +936,14 @@ impl<'a> Rerunner<'a> {
         let bounds = own_rcp_table(*bench)
             .and_then(|t| rcp_bounds(&t, bench.global_batch_size(config) as f64));
         let rerun_curve: Vec<(u64, f64)> = r.evals.iter().map(|e| (e.0, e.1)).collect();
-        let comparison = compare(
+        let mut comparison = compare(
             bounds,
             &orig.points,
             orig.converged_at,
             &rerun_curve,
             rerun_conv,
         );
+        comparison.rerun_engine = Some(self.engine.name().to_string());
         self.done(log, seed, differences, rerun_dir, comparison);
         Ok(())
     }
@@ -961,6 +970,13 @@ fn rerun_step(log: &Path, c: &Comparison) -> Step {
         _ => detail.push_str(
             "; convergence not checked against RCP bounds (no RCP record for this batch size)",
         ),
+    }
+    if let (Some(b), Some(rerun)) = (&c.rcp_bounds, &c.rerun_engine)
+        && let Some(reference) = b.engine.as_deref().filter(|e| e != rerun)
+    {
+        detail.push_str(&format!(
+            "; the RCPs hold for engine {reference}, the re-run trained on {rerun} (convergence on another kernel set may differ)"
+        ));
     }
     let status = match c.verdict {
         "PASS" => StepStatus::Passed,
@@ -1006,6 +1022,7 @@ fn rcp_bounds(table: &RcpTable, gbs: f64) -> Option<RcpBounds> {
         mean: rec.mean,
         stdev: rec.stdev,
         upper_3sd: rec.mean + 3.0 * rec.stdev,
+        engine: rec.engine,
     })
 }
 
@@ -1061,6 +1078,7 @@ fn compare(
         curve_tolerance: CURVE_TOLERANCE,
         original_curve: orig.to_vec(),
         rerun_curve: rerun.to_vec(),
+        rerun_engine: None,
     }
 }
 
@@ -1084,6 +1102,7 @@ mod tests {
             curve_tolerance: CURVE_TOLERANCE,
             original_curve: vec![],
             rerun_curve: vec![],
+            rerun_engine: None,
         }
     }
 
@@ -1107,12 +1126,31 @@ mod tests {
             mean: 9369.6,
             stdev: 460.8,
             upper_3sd: 10752.0,
+            engine: Some("cpu-avx512".into()),
         };
         let inside = rerun_step(
             Path::new("r.txt"),
-            &comparison(Some(bounds), Some(true), "PASS"),
+            &comparison(Some(bounds.clone()), Some(true), "PASS"),
         );
         assert_eq!(inside.status, StepStatus::Passed);
         assert!(inside.detail.contains("within"), "{}", inside.detail);
+        assert!(
+            !inside.detail.contains("hold for engine"),
+            "{}",
+            inside.detail
+        );
+        let mut other = comparison(Some(bounds), Some(true), "PASS");
+        other.rerun_engine = Some("cpu-avx2".into());
+        let step = rerun_step(Path::new("r.txt"), &other);
+        assert_eq!(step.status, StepStatus::Passed);
+        assert!(
+            step.detail
+                .contains("the RCPs hold for engine cpu-avx512, the re-run trained on cpu-avx2"),
+            "{}",
+            step.detail
+        );
+        other.rerun_engine = Some("cpu-avx512".into());
+        let same = rerun_step(Path::new("r.txt"), &other);
+        assert!(!same.detail.contains("hold for engine"), "{}", same.detail);
     }
 }

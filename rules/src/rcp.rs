@@ -46,6 +46,11 @@ pub struct RcpRecord {
     pub min_epochs: f64,
     pub max_speedup: f64,
     pub interpolated: bool,
+    /// The engine and kernel set whose runs gave the points, where the
+    /// table names one (`Engine`: referee's calibrations); an interpolated
+    /// record keeps it when both neighbours agree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// How the pruned record set is built.
@@ -216,6 +221,10 @@ impl RcpTable {
                 max_speedup: mean / min_epochs,
                 min_epochs,
                 interpolated: false,
+                engine: rec
+                    .get("Engine")
+                    .and_then(|e| e.as_str())
+                    .map(str::to_string),
             });
         }
         // Stable sort by batch size, as `sorted(dict.items())` does.
@@ -267,6 +276,7 @@ impl RcpTable {
             min_epochs,
             max_speedup: mean / min_epochs,
             interpolated: true,
+            engine: lo.engine.clone().filter(|e| hi.engine.as_ref() == Some(e)),
         }
     }
 
@@ -362,6 +372,10 @@ pub struct RunConvergence {
     #[serde(skip)]
     pub bs: Option<Value>,
     pub benchmark: Option<String>,
+    /// The engine that trained the run, where the log names one (the
+    /// `engine` of referee's `referee_provenance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// Options of an RCP check.
@@ -481,6 +495,49 @@ pub fn read_run(
         benchmark: reader
             .benchmark
             .map(|b| b.as_str().map(str::to_string).unwrap_or_else(|| b.py_str())),
+        engine: engine_of(log),
+    })
+}
+
+/// The engine a log says trained it: `value.engine` of its
+/// `referee_provenance` record.
+fn engine_of(log: &ParsedLog) -> Option<String> {
+    let rec = log
+        .records
+        .iter()
+        .find(|r| r.key() == "referee_provenance")?;
+    let v = rec.full_v();
+    let engine = v.get("value")?.get("engine")?.as_str()?;
+    Some(engine.to_string())
+}
+
+/// A note when the runs were trained on another engine or kernel set than
+/// the reference convergence points they are held to: floating-point
+/// results differ between kernel sets, so convergence may too (the RCPs
+/// hold for the engine that produced them).
+pub fn engine_note(outcome: &RcpOutcome) -> Option<Diagnostic> {
+    let record = outcome.record.as_ref()?;
+    let reference = record.engine.as_deref()?;
+    let mut others: Vec<&str> = outcome
+        .runs
+        .iter()
+        .filter_map(|r| r.engine.as_deref())
+        .filter(|e| *e != reference)
+        .collect();
+    let n = others.len();
+    others.sort_unstable();
+    others.dedup();
+    (n > 0).then(|| {
+        Diagnostic::note(
+            "rcp-engine",
+            format!(
+                "the reference convergence points of {} were measured on engine {reference}; {n} of {} runs here were trained on {}: the RCPs hold for {reference}, and convergence on another kernel set may differ",
+                record.name,
+                outcome.runs.len(),
+                others.join(", ")
+            ),
+        )
+        .rule("rcp", None)
     })
 }
 
@@ -1044,6 +1101,57 @@ mod tests {
         // mean + t(0.05, 9) · sd · sqrt(1/8 + 1/3).
         let closed = 15.75 - 1.833_112_932_653_652_7 * 0.43 * (1.0f64 / 8.0 + 1.0 / 3.0).sqrt();
         assert!((min - closed).abs() < 2e-4, "{min} vs {closed}");
+    }
+
+    fn run(engine: Option<&str>) -> RunConvergence {
+        RunConvergence {
+            file: "result_0.txt".into(),
+            converged: true,
+            point: 49152.0,
+            bs: None,
+            benchmark: Some("mini_resnet".into()),
+            engine: engine.map(str::to_string),
+        }
+    }
+
+    fn outcome(record_engine: Option<&str>, runs: Vec<RunConvergence>) -> RcpOutcome {
+        let mut o = RcpOutcome::failed("RCP found", runs, Vec::new());
+        o.record = Some(RcpRecord {
+            name: "mini_resnet_ref_128".into(),
+            benchmark: "mini_resnet".into(),
+            bs: 128.0,
+            points: vec![49152.0; 10],
+            mean: 49152.0,
+            stdev: 0.0,
+            min_epochs: 49152.0,
+            max_speedup: 1.0,
+            interpolated: false,
+            engine: record_engine.map(str::to_string),
+        });
+        o
+    }
+
+    #[test]
+    fn runs_on_another_engine_than_the_rcps_get_a_note() {
+        let o = outcome(
+            Some("cpu-avx512"),
+            vec![
+                run(Some("cpu-avx2")),
+                run(Some("cpu-avx512")),
+                run(Some("cpu-portable")),
+            ],
+        );
+        let note = engine_note(&o).expect("a note");
+        assert_eq!(note.severity, crate::diag::Severity::Note);
+        assert!(
+            note.message.contains("measured on engine cpu-avx512; 2 of 3 runs here were trained on cpu-avx2, cpu-portable"),
+            "{}",
+            note.message
+        );
+        // Same engine, no engine named by the logs, or a table that names none: no note.
+        assert!(engine_note(&outcome(Some("cpu-avx512"), vec![run(Some("cpu-avx512"))])).is_none());
+        assert!(engine_note(&outcome(Some("cpu-avx512"), vec![run(None)])).is_none());
+        assert!(engine_note(&outcome(None, vec![run(Some("cpu-avx2"))])).is_none());
     }
 
     #[test]

@@ -578,13 +578,14 @@ pub fn check_rcp_runs(
     dir_benchmark: Option<&str>,
 ) -> RcpDirCheck {
     let outcome = rcp::check_runs(convergences, &|b| ctx.table(b), opts, &ctx.facts);
-    let quirk_notes = match outcome.benchmark.as_deref().or(dir_benchmark) {
+    let mut quirk_notes = match outcome.benchmark.as_deref().or(dir_benchmark) {
         Some(benchmark) => match ctx.table(benchmark) {
             Ok(table) => rcp::quirk_notes(&table, &outcome, opts),
             Err(_) => Vec::new(),
         },
         None => Vec::new(),
     };
+    quirk_notes.extend(rcp::engine_note(&outcome));
     RcpDirCheck {
         outcome,
         quirk_notes,

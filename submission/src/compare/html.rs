@@ -9,7 +9,7 @@
 
 use super::report::{detail_lines, fig, not_compared_lines, pct, setting, settings_line};
 use super::{Comparison, GroupComparison, Mode, RunRecord, RunSet};
-use crate::perf::html::{StepSeries, step_time_svg};
+use crate::perf::html::{StepSeries, esc, padded, step_time_svg};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -26,28 +26,6 @@ pub fn hex(c: RGBColor) -> String {
 
 const W: u32 = 560;
 const H: u32 = 380;
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn padded(lo: f64, hi: f64) -> (f64, f64) {
-    let (lo, hi) = if lo.is_finite() && hi.is_finite() {
-        (lo, hi)
-    } else {
-        (0.0, 1.0)
-    };
-    let span = hi - lo;
-    let pad = if span > 0.0 {
-        span * 0.08
-    } else {
-        lo.abs().max(1.0) * 0.05
-    };
-    (lo - pad, hi + pad)
-}
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 

@@ -33,7 +33,8 @@ pub fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn padded(lo: f64, hi: f64) -> (f64, f64) {
+/// An axis range around `lo..hi` with a margin (a flat series gets one too).
+pub(crate) fn padded(lo: f64, hi: f64) -> (f64, f64) {
     let (lo, hi) = if lo.is_finite() && hi.is_finite() {
         (lo, hi)
     } else {
