@@ -18,7 +18,6 @@ use crate::rules_env::{RulesRequest, resolve_rules};
 use crate::supervise::{ChildSpec, LiveRules, Supervised, supervise};
 use crate::witness::Witness;
 use referee_datasets::rng::run_seeds;
-use referee_rules::checker::RulesetChoice;
 use referee_rules::diag::Diagnostic;
 use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
 use referee_rules::score::{ScoreContext, olympic_mean};
@@ -203,6 +202,10 @@ impl LiveRules for InitRules<'_> {
             })
             .collect()
     }
+
+    fn kept_keys(&self) -> Option<std::sync::Arc<referee_rules::mllog::KeepFn>> {
+        self.scoring.checker.kept_keys(&self.scoring.choice)
+    }
 }
 
 /// One supervised run, as recorded.
@@ -225,6 +228,13 @@ pub struct ExecRun {
     pub supervised_seconds: f64,
     pub witness: Witness,
     pub provenance: Value,
+    /// The closing check of its log (reported beside the runs, not in the
+    /// run record).
+    #[serde(skip)]
+    pub check: ExecLogCheck,
+    /// Seconds the closing check took once the program had ended.
+    #[serde(skip)]
+    pub check_seconds: f64,
 }
 
 /// Clear the page cache as asked; what happened.
@@ -331,7 +341,12 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         scoring: &cfg.scoring,
     };
     let s: Supervised = supervise(&spec, &live)?;
+    let started = std::time::Instant::now();
+    let check = check_log(&cfg.scoring, &spec.result, s.parsed, &s.witness);
+    let check_seconds = started.elapsed().as_secs_f64();
     Ok(ExecRun {
+        check,
+        check_seconds,
         index: i,
         seed,
         status: s.status,
@@ -447,32 +462,22 @@ pub struct ExecSummary {
     pub checks: Vec<ExecLogCheck>,
     pub score_minutes: Option<f64>,
     pub passed: bool,
-    /// The closing check of every log.
+    /// The closing checks of every log, once each program had ended.
     pub check_seconds: f64,
 }
 
-/// Check every log with the ruleset's rules and against its witness.
+/// The verdicts of every log (checked as each run ended) and the score.
 fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
-    let started = std::time::Instant::now();
-    let mut checks = Vec::new();
-    let mut passed = true;
-    for r in &runs {
-        let c = check_log(
-            &cfg.scoring.checker,
-            &cfg.scoring.choice,
-            &r.log,
-            &r.witness,
-        );
-        passed &= c.verdict == "PASS" && r.status == "success";
-        checks.push(c);
-    }
+    let checks: Vec<ExecLogCheck> = runs.iter().map(|r| r.check.clone()).collect();
+    let passed = runs
+        .iter()
+        .all(|r| r.check.verdict == "PASS" && r.status == "success");
     // A run counts when it reached the target and its log passed (a log
     // whose clock the witness contradicts does not).
     let times: Vec<f64> = runs
         .iter()
-        .zip(&checks)
-        .filter(|(r, c)| r.status == "success" && c.verdict == "PASS")
-        .filter_map(|(r, _)| r.time_to_train_minutes)
+        .filter(|r| r.status == "success" && r.check.verdict == "PASS")
+        .filter_map(|r| r.time_to_train_minutes)
         .collect();
     let dropped = runs.len() - times.len();
     let max_dropped = cfg
@@ -486,39 +491,44 @@ fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
         out: cfg.out.display().to_string(),
         benchmark: cfg.req.benchmark.clone(),
         rules: cfg.rules.clone(),
+        check_seconds: runs.iter().map(|r| r.check_seconds).sum(),
         runs,
         checks,
         score_minutes: score,
         passed,
-        check_seconds: started.elapsed().as_secs_f64(),
     }
 }
 
-/// One log: the rules' verdict plus the witness's findings.
-pub fn check_log(
-    checker: &referee_rules::checker::Checker,
-    choice: &RulesetChoice,
+/// One log: the rules' verdict plus the witness's findings. `parsed` is the
+/// log as the rules' reader read it while supervision wrote it (the same
+/// bytes as the file, through the same reader as `referee check`'s).
+fn check_log(
+    scoring: &ScoreContext,
     log: &Path,
+    mut parsed: referee_rules::mllog::ParsedLog,
     witness: &Witness,
 ) -> ExecLogCheck {
     let path = log.display().to_string();
-    let error = |message: String| ExecLogCheck {
-        path: path.clone(),
-        verdict: "ERROR",
-        diagnostics: vec![Diagnostic::error("io", message)],
-    };
-    // One read serves both: the witness compares its lines with the log's.
-    let mut parsed = match checker.read(log, choice) {
-        Ok(p) => p,
-        Err(e) => return error(e.message),
-    };
+    // The witness compares its lines with the log's.
     let mut diagnostics = crate::witness::verify(witness, &parsed.records);
-    let rep = match checker.check_parsed(&path, &mut parsed, choice) {
+    let rep = match scoring
+        .checker
+        .check_parsed(&path, &mut parsed, &scoring.choice)
+    {
         Ok(r) => r,
-        Err(e) => return error(e),
+        Err(e) => {
+            return ExecLogCheck {
+                path,
+                verdict: "ERROR",
+                diagnostics: vec![Diagnostic::error("io", e)],
+            };
+        }
     };
     let ok = diagnostics.is_empty() && rep.verdict == referee_rules::Verdict::Pass;
     diagnostics.splice(0..0, rep.diagnostics.into_iter().filter(|d| d.is_error()));
+    // A flooded log is millions of small allocations: freed off the
+    // critical path.
+    std::thread::spawn(move || drop(parsed));
     ExecLogCheck {
         path,
         verdict: pass_fail(ok),

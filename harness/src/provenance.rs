@@ -40,12 +40,18 @@ impl CodeIdentity {
     }
 }
 
+/// The running binary's sha256 (read once per process).
 fn binary_sha256() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| std::fs::read(p).ok())
-        .map(|b| hex::encode(Sha256::digest(&b)))
-        .unwrap_or_default()
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST
+        .get_or_init(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| std::fs::read(p).ok())
+                .map(|b| hex::encode(Sha256::digest(&b)))
+                .unwrap_or_default()
+        })
+        .clone()
 }
 
 /// sha256 of a JSON value's canonical text (keys sorted, compact).

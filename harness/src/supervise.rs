@@ -8,15 +8,18 @@
 //! the init and run budgets (SIGTERM to the group, SIGKILL after a grace
 //! period), and finalises the result file atomically: the program's whole
 //! output with every MLLOG line, `result_i.txt.partial` renamed at the end.
+//! The result file is parsed for the closing check as it is written (the
+//! same bytes through the same reader as a read of the finished file), so a
+//! program that floods its log does not wait for a second pass at the end.
 
 use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
 use referee_rules::diag::Diagnostic;
-use referee_rules::mllog::{self, Item};
+use referee_rules::mllog::{self, Item, KeepFn, ParsedLog};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufRead, BufWriter, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,14 +54,20 @@ pub struct ChildSpec {
 }
 
 /// The ruleset's rules, run on the MLLOG lines read so far.
-pub trait LiveRules {
+pub trait LiveRules: Sync {
     /// Errors that are final once `init_stop` has been logged (fixed
     /// hyperparameters, required keys of the initialisation).
     fn at_init_stop(&self, mllog_so_far: &[u8]) -> Vec<Diagnostic>;
+
+    /// The keys whose values the closing check reads (`None`: all): the
+    /// result file is parsed with this filter as it is written.
+    fn kept_keys(&self) -> Option<Arc<KeepFn>> {
+        None
+    }
 }
 
 /// How a supervised run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Supervised {
     /// `success` (the program logged run_stop with status success),
     /// otherwise `aborted`.
@@ -79,6 +88,9 @@ pub struct Supervised {
     pub stop_delay_ms: Option<f64>,
     /// Seconds from the spawn to the result file renamed into place.
     pub supervised_seconds: f64,
+    /// The result file as the rules' reader reads it (parsed while it was
+    /// written, with [`LiveRules::kept_keys`]).
+    pub parsed: ParsedLog,
 }
 
 /// Where a line came from.
@@ -116,7 +128,10 @@ fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
 }
 
 /// A file written and hashed on a thread of its own: the supervisor hands
-/// it bytes in batches and gets the sha256 of everything at the end.
+/// it bytes in batches and gets the sha256 of everything at the end. Each
+/// batch, once written, goes on to `follower` (the closing check's reader).
+/// Written ranges are handed to the disk as they accumulate, so the final
+/// `fsync` of a large file has little left to do.
 struct Tee {
     batch: Vec<u8>,
     tx: Option<mpsc::SyncSender<Vec<u8>>>,
@@ -125,18 +140,78 @@ struct Tee {
 
 const TEE_BATCH: usize = 256 * 1024;
 
+/// Bytes between two hand-overs of written data to the disk.
+const WRITEBACK_WINDOW: u64 = 8 << 20;
+
+/// Give the calling thread a lower scheduling priority than the program's
+/// (Linux: a thread's own nice value). The harness's bulk work — writing,
+/// hashing and parsing the result — then runs on what the program leaves
+/// idle instead of taking turns with it on a busy machine; when it falls
+/// behind, the bounded channels make the program wait, never lose a byte.
+/// Lines are witnessed when read, and budgets are enforced, at the same
+/// priority: a program that keeps every core busy delays them by at most
+/// the scheduler's share for a nice-10 thread (the witness's tolerance is
+/// for such delays; a late read never makes a line look written early).
+fn yield_to_the_program() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on this thread's own id; failure leaves the
+    // priority as it was.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
+}
+
+/// Start writing back `[from, to)` of `file`, and wait for the window
+/// before it (Linux; elsewhere the final `fsync` does it all).
+fn write_back(file: &File, from: u64, to: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: sync_file_range on a descriptor this thread owns, over
+        // ranges already written; failure only leaves the work to fsync.
+        unsafe {
+            libc::sync_file_range(
+                fd,
+                from as libc::off64_t,
+                (to - from) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+            if from >= WRITEBACK_WINDOW {
+                libc::sync_file_range(
+                    fd,
+                    (from - WRITEBACK_WINDOW) as libc::off64_t,
+                    WRITEBACK_WINDOW as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, to);
+}
+
 impl Tee {
-    fn create(path: &Path) -> Result<Tee, String> {
-        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    fn create(path: &Path, follower: mpsc::SyncSender<Vec<u8>>) -> Result<Tee, String> {
+        let mut file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
         let done = std::thread::spawn(move || {
-            let mut w = BufWriter::with_capacity(TEE_BATCH, file);
+            yield_to_the_program();
             let mut h = Sha256::new();
+            let (mut written, mut handed) = (0u64, 0u64);
             for b in rx {
                 h.update(&b);
-                w.write_all(&b)?;
+                file.write_all(&b)?;
+                written += b.len() as u64;
+                if written - handed >= WRITEBACK_WINDOW {
+                    write_back(&file, handed, written);
+                    handed = written;
+                }
+                // The reader gone (it never stops early) leaves the file whole.
+                let _ = follower.send(b);
             }
-            let file = w.into_inner().map_err(|e| e.into_error())?;
             file.sync_all()?;
             Ok(hex::encode(h.finalize()))
         });
@@ -185,6 +260,66 @@ impl Tee {
     }
 }
 
+/// The batches a [`Tee`] wrote, in order, as one byte stream.
+struct Batches {
+    rx: mpsc::Receiver<Vec<u8>>,
+    current: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for Batches {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let have = self.fill_buf()?;
+            let n = have.len().min(out.len());
+            out[..n].copy_from_slice(&have[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Batches {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.pos >= self.current.len() {
+            match self.rx.recv() {
+                Ok(b) => (self.current, self.pos) = (b, 0),
+                Err(_) => return Ok(&[]),
+            }
+        }
+        Ok(&self.current[self.pos..])
+    }
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+    }
+}
+
+/// Parse the result file's bytes as the [`Tee`] writes them, with the
+/// closing check's reader.
+fn follow_result(
+    keep: Option<Arc<KeepFn>>,
+) -> (
+    mpsc::SyncSender<Vec<u8>>,
+    std::thread::JoinHandle<std::io::Result<ParsedLog>>,
+) {
+    let (tx, rx) = mpsc::sync_channel(16);
+    let parser = std::thread::spawn(move || {
+        yield_to_the_program();
+        let input = Batches {
+            rx,
+            current: Vec::new(),
+            pos: 0,
+        };
+        let reader = mllog::Reader::new(input);
+        mllog::collect(match keep {
+            Some(k) => reader.keep_values(k),
+            None => reader,
+        })
+    });
+    (tx, parser)
+}
+
 /// Read `input` in large chunks, keep them unmodified in the raw capture
 /// `raw`, and send the complete lines; the last line is sent even without
 /// a terminator. Joins to the capture's sha256.
@@ -195,6 +330,7 @@ fn pump(
     tx: mpsc::SyncSender<Msg>,
 ) -> std::thread::JoinHandle<std::io::Result<String>> {
     std::thread::spawn(move || {
+        yield_to_the_program();
         let file = File::create(&raw)?;
         let mut w = BufWriter::with_capacity(TEE_BATCH, file);
         let mut h = Sha256::new();
@@ -273,13 +409,15 @@ fn tail(
     })
 }
 
-/// The MLLOG payloads seen (as 128 bits of their sha256): the same line
-/// arriving twice — on stdout and in the MLLOG file, with or without a rank
-/// prefix — counts once.
+/// The MLLOG payloads seen (as their 128-bit XXH3): the same line arriving
+/// twice — on stdout and in the MLLOG file, with or without a rank prefix —
+/// counts once. Not a cryptographic digest: a program that made two of its
+/// lines collide could only hide one of its own lines from the result file,
+/// which it could as well not print (the raw captures keep every byte).
 #[derive(Default)]
-struct Arrivals(HashSet<[u8; 16], BuildHasherDefault<DigestHasher>>);
+struct Arrivals(HashSet<u128, BuildHasherDefault<DigestHasher>>);
 
-/// The set's hash of a digest: its first 8 bytes (already uniform).
+/// The set's hash of a digest: its low 64 bits (already uniform).
 #[derive(Default)]
 struct DigestHasher(u64);
 
@@ -294,14 +432,15 @@ impl Hasher for DigestHasher {
             self.0 ^= u64::from_le_bytes(b);
         }
     }
+    fn write_u128(&mut self, v: u128) {
+        self.0 ^= v as u64;
+    }
 }
 
 impl Arrivals {
     /// Is this line's payload new?
     fn is_new(&mut self, payload: &[u8]) -> bool {
-        let digest = Sha256::digest(payload);
-        self.0
-            .insert(digest[..16].try_into().expect("16 of 32 bytes"))
+        self.0.insert(xxhash_rust::xxh3::xxh3_128(payload))
     }
 }
 
@@ -343,7 +482,7 @@ fn status_of(payload: &[u8]) -> String {
 
 /// The payload of an MLLOG line (from its last marker, trimmed).
 fn payload(line: &[u8]) -> Option<&[u8]> {
-    let pos = memchr::memmem::rfind(line, mllog::MARKER)?;
+    let pos = mllog::rfind_marker(line)?;
     let p = &line[pos..];
     let end = p
         .iter()
@@ -546,7 +685,8 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
     File::create(&spec.compliance_file)
         .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
     let partial = crate::logger::partial_path(&spec.result);
-    let result = Tee::create(&partial)?;
+    let (follower, parser) = follow_result(live.kept_keys());
+    let result = Tee::create(&partial, follower)?;
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
     let mut child = spawn(spec).inspect_err(|_| {
@@ -598,7 +738,16 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
         run.take(Source::File, format!("{l}\n").as_bytes(), Instant::now())
             .map_err(|e| format!("{}: {e}", partial.display()))?;
     }
-    let exit = follow(&mut run, &rx, &stop_tail)?;
+    // The program inherits the priority of the thread that spawns it: the
+    // supervision runs on a thread of its own that yields to the program.
+    let exit = std::thread::scope(|s| {
+        s.spawn(|| {
+            yield_to_the_program();
+            follow(&mut run, rx, &stop_tail)
+        })
+        .join()
+        .map_err(|_| "the supervisor panicked".to_string())
+    })??;
     let _ = tailer.join();
     let mut captures = Vec::new();
     for (name, h) in [("stdout.txt", raw_stdout), ("stderr.txt", raw_stderr)] {
@@ -609,14 +758,19 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
             .map_err(|e| format!("{}: {e}", path.display()))?;
         captures.push((path.display().to_string(), digest));
     }
-    finish(run, exit, &partial, captures)
+    let mut supervised = finish(run, exit, &partial, captures)?;
+    supervised.parsed = parser
+        .join()
+        .map_err(|_| format!("{}: the reader panicked", spec.result.display()))?
+        .map_err(|e| format!("{}: {e}", spec.result.display()))?;
+    Ok(supervised)
 }
 
 /// Read until both streams are closed and the program has exited; then
 /// drain the MLLOG file.
 fn follow(
     run: &mut Run,
-    rx: &mpsc::Receiver<Msg>,
+    rx: mpsc::Receiver<Msg>,
     stop_tail: &AtomicBool,
 ) -> Result<std::process::ExitStatus, String> {
     let label = run_label(run);
@@ -628,8 +782,13 @@ fn follow(
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(Msg::Lines(src, lines, at)) => {
-                for line in lines.split_inclusive(|&c| c == b'\n') {
-                    run.take(src, line, at).map_err(io)?;
+                let mut start = 0;
+                for end in memchr::memchr_iter(b'\n', &lines) {
+                    run.take(src, &lines[start..=end], at).map_err(io)?;
+                    start = end + 1;
+                }
+                if start < lines.len() {
+                    run.take(src, &lines[start..], at).map_err(io)?;
                 }
             }
             Ok(Msg::Closed(Source::File)) => break,
@@ -727,6 +886,7 @@ fn finish(
         files,
         stop_delay_ms: run.stop_delay_ms,
         supervised_seconds: run.spawned.elapsed().as_secs_f64(),
+        parsed: ParsedLog::default(),
     })
 }
 
@@ -755,6 +915,39 @@ mod tests {
             payload(b":::MLLOG {\"a\": 1}\n")
         );
         assert_eq!(payload(b"loss 0.5\n"), None);
+    }
+
+    #[test]
+    fn the_result_parsed_as_written_equals_a_read_of_the_finished_file() {
+        let log: &[u8] = b"framework says hi\r\n\
+            :::MLLOG {\"namespace\": \"\", \"time_ms\": 5, \"event_type\": \"POINT_IN_TIME\", \"key\": \"train_loss\", \"value\": 1.5, \"metadata\": {\"lineno\": 1}}\n\
+            progress 10%\rprogress 20%\r\
+            0: :::MLLOG {\"namespace\": \"\", \"time_ms\": 6, \"event_type\": \"INTERVAL_END\", \"key\": \"run_stop\", \"value\": null, \"metadata\": {\"status\": \"success\"}}\n\
+            :::MLLOG {\"key\": broken\n\
+            :::MLLOG {\"namespace\": \"\", \"time_ms\": 7, \"event_type\": \"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.9, \"metadata\": {}}";
+        let keep: Arc<KeepFn> = Arc::new(|k: &str| k != "train_loss");
+        let whole = mllog::collect(mllog::Reader::new(log).keep_values(keep.clone())).unwrap();
+        // Batches cut anywhere: inside a line, inside \r\n, one byte long.
+        for cuts in [
+            vec![1, 2, 3],
+            vec![19, 20, 21, 200],
+            vec![log.len() - 1],
+            vec![],
+        ] {
+            let (tx, parser) = follow_result(Some(keep.clone()));
+            let mut from = 0;
+            for c in cuts.into_iter().chain([log.len()]) {
+                tx.send(log[from..c].to_vec()).unwrap();
+                from = c;
+            }
+            drop(tx);
+            let streamed = parser.join().unwrap().unwrap();
+            assert_eq!(format!("{streamed:?}"), format!("{whole:?}"));
+        }
+        assert_eq!(whole.records.len(), 3);
+        assert_eq!(whole.problems.len(), 1);
+        assert!(whole.records[0].slim && !whole.records[1].slim);
+        assert_eq!(whole.lines, 7);
     }
 
     #[test]

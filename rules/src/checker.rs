@@ -82,6 +82,33 @@ impl Checker {
         }
     }
 
+    /// The keys whose values checking under `choice` needs (`None`: all);
+    /// values of the others are kept slim.
+    pub fn kept_keys(&self, choice: &RulesetChoice) -> Option<Arc<mllog::KeepFn>> {
+        match choice {
+            RulesetChoice::Official { usage, version } => {
+                let universe = self.lib.key_universe(&format!("{usage}_{version}"));
+                Some(Arc::new(move |k: &str| {
+                    universe.contains(k) || ENGINE_KEYS.contains(&k)
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// A reader of a log for checking under `choice` from any byte source.
+    pub fn reader<R: std::io::BufRead>(
+        &self,
+        input: R,
+        choice: &RulesetChoice,
+    ) -> mllog::Reader<R> {
+        let reader = mllog::Reader::new(input);
+        match self.kept_keys(choice) {
+            Some(keep) => reader.keep_values(keep),
+            None => reader,
+        }
+    }
+
     /// Read a log for checking under `choice` (values of keys no rule of an
     /// official ruleset reads are kept slim).
     pub fn read(
@@ -89,15 +116,9 @@ impl Checker {
         path: &Path,
         choice: &RulesetChoice,
     ) -> Result<mllog::ParsedLog, CheckError> {
-        let read = match choice {
-            RulesetChoice::Official { usage, version } => {
-                let universe = self.lib.key_universe(&format!("{usage}_{version}"));
-                let keep: Arc<mllog::KeepFn> =
-                    Arc::new(move |k: &str| universe.contains(k) || ENGINE_KEYS.contains(&k));
-                mllog::read_file_keeping(path, keep)
-            }
-            _ => mllog::read_file(path),
-        };
+        let read = std::fs::File::open(path).and_then(|f| {
+            mllog::collect(self.reader(std::io::BufReader::with_capacity(256 * 1024, f), choice))
+        });
         read.map_err(|e| CheckError {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),

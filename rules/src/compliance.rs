@@ -115,8 +115,18 @@ pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOpt
         ran.push(rel.clone());
         match lib.load(&rel) {
             Ok(file) => {
+                // Logs repeat keys: the last answer serves the next record.
+                let mut last: Option<(String, bool)> = None;
                 for r in records.iter_mut().filter(|r| r.slim) {
-                    if file.keys.contains_key(r.key()) {
+                    let wanted = match &last {
+                        Some((k, wanted)) if k == r.key() => *wanted,
+                        _ => {
+                            let wanted = file.keys.contains_key(r.key());
+                            last = Some((r.key().to_string(), wanted));
+                            wanted
+                        }
+                    };
+                    if wanted {
                         r.inflate();
                     }
                 }
@@ -241,8 +251,15 @@ fn run_file(
     for k in file.keys.keys() {
         store.keyed.shift_remove(k.as_str());
     }
+    // A key without a rule here, as read last (logs repeat keys).
+    let mut ruleless: Option<&str> = None;
     for (i, rec) in records.iter().enumerate() {
-        run.record(i, rec, store);
+        if ruleless.is_some() && ruleless == rec.key.as_deref() {
+            continue;
+        }
+        if !run.record(i, rec, store) {
+            ruleless = rec.key.as_deref();
+        }
     }
     // Effects of POST code (enqueue) take effect in order.
     queue.extend(run.effects.enqueued.borrow_mut().drain(..));
@@ -332,12 +349,13 @@ impl<'f> RuleFileRun<'f> {
     /// One record whose key the file names: PRE, each CHECK and POST (only
     /// on the first occurrence for `submission_*` keys), FIRST_CHECK on the
     /// first occurrence, ATLEAST_ONE_CHECK on every one.
-    fn record(&mut self, i: usize, rec: &Record, store: &mut Store) {
+    /// Run the rules of `rec`'s key on it; false when the file has none.
+    fn record(&mut self, i: usize, rec: &Record, store: &mut Store) -> bool {
         let Some(key) = rec.key.as_deref() else {
-            return;
+            return false;
         };
         let Some(rule) = self.file.keys.get(key) else {
-            return;
+            return false;
         };
         let rel = self.rel;
         let key: &'f str = rule.name.as_str();
@@ -372,6 +390,7 @@ impl<'f> RuleFileRun<'f> {
         if key.contains("submission_") {
             self.has_been_exec.insert(key);
         }
+        true
     }
 
     /// Evaluate a CHECK or FIRST_CHECK on a record; a failure or an

@@ -341,8 +341,8 @@ impl<'a> Parser<'a> {
 /// Append Latin-1 bytes as characters.
 pub fn push_latin1(out: &mut String, bytes: &[u8]) {
     if bytes.is_ascii() {
-        // ASCII is valid UTF-8.
-        out.push_str(std::str::from_utf8(bytes).expect("ASCII"));
+        // SAFETY: ASCII is valid UTF-8 (checked just above).
+        out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
     } else {
         out.extend(bytes.iter().map(|&b| b as char));
     }
@@ -580,6 +580,20 @@ impl<'a> Skimmer<'a> {
     /// A number in JSON's grammar (what [`parse`] reads whole); its value
     /// as the full decoder gives it (an integer when it is one and fits).
     fn number(&mut self) -> Option<f64> {
+        let start = self.i;
+        let float = self.number_text()?;
+        // SAFETY: the grammar admits only ASCII digits, signs, `.`, `e`, `E`.
+        let text = unsafe { std::str::from_utf8_unchecked(&self.d[start..self.i]) };
+        if !float && let Ok(n) = text.parse::<i64>() {
+            return Some(n as f64);
+        }
+        text.parse::<f64>().ok()
+    }
+
+    /// Past a number in JSON's grammar (any such text reads as an f64, so
+    /// a value no one reads is not converted); whether it has a fraction
+    /// or an exponent.
+    fn number_text(&mut self) -> Option<bool> {
         let d = self.d;
         let start = self.i;
         let mut i = start;
@@ -620,11 +634,7 @@ impl<'a> Skimmer<'a> {
             float = true;
         }
         self.i = i;
-        let text = std::str::from_utf8(&d[start..i]).ok()?;
-        if !float && let Ok(n) = text.parse::<i64>() {
-            return Some(n as f64);
-        }
-        text.parse::<f64>().ok()
+        Some(float)
     }
 
     /// Any JSON value, arrays and objects included (iteratively, to
@@ -661,7 +671,7 @@ impl<'a> Skimmer<'a> {
                 b'I' => self.literal(b"Infinity")?,
                 b'-' if self.d[self.i..].starts_with(b"-Infinity") => self.i += 9,
                 b'-' | b'0'..=b'9' => {
-                    self.number()?;
+                    self.number_text()?;
                 }
                 _ => return None,
             }

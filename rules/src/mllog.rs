@@ -21,8 +21,20 @@ use crate::value::{Dict, Value};
 use memchr::memmem;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::LazyLock;
 
 pub const MARKER: &[u8] = b":::MLLOG ";
+
+/// Where the last [`MARKER`] in `line` starts (the official parser reads a
+/// line from its last marker). A reverse SIMD scan for the marker's rarest
+/// byte, `M`, each hit checked in place.
+pub fn rfind_marker(line: &[u8]) -> Option<usize> {
+    const BEFORE: usize = 3; // ":::" before the `M`
+    memchr::memrchr_iter(b'M', line)
+        .filter(|&m| m >= BEFORE)
+        .map(|m| m - BEFORE)
+        .find(|&start| line[start..].starts_with(MARKER))
+}
 
 /// One parsed MLLOG event.
 #[derive(Clone, Debug)]
@@ -167,10 +179,11 @@ fn head_in_logger_layout(json: &[u8]) -> Option<(&str, f64)> {
     let rest = rest.strip_prefix(b", \"key\": \"")?;
     let (key, rest) = plain_string(rest)?;
     // A later top-level `time_ms` or `key` member would win: read in full.
-    if !rest.starts_with(b", ")
-        || memchr::memmem::find(rest, b"\"time_ms\"").is_some()
-        || memchr::memmem::find(rest, b"\"key\"").is_some()
-    {
+    static TIME_MS: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"time_ms\""));
+    static KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"key\""));
+    if !rest.starts_with(b", ") || TIME_MS.find(rest).is_some() || KEY.find(rest).is_some() {
         return None;
     }
     Some((std::str::from_utf8(key).ok()?, time_ms))
@@ -186,7 +199,8 @@ pub struct Reader<R> {
     have_chunk: bool,
     line_no: usize,
     index: i64,
-    finder: memmem::FinderRev<'static>,
+    /// The last key asked of `keep`, and its answer (logs repeat keys).
+    last_keep: std::cell::RefCell<Option<(String, bool)>>,
     io_error: Option<std::io::Error>,
     keep: Option<std::sync::Arc<KeepFn>>,
 }
@@ -201,7 +215,7 @@ impl<R: BufRead> Reader<R> {
             have_chunk: false,
             line_no: 0,
             index: 0,
-            finder: memmem::FinderRev::new(MARKER),
+            last_keep: std::cell::RefCell::new(None),
             io_error: None,
             keep: None,
         }
@@ -274,12 +288,28 @@ impl<R: BufRead> Iterator for Reader<R> {
         loop {
             let (s, e) = self.next_line()?;
             let line = &self.buf[s..e];
-            let Some(pos) = self.finder.rfind(line) else {
+            let Some(pos) = rfind_marker(line) else {
                 continue;
             };
             let index = self.index;
             self.index += 1;
-            let item = parse_marked(&line[pos..], index, self.line_no, self.keep.as_deref());
+            let item = match self.keep.as_deref() {
+                Some(keep) => {
+                    let memo = |k: &str| {
+                        let mut last = self.last_keep.borrow_mut();
+                        match &*last {
+                            Some((key, kept)) if key == k => *kept,
+                            _ => {
+                                let kept = keep(k);
+                                *last = Some((k.to_string(), kept));
+                                kept
+                            }
+                        }
+                    };
+                    parse_marked(&line[pos..], index, self.line_no, Some(&memo))
+                }
+                None => parse_marked(&line[pos..], index, self.line_no, None),
+            };
             return Some(item);
         }
     }
@@ -294,7 +324,12 @@ fn is_py_space(b: u8) -> bool {
 }
 
 /// Parse the text of one line starting at its last marker.
-fn parse_marked(from_marker: &[u8], index: i64, line: usize, keep: Option<&KeepFn>) -> Item {
+fn parse_marked(
+    from_marker: &[u8],
+    index: i64,
+    line: usize,
+    keep: Option<&dyn Fn(&str) -> bool>,
+) -> Item {
     let mut end = from_marker.len();
     while end > 0 && is_py_space(from_marker[end - 1]) {
         end -= 1;
@@ -355,7 +390,7 @@ fn record_from_object(
     text: String,
     index: i64,
     line: usize,
-    keep: Option<&KeepFn>,
+    keep: Option<&dyn Fn(&str) -> bool>,
 ) -> Result<Item, (String, bool)> {
     let missing: Vec<&str> = ["time_ms", "key", "value", "metadata"]
         .into_iter()
@@ -493,7 +528,9 @@ pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::
     collect(Reader::new(BufReader::with_capacity(256 * 1024, f)).keep_values(keep))
 }
 
-fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> {
+/// Read every item of `reader` into a [`ParsedLog`] (any byte source: a
+/// file, or a stream as it is being written).
+pub fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> {
     let mut out = ParsedLog::default();
     for item in reader.by_ref() {
         match item {
@@ -517,6 +554,63 @@ pub fn read_file(path: &Path) -> std::io::Result<ParsedLog> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_marker_is_found_as_a_substring_search_finds_it() {
+        let cases: &[&[u8]] = &[
+            b":::MLLOG {}",
+            b"0: :::MLLOG {\"a\": \":::MLLOG x\"}",
+            b"::::MLLOG {}",
+            b":::MLLOG",
+            b"MLLOG :::MLLOG ",
+            b"M:::MLLOG M",
+            b"::MLLOG {}",
+            b"",
+            b"MMMM",
+            b":::MLLOG :::MLLOG :::MLLOG",
+        ];
+        for c in cases {
+            assert_eq!(
+                rfind_marker(c),
+                memmem::rfind(c, MARKER),
+                "{}",
+                String::from_utf8_lossy(c)
+            );
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_is_asked_of_the_filter_once_and_answered_the_same() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let asked = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let keep: std::sync::Arc<KeepFn> = std::sync::Arc::new(move |k: &str| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            k == "eval_accuracy"
+        });
+        let line = |k: &str| {
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"{k}\", \"value\": 0.5, \"metadata\": {{}}}}\n"
+            )
+        };
+        let log: String = [
+            "train_loss",
+            "train_loss",
+            "eval_accuracy",
+            "eval_accuracy",
+            "train_loss",
+            "",
+        ]
+        .iter()
+        .map(|k| line(k))
+        .collect();
+        let parsed = collect(Reader::new(log.as_bytes()).keep_values(keep)).unwrap();
+        let slim: Vec<bool> = parsed.records.iter().map(|r| r.slim).collect();
+        assert_eq!(slim, [true, true, false, false, true, true]);
+        assert_eq!(parsed.records[2].value().as_f64(), Some(0.5));
+        // train_loss, eval_accuracy, train_loss, "": one question per change of key.
+        assert_eq!(asked.load(Ordering::Relaxed), 4);
+    }
 
     #[test]
     fn head_reads_key_and_time_as_the_full_reader_does() {
