@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{BufRead, BufWriter, Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -161,32 +161,41 @@ fn yield_to_the_program() {
     }
 }
 
-/// Start writing back `[from, to)` of `file`, and wait for the window
-/// before it (Linux; elsewhere the final `fsync` does it all).
+/// Bytes written to a file, handed to the disk a window at a time (so
+/// that an `fsync` — of this file, or of another on the same file system,
+/// which may have to flush this one's data first — has little left to do).
+#[derive(Default)]
+struct WriteBack {
+    written: u64,
+    handed: u64,
+}
+
+impl WriteBack {
+    fn wrote(&mut self, file: &File, n: usize) {
+        self.written += n as u64;
+        if self.written - self.handed >= WRITEBACK_WINDOW {
+            write_back(file, self.handed, self.written);
+            self.handed = self.written;
+        }
+    }
+}
+
+/// Start writing back `[from, to)` of `file` (Linux; elsewhere the final
+/// `fsync` does it all). Nothing waits for the disk here: a disk busy with
+/// other writes must not make the program wait on a full pipe.
 fn write_back(file: &File, from: u64, to: u64) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        let fd = file.as_raw_fd();
         // SAFETY: sync_file_range on a descriptor this thread owns, over
-        // ranges already written; failure only leaves the work to fsync.
+        // a range already written; failure only leaves the work to fsync.
         unsafe {
             libc::sync_file_range(
-                fd,
+                file.as_raw_fd(),
                 from as libc::off64_t,
                 (to - from) as libc::off64_t,
                 libc::SYNC_FILE_RANGE_WRITE,
             );
-            if from >= WRITEBACK_WINDOW {
-                libc::sync_file_range(
-                    fd,
-                    (from - WRITEBACK_WINDOW) as libc::off64_t,
-                    WRITEBACK_WINDOW as libc::off64_t,
-                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                        | libc::SYNC_FILE_RANGE_WRITE
-                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-                );
-            }
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -200,15 +209,11 @@ impl Tee {
         let done = std::thread::spawn(move || {
             yield_to_the_program();
             let mut h = Sha256::new();
-            let (mut written, mut handed) = (0u64, 0u64);
+            let mut written = WriteBack::default();
             for b in rx {
                 h.update(&b);
                 file.write_all(&b)?;
-                written += b.len() as u64;
-                if written - handed >= WRITEBACK_WINDOW {
-                    write_back(&file, handed, written);
-                    handed = written;
-                }
+                written.wrote(&file, b.len());
                 // The reader gone (it never stops early) leaves the file whole.
                 let _ = follower.send(b);
             }
@@ -331,8 +336,8 @@ fn pump(
 ) -> std::thread::JoinHandle<std::io::Result<String>> {
     std::thread::spawn(move || {
         yield_to_the_program();
-        let file = File::create(&raw)?;
-        let mut w = BufWriter::with_capacity(TEE_BATCH, file);
+        let mut file = File::create(&raw)?;
+        let mut written = WriteBack::default();
         let mut h = Sha256::new();
         let mut buf = vec![0u8; PIPE_BYTES as usize];
         let mut pending: Vec<u8> = Vec::new();
@@ -342,7 +347,8 @@ fn pump(
                 Ok(0) => break,
                 Ok(n) => {
                     h.update(&buf[..n]);
-                    w.write_all(&buf[..n])?;
+                    file.write_all(&buf[..n])?;
+                    written.wrote(&file, n);
                     if receiver_gone {
                         continue;
                     }
@@ -359,7 +365,6 @@ fn pump(
             let _ = tx.send(Msg::Lines(src, pending, Instant::now()));
         }
         let _ = tx.send(Msg::Closed(src));
-        w.flush()?;
         Ok(hex::encode(h.finalize()))
     })
 }

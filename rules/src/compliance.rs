@@ -24,7 +24,7 @@ use crate::py::{self, Effects};
 use crate::ruleset::{Begin, KeyRule, LoadError, Req, RuleFile, RuleLibrary, Snippet};
 use crate::value::{Dict, PyError, Value, py_contains, py_eq};
 use indexmap::{IndexMap, IndexSet};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CheckOptions {
@@ -109,28 +109,18 @@ pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOpt
         );
     }
 
+    let index = KeyIndex::build(records);
     let mut queue: VecDeque<String> = VecDeque::from([start.to_string()]);
     let mut ran = Vec::new();
     while let Some(rel) = queue.pop_front() {
         ran.push(rel.clone());
         match lib.load(&rel) {
             Ok(file) => {
-                // Logs repeat keys: the last answer serves the next record.
-                let mut last: Option<(String, bool)> = None;
-                for r in records.iter_mut().filter(|r| r.slim) {
-                    let wanted = match &last {
-                        Some((k, wanted)) if k == r.key() => *wanted,
-                        _ => {
-                            let wanted = file.keys.contains_key(r.key());
-                            last = Some((r.key().to_string(), wanted));
-                            wanted
-                        }
-                    };
-                    if wanted {
-                        r.inflate();
-                    }
+                let ruled = index.of_keys(file.keys.keys());
+                for &i in &ruled {
+                    records[i].inflate();
                 }
-                run_file(&file, records, &mut store, &mut queue)
+                run_file(&file, records, (&ruled, index.len), &mut store, &mut queue)
             }
             Err(LoadError::NotFound(path)) => {
                 store.unkeyed.push(
@@ -236,12 +226,63 @@ fn exec_snippet(
     py::exec(&sn.code, s, ll, fx)
 }
 
+/// Where each key's records are, read once per log: a rule file's run
+/// visits the records of its keys only (a log of a million `train_loss`
+/// lines is not walked again for every rule file).
+struct KeyIndex {
+    by_key: HashMap<String, Vec<usize>>,
+    /// Records at and after this position were added by rules after the
+    /// index was built.
+    len: usize,
+}
+
+impl KeyIndex {
+    fn build(records: &[Record]) -> KeyIndex {
+        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+        // Logs repeat keys: a run of equal keys is looked up once.
+        let mut run: Option<(&str, Vec<usize>)> = None;
+        for (i, r) in records.iter().enumerate() {
+            let Some(k) = r.key.as_deref() else { continue };
+            match &mut run {
+                Some((key, at)) if *key == k => at.push(i),
+                _ => {
+                    if let Some((key, at)) = run.take() {
+                        by_key.entry(key.to_string()).or_default().extend(at);
+                    }
+                    run = Some((k, vec![i]));
+                }
+            }
+        }
+        if let Some((key, at)) = run {
+            by_key.entry(key.to_string()).or_default().extend(at);
+        }
+        KeyIndex {
+            by_key,
+            len: records.len(),
+        }
+    }
+
+    /// The positions of the records of `keys`, in file order.
+    fn of_keys<'k>(&self, keys: impl Iterator<Item = &'k String>) -> Vec<usize> {
+        let mut at: Vec<usize> = keys
+            .filter_map(|k| self.by_key.get(k.as_str()))
+            .flatten()
+            .copied()
+            .collect();
+        at.sort_unstable();
+        at
+    }
+}
+
 /// Run one rule file over the records: BEGIN, the KEY rules record by
-/// record, the ATLEAST_ONE_CHECK verdicts, the occurrence requirements and
-/// END. Rule files enqueued by its code are appended to `queue`.
+/// record (`ruled`: the records of its keys among the first `indexed`, in
+/// file order; every record after those), the
+/// ATLEAST_ONE_CHECK verdicts, the occurrence requirements and END. Rule
+/// files enqueued by its code are appended to `queue`.
 fn run_file(
     file: &RuleFile,
     records: &mut Vec<Record>,
+    (ruled, indexed): (&[usize], usize),
     store: &mut Store,
     queue: &mut VecDeque<String>,
 ) {
@@ -251,15 +292,11 @@ fn run_file(
     for k in file.keys.keys() {
         store.keyed.shift_remove(k.as_str());
     }
-    // A key without a rule here, as read last (logs repeat keys).
-    let mut ruleless: Option<&str> = None;
-    for (i, rec) in records.iter().enumerate() {
-        if ruleless.is_some() && ruleless == rec.key.as_deref() {
-            continue;
-        }
-        if !run.record(i, rec, store) {
-            ruleless = rec.key.as_deref();
-        }
+    // Records of other keys have no rule here; records that rules added
+    // after the index was built (BEGIN's aggregates) are all visited.
+    let added = indexed.min(records.len())..records.len();
+    for i in ruled.iter().copied().chain(added) {
+        run.record(i, &records[i], store);
     }
     // Effects of POST code (enqueue) take effect in order.
     queue.extend(run.effects.enqueued.borrow_mut().drain(..));
