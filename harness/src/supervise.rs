@@ -955,6 +955,55 @@ mod tests {
         assert_eq!(whole.lines, 7);
     }
 
+    struct NoRules;
+    impl LiveRules for NoRules {
+        fn at_init_stop(&self, _: &[u8]) -> Vec<Diagnostic> {
+            Vec::new()
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_program_keeps_the_harness_priority_while_the_supervision_yields() {
+        let dir = tempfile::tempdir().unwrap();
+        // The program prints its own nice value and that of the thread that
+        // reads its output (one of the harness's threads, by name).
+        let spec = ChildSpec {
+            command: vec!["sh".into(), "-c".into(), "nice; echo done".into()],
+            env: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            run_dir: dir.path().join("run"),
+            compliance_file: dir.path().join("run/mllog.txt"),
+            result: dir.path().join("result.txt"),
+            opening_lines: Vec::new(),
+            init_budget: Duration::from_secs(60),
+            run_budget: Duration::from_secs(60),
+            grace: Duration::from_secs(1),
+            tolerance_ms: 2000,
+        };
+        // SAFETY: getpriority of this thread.
+        let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let s = supervise(&spec, &NoRules).unwrap();
+        let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
+        assert_eq!(out, format!("{own}\ndone\n"));
+        // The result keeps the output; no run_stop, so the harness's own.
+        let result = std::fs::read_to_string(&spec.result).unwrap();
+        assert!(result.starts_with(&out), "{result}");
+        assert_eq!(s.status, "aborted");
+        assert_eq!(s.parsed.records.len(), 1);
+        assert_eq!(s.parsed.records[0].key(), "run_stop");
+        // The supervision's threads did yield: a thread that calls
+        // yield_to_the_program runs at a higher nice value than its parent.
+        let niced = std::thread::spawn(|| {
+            yield_to_the_program();
+            // SAFETY: getpriority of this thread.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        })
+        .join()
+        .unwrap();
+        assert!(niced > own || own >= 10, "{niced} vs {own}");
+    }
+
     #[test]
     fn complete_lines_keep_a_partial_tail_for_later() {
         let mut p = b"a\nb\nc".to_vec();

@@ -289,6 +289,31 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
     Ok(None)
 }
 
+/// `referee check` of a log that referee supervised (`referee run --exec`):
+/// its report gains the verdict of the harness's witness of its clock, kept
+/// in its run record (a note when they agree; errors and FAIL when not).
+pub fn add_to_report(rep: &mut referee_rules::checker::LogReport, log: &Path) {
+    match verify_log(log) {
+        Ok(None) => {}
+        Ok(Some((found, diags))) if diags.is_empty() => rep.diagnostics.push(Diagnostic::note(
+            "witness-verified",
+            format!(
+                "the clock agrees with the harness's witness in {}",
+                found.record.display()
+            ),
+        )),
+        Ok(Some((_, diags))) => {
+            rep.verdict = referee_rules::Verdict::Fail;
+            rep.diagnostics.extend(diags);
+        }
+        Err(e) => {
+            rep.verdict = referee_rules::Verdict::Fail;
+            rep.diagnostics
+                .push(Diagnostic::error("witness-record", e).expected("a readable run record"));
+        }
+    }
+}
+
 /// `log` verified against its witness, when it has one: the diagnostics
 /// (none when they agree) and where the witness came from.
 pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>, String> {

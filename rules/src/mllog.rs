@@ -265,7 +265,7 @@ impl<R: BufRead> Reader<R> {
             }
             self.buf.clear();
             self.seg_start = 0;
-            match self.input.read_until(b'\n', &mut self.buf) {
+            match read_line(&mut self.input, &mut self.buf) {
                 Ok(0) => return None,
                 Ok(n) => {
                     self.chunk_len = n;
@@ -277,6 +277,35 @@ impl<R: BufRead> Reader<R> {
                     return None;
                 }
             }
+        }
+    }
+}
+
+/// `BufRead::read_until(b'\n')` with the memchr crate's SIMD search.
+fn read_line<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut read = 0;
+    loop {
+        let (done, used) = {
+            let available = match input.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            match memchr::memchr(b'\n', available) {
+                Some(i) => {
+                    buf.extend_from_slice(&available[..=i]);
+                    (true, i + 1)
+                }
+                None => {
+                    buf.extend_from_slice(available);
+                    (available.is_empty(), available.len())
+                }
+            }
+        };
+        input.consume(used);
+        read += used;
+        if done {
+            return Ok(read);
         }
     }
 }

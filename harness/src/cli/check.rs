@@ -159,31 +159,6 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
     })
 }
 
-/// A log that referee supervised (`referee run --exec`) is also verified
-/// against the harness's witness of its clock, kept in its run record.
-fn add_witness(rep: &mut referee_rules::checker::LogReport, log: &std::path::Path) {
-    use referee_rules::diag::Diagnostic;
-    match crate::witness::verify_log(log) {
-        Ok(None) => {}
-        Ok(Some((found, diags))) if diags.is_empty() => rep.diagnostics.push(Diagnostic::note(
-            "witness-verified",
-            format!(
-                "the clock agrees with the harness's witness in {}",
-                found.record.display()
-            ),
-        )),
-        Ok(Some((_, diags))) => {
-            rep.verdict = Verdict::Fail;
-            rep.diagnostics.extend(diags);
-        }
-        Err(e) => {
-            rep.verdict = Verdict::Fail;
-            rep.diagnostics
-                .push(Diagnostic::error("witness-record", e).expected("a readable run record"));
-        }
-    }
-}
-
 pub fn run(args: CheckArgs) -> i32 {
     let cfg = match resolve(args) {
         Ok(c) => c,
@@ -205,7 +180,7 @@ pub fn run(args: CheckArgs) -> i32 {
         .par_iter()
         .map(|p| {
             let r = cfg.checker.check_file(p, &cfg.choice).map(|mut rep| {
-                add_witness(&mut rep, p);
+                crate::witness::add_to_report(&mut rep, p);
                 rep
             });
             progress.inc(1);
