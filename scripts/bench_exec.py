@@ -10,12 +10,14 @@ logs with the official mlperf_logging.mllog):
 "Alone" is the program with the same environment (SEED, COMPLIANCE_FILE),
 its stdout and stderr written to files, as a batch system would. "Supervised"
 is `referee run --exec --runs 1` of it: wall time of the whole command (spawn,
-live reading and dedup of every line, witness, atomic result file, then the
-closing check of the log with the 5.0.0 rules), and separately the
-supervision alone (spawn → result file in place) and the closing check.
+live reading and dedup of every line, witness, atomic result file parsed as
+it is written, then the 5.0.0 rules over the parsed log), and separately the
+supervision alone (spawn → result file in place) and the closing check (what
+is left of it once the program has ended).
 Threads: the program is one Python process; referee reads stdout, stderr and
-the MLLOG file on one thread each and handles lines on its main thread; the
-closing check of one log runs on one thread.
+the MLLOG file on one thread each, handles lines on one, writes and hashes the
+result on one and parses it for the closing check on one (all at nice 10; the
+program keeps the priority of the command); the rules then run on one.
 
 Live-check delay: a program logs lora_rank 8 (closed division: 16) and then
 would train forever; the delay is from the moment referee read init_stop to
