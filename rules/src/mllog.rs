@@ -26,8 +26,8 @@ use std::sync::LazyLock;
 pub const MARKER: &[u8] = b":::MLLOG ";
 
 /// Where the last [`MARKER`] in `line` starts (the official parser reads a
-/// line from its last marker). A reverse SIMD scan for the marker's rarest
-/// byte, `M`, each hit checked in place.
+/// line from its last marker). A reverse SIMD scan for the marker's `M`
+/// (rare in JSON text), each hit checked in place.
 pub fn rfind_marker(line: &[u8]) -> Option<usize> {
     const BEFORE: usize = 3; // ":::" before the `M`
     memchr::memrchr_iter(b'M', line)
