@@ -386,13 +386,12 @@ impl<'f> RuleFileRun<'f> {
     /// One record whose key the file names: PRE, each CHECK and POST (only
     /// on the first occurrence for `submission_*` keys), FIRST_CHECK on the
     /// first occurrence, ATLEAST_ONE_CHECK on every one.
-    /// Run the rules of `rec`'s key on it; false when the file has none.
-    fn record(&mut self, i: usize, rec: &Record, store: &mut Store) -> bool {
+    fn record(&mut self, i: usize, rec: &Record, store: &mut Store) {
         let Some(key) = rec.key.as_deref() else {
-            return false;
+            return;
         };
         let Some(rule) = self.file.keys.get(key) else {
-            return false;
+            return;
         };
         let rel = self.rel;
         let key: &'f str = rule.name.as_str();
@@ -427,7 +426,6 @@ impl<'f> RuleFileRun<'f> {
         if key.contains("submission_") {
             self.has_been_exec.insert(key);
         }
-        true
     }
 
     /// Evaluate a CHECK or FIRST_CHECK on a record; a failure or an
