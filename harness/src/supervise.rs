@@ -763,12 +763,7 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
             .map_err(|e| format!("{}: {e}", path.display()))?;
         captures.push((path.display().to_string(), digest));
     }
-    let mut supervised = finish(run, exit, &partial, captures)?;
-    supervised.parsed = parser
-        .join()
-        .map_err(|_| format!("{}: the reader panicked", spec.result.display()))?
-        .map_err(|e| format!("{}: {e}", spec.result.display()))?;
-    Ok(supervised)
+    finish(run, exit, &partial, captures, parser)
 }
 
 /// Read until both streams are closed and the program has exited; then
@@ -840,12 +835,14 @@ fn run_label(run: &Run) -> String {
 
 /// End the result file (the harness's `run_stop` when the program did not
 /// end the run), rename it into place; the sha256 of every file written
-/// (`captures`: the raw stdout and stderr, hashed as they were written).
+/// (`captures`: the raw stdout and stderr, hashed as they were written);
+/// the result as `parser` read it while it was written.
 fn finish(
     mut run: Run,
     exit: std::process::ExitStatus,
     partial: &Path,
     captures: Vec<(String, String)>,
+    parser: std::thread::JoinHandle<std::io::Result<ParsedLog>>,
 ) -> Result<Supervised, String> {
     use std::os::unix::process::ExitStatusExt;
     run.witness.exit_mono_ms = run.spawned.elapsed().as_millis() as u64;
@@ -875,6 +872,13 @@ fn finish(
     let io = |e: std::io::Error| format!("{}: {e}", partial.display());
     let result_sha = run.result.finish().map_err(io)?;
     std::fs::rename(partial, &run.spec.result).map_err(io)?;
+    let supervised_seconds = run.spawned.elapsed().as_secs_f64();
+    // The writer has ended, so has the reader's input.
+    let shown = run.spec.result.display();
+    let parsed = parser
+        .join()
+        .map_err(|_| format!("{shown}: the reader panicked"))?
+        .map_err(|e| format!("{shown}: {e}"))?;
     let mut files: BTreeMap<String, String> = captures.into_iter().collect();
     files.insert(run.spec.result.display().to_string(), result_sha);
     if let Some(h) = crate::witness::file_sha256(&run.spec.compliance_file) {
@@ -890,8 +894,8 @@ fn finish(
         diagnostics: run.diagnostics,
         files,
         stop_delay_ms: run.stop_delay_ms,
-        supervised_seconds: run.spawned.elapsed().as_secs_f64(),
-        parsed: ParsedLog::default(),
+        supervised_seconds,
+        parsed,
     })
 }
 
