@@ -312,6 +312,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     let out = absolute(&cfg.out);
     let run_dir = out.join(format!("run_{i}"));
     let compliance = run_dir.join("mllog.txt");
+    crate::provenance::prepare_identity();
     let (cleared, method) = clear_cache(&cfg.req.cache_clear);
     if !cleared.dropped() && cfg.req.division == Division::Closed {
         eprintln!(

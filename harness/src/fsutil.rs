@@ -3,6 +3,16 @@
 use std::io::Write;
 use std::path::Path;
 
+/// sha256 of a file's bytes, read a buffer at a time (`None` when it
+/// cannot be read).
+pub fn file_sha256(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).ok()?;
+    Some(hex::encode(h.finalize()))
+}
+
 /// Write a file atomically: a temporary file in the same directory,
 /// fsync, rename over the target, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -42,16 +42,25 @@ impl CodeIdentity {
 
 /// The running binary's sha256 (read once per process).
 fn binary_sha256() -> String {
-    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DIGEST
+    BINARY_DIGEST
         .get_or_init(|| {
             std::env::current_exe()
                 .ok()
-                .and_then(|p| std::fs::read(p).ok())
-                .map(|b| hex::encode(Sha256::digest(&b)))
+                .and_then(|p| crate::fsutil::file_sha256(&p))
                 .unwrap_or_default()
         })
         .clone()
+}
+
+static BINARY_DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Start computing referee's own digest on a thread of its own, so that
+/// the provenance written at the end of a run does not wait for it (the
+/// binary is tens of megabytes).
+pub fn prepare_identity() {
+    if BINARY_DIGEST.get().is_none() {
+        std::thread::spawn(binary_sha256);
+    }
 }
 
 /// sha256 of a JSON value's canonical text (keys sorted, compact).

@@ -8,18 +8,21 @@
 //! the init and run budgets (SIGTERM to the group, SIGKILL after a grace
 //! period), and finalises the result file atomically: the program's whole
 //! output with every MLLOG line, `result_i.txt.partial` renamed at the end.
-//! The result file is parsed for the closing check as it is written (the
-//! same bytes through the same reader as a read of the finished file), so a
-//! program that floods its log does not wait for a second pass at the end.
+//! The result file is parsed for the closing check as it is written: each
+//! line is parsed once, when the harness writes it, by the per-line half of
+//! the reader that `referee check` uses ([`mllog::LineParser`]), so the
+//! check's input is the file's bytes by construction, the witness reads
+//! keys and times from the same records, and a program that floods its log
+//! does not wait for a second pass at the end.
 
 use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
 use referee_rules::diag::Diagnostic;
-use referee_rules::mllog::{self, Item, KeepFn, ParsedLog};
+use referee_rules::mllog::{self, Item, KeepFn, LineParser, ParsedLog};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -128,8 +131,7 @@ fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
 }
 
 /// A file written and hashed on a thread of its own: the supervisor hands
-/// it bytes in batches and gets the sha256 of everything at the end. Each
-/// batch, once written, goes on to `follower` (the closing check's reader).
+/// it bytes in batches and gets the sha256 of everything at the end.
 /// Written ranges are handed to the disk as they accumulate, so the final
 /// `fsync` of a large file has little left to do.
 struct Tee {
@@ -171,12 +173,15 @@ struct WriteBack {
 }
 
 impl WriteBack {
-    fn wrote(&mut self, file: &File, n: usize) {
+    /// `n` more bytes written: whether a window was handed to the disk.
+    fn wrote(&mut self, file: &File, n: usize) -> bool {
         self.written += n as u64;
-        if self.written - self.handed >= WRITEBACK_WINDOW {
-            write_back(file, self.handed, self.written);
-            self.handed = self.written;
+        if self.written - self.handed < WRITEBACK_WINDOW {
+            return false;
         }
+        write_back(file, self.handed, self.written);
+        self.handed = self.written;
+        true
     }
 }
 
@@ -202,21 +207,72 @@ fn write_back(file: &File, from: u64, to: u64) {
     let _ = (file, from, to);
 }
 
+/// Makes a growing file durable as it grows: a thread of its own syncs its
+/// data (`fdatasync`) whenever more has been written since the last sync,
+/// so the final `fsync` — on the way to the result's rename — has only the
+/// last bytes left to wait for, however slow the disk is to make data
+/// durable. No other thread ever waits for it.
+struct Syncer {
+    tx: Option<mpsc::SyncSender<()>>,
+    done: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn start(file: &File) -> Syncer {
+        let Ok(f) = file.try_clone() else {
+            // Without a second handle the final fsync does it all.
+            return Syncer {
+                tx: None,
+                done: None,
+            };
+        };
+        // One pending request at most: requests made during a sync merge.
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let done = std::thread::spawn(move || {
+            yield_to_the_program();
+            for () in rx {
+                // A failure shows again in the final fsync, which reports it.
+                let _ = f.sync_data();
+            }
+        });
+        Syncer {
+            tx: Some(tx),
+            done: Some(done),
+        }
+    }
+
+    /// More has been written: sync when the thread is free.
+    fn nudge(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(());
+        }
+    }
+
+    fn stop(mut self) {
+        self.tx = None;
+        if let Some(h) = self.done.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 impl Tee {
-    fn create(path: &Path, follower: mpsc::SyncSender<Vec<u8>>) -> Result<Tee, String> {
+    fn create(path: &Path) -> Result<Tee, String> {
         let mut file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
         let done = std::thread::spawn(move || {
             yield_to_the_program();
             let mut h = Sha256::new();
             let mut written = WriteBack::default();
+            let syncer = Syncer::start(&file);
             for b in rx {
                 h.update(&b);
                 file.write_all(&b)?;
-                written.wrote(&file, b.len());
-                // The reader gone (it never stops early) leaves the file whole.
-                let _ = follower.send(b);
+                if written.wrote(&file, b.len()) {
+                    syncer.nudge();
+                }
             }
+            syncer.stop();
             file.sync_all()?;
             Ok(hex::encode(h.finalize()))
         });
@@ -265,102 +321,58 @@ impl Tee {
     }
 }
 
-/// The batches a [`Tee`] wrote, in order, as one byte stream.
-struct Batches {
-    rx: mpsc::Receiver<Vec<u8>>,
-    current: Vec<u8>,
-    pos: usize,
-}
-
-impl Read for Batches {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let n = {
-            let have = self.fill_buf()?;
-            let n = have.len().min(out.len());
-            out[..n].copy_from_slice(&have[..n]);
-            n
-        };
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl BufRead for Batches {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        while self.pos >= self.current.len() {
-            match self.rx.recv() {
-                Ok(b) => (self.current, self.pos) = (b, 0),
-                Err(_) => return Ok(&[]),
-            }
-        }
-        Ok(&self.current[self.pos..])
-    }
-    fn consume(&mut self, n: usize) {
-        self.pos += n;
-    }
-}
-
-/// Parse the result file's bytes as the [`Tee`] writes them, with the
-/// closing check's reader.
-fn follow_result(
-    keep: Option<Arc<KeepFn>>,
-) -> (
-    mpsc::SyncSender<Vec<u8>>,
-    std::thread::JoinHandle<std::io::Result<ParsedLog>>,
-) {
-    let (tx, rx) = mpsc::sync_channel(16);
-    let parser = std::thread::spawn(move || {
-        yield_to_the_program();
-        let input = Batches {
-            rx,
-            current: Vec::new(),
-            pos: 0,
-        };
-        let reader = mllog::Reader::new(input);
-        mllog::collect(match keep {
-            Some(k) => reader.keep_values(k),
-            None => reader,
-        })
-    });
-    (tx, parser)
-}
-
 /// Read `input` in large chunks, keep them unmodified in the raw capture
 /// `raw`, and send the complete lines; the last line is sent even without
 /// a terminator. Joins to the capture's sha256.
+///
+/// One thread only reads, another hashes, writes and splits lines: a
+/// program that writes more than the pipe holds in one call (a burst of
+/// log lines) waits only for the reads, not for the work done with them.
 fn pump(
     mut input: impl Read + Send + 'static,
     src: Source,
     raw: PathBuf,
     tx: mpsc::SyncSender<Msg>,
 ) -> std::thread::JoinHandle<std::io::Result<String>> {
+    // Chunks read (buffer, length, when), and emptied buffers for reuse.
+    let (chunks, read) = mpsc::sync_channel::<(Vec<u8>, usize, Instant)>(CHANNEL_CHUNKS);
+    let (spare, spares) = mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        yield_to_the_program();
+        loop {
+            let mut buf = spares
+                .try_recv()
+                .unwrap_or_else(|_| vec![0u8; PIPE_BYTES as usize]);
+            match input.read(&mut buf) {
+                Ok(0) => break,
+                // Nobody left to take it (the capture failed): stop reading.
+                Ok(n) if chunks.send((buf, n, Instant::now())).is_err() => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    });
     std::thread::spawn(move || {
         yield_to_the_program();
         let mut file = File::create(&raw)?;
         let mut written = WriteBack::default();
         let mut h = Sha256::new();
-        let mut buf = vec![0u8; PIPE_BYTES as usize];
         let mut pending: Vec<u8> = Vec::new();
         let mut receiver_gone = false;
-        loop {
-            match input.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    h.update(&buf[..n]);
-                    file.write_all(&buf[..n])?;
-                    written.wrote(&file, n);
-                    if receiver_gone {
-                        continue;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    if let Some(lines) = complete_lines(&mut pending) {
-                        receiver_gone = tx.send(Msg::Lines(src, lines, Instant::now())).is_err();
-                    }
+        for (buf, n, at) in read {
+            h.update(&buf[..n]);
+            file.write_all(&buf[..n])?;
+            written.wrote(&file, n);
+            if !receiver_gone {
+                pending.extend_from_slice(&buf[..n]);
+                if let Some(lines) = complete_lines(&mut pending) {
+                    receiver_gone = tx.send(Msg::Lines(src, lines, at)).is_err();
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
             }
+            let _ = spare.send(buf);
         }
+        let _ = reader.join();
         if !pending.is_empty() {
             let _ = tx.send(Msg::Lines(src, pending, Instant::now()));
         }
@@ -377,6 +389,7 @@ fn tail(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        yield_to_the_program();
         let mut pos = 0u64;
         let mut pending: Vec<u8> = Vec::new();
         loop {
@@ -409,7 +422,8 @@ fn tail(
                 let _ = tx.send(Msg::Closed(Source::File));
                 return;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            // Woken early when told to stop (see `follow`).
+            std::thread::park_timeout(Duration::from_millis(10));
         }
     })
 }
@@ -456,6 +470,9 @@ struct Run<'a> {
     child: Child,
     spawned: Instant,
     result: Tee,
+    /// The result file as the rules' reader reads it, parsed as written.
+    lines: LineParser,
+    parsed: ParsedLog,
     /// MLLOG lines so far (for the live check), one per line.
     mllog: Vec<u8>,
     /// MLLOG payloads seen, per source.
@@ -473,18 +490,6 @@ struct Run<'a> {
     killed: bool,
 }
 
-/// The `status` in the metadata of a `run_stop` line ("" when none).
-fn status_of(payload: &[u8]) -> String {
-    match mllog::Reader::new(payload).next() {
-        Some(Item::Record(rec)) => rec
-            .meta("status")
-            .and_then(|s| s.as_str())
-            .unwrap_or("")
-            .to_string(),
-        _ => String::new(),
-    }
-}
-
 /// The payload of an MLLOG line (from its last marker, trimmed).
 fn payload(line: &[u8]) -> Option<&[u8]> {
     let pos = mllog::rfind_marker(line)?;
@@ -497,53 +502,71 @@ fn payload(line: &[u8]) -> Option<&[u8]> {
 }
 
 impl Run<'_> {
-    fn write_result(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    /// Write one line (terminated, as the file keeps it) to the result and
+    /// parse it as a read of the file will: its records and problems join
+    /// [`Run::parsed`]. `cr`: the line may hold a `\r` (which also ends a
+    /// line for the reader); without one it is a single physical line.
+    fn write_result(&mut self, bytes: &[u8], cr: bool) -> std::io::Result<()> {
         self.result.write(bytes)?;
-        if !bytes.ends_with(b"\n") {
+        let parsed = &mut self.parsed;
+        let mut add = |item| match item {
+            Item::Record(r) => parsed.records.push(r),
+            Item::Problem(p) => parsed.problems.push(p),
+        };
+        if !cr && let Some(line) = bytes.strip_suffix(b"\n") {
+            if let Some(item) = self.lines.line(line) {
+                add(item);
+            }
+        } else if bytes.ends_with(b"\n") {
+            self.lines.chunk(bytes, &mut add);
+        } else {
             self.result.write(b"\n")?;
+            self.lines.chunk(&[bytes, b"\n"].concat(), &mut add);
         }
         Ok(())
     }
 
-    /// One line read from the program.
-    fn take(&mut self, src: Source, line: &[u8], at: Instant) -> std::io::Result<()> {
+    /// One line read from the program (`cr`: as for [`Run::write_result`]).
+    fn take(&mut self, src: Source, line: &[u8], at: Instant, cr: bool) -> std::io::Result<()> {
         let Some(p) = payload(line) else {
             // Framework output, kept as it is (the MLLOG file holds only MLLOG).
             if src != Source::File {
-                self.write_result(line)?;
+                self.write_result(line, cr)?;
             }
             return Ok(());
         };
         if !self.seen.is_new(p) {
             return Ok(());
         }
-        self.write_result(line)?;
+        let (records, problems) = (self.parsed.records.len(), self.parsed.problems.len());
+        self.write_result(line, cr)?;
         if !self.init_stop_seen {
             self.mllog.extend_from_slice(p);
             self.mllog.push(b'\n');
         }
-        self.on_mllog(p, at);
+        self.witness.mllog_lines +=
+            (self.parsed.records.len() - records + self.parsed.problems.len() - problems) as u64;
+        for i in records..self.parsed.records.len() {
+            self.on_record(i, at);
+        }
         Ok(())
     }
 
-    /// A new MLLOG line: witness it, and act on the lifecycle keys.
-    fn on_mllog(&mut self, payload: &[u8], at: Instant) {
-        let index = self.witness.mllog_lines as usize;
-        self.witness.mllog_lines += 1;
-        // Only the key and the time are read here (the whole line is
-        // parsed by the closing check): cheap enough for a million lines.
-        let Some(head) = mllog::head(payload) else {
+    /// A new MLLOG record (`parsed.records[i]`): witness it, and act on the
+    /// lifecycle keys.
+    fn on_record(&mut self, i: usize, at: Instant) {
+        let rec = &self.parsed.records[i];
+        let (Some(key), time_ms) = (rec.key.as_deref(), rec.timestamp) else {
             return;
         };
         let mono = at.duration_since(self.spawned).as_millis() as u64;
         let read_wall_ms = self.witness.spawn_wall_ms + mono;
-        let key: &str = &head.key;
         let witnessed = WITNESSED_KEYS.contains(&key);
-        if witnessed || !self.witness.plausible(head.time_ms, read_wall_ms) {
+        if witnessed || !self.witness.plausible(time_ms, read_wall_ms) {
             let line = WitnessedLine {
-                index,
+                index: rec.index as usize,
                 key: key.to_string(),
-                time_ms: head.time_ms,
+                time_ms,
                 read_wall_ms,
                 read_mono_ms: mono,
             };
@@ -552,6 +575,11 @@ impl Run<'_> {
                 self.witness.lines.push(line);
             }
         }
+        let status = (key == "run_stop" && self.run_stop.is_none()).then(|| {
+            let v = rec.full_v();
+            let status = v.get("metadata").and_then(|m| m.get("status"));
+            status.and_then(|s| s.as_str()).unwrap_or("").to_string()
+        });
         match key {
             "init_stop" if !self.init_stop_seen => {
                 self.init_stop_seen = true;
@@ -567,10 +595,10 @@ impl Run<'_> {
                     self.stop_delay_ms = Some(at.elapsed().as_secs_f64() * 1e3);
                 }
             }
-            "run_start" if self.run_start_ms.is_none() => self.run_start_ms = Some(head.time_ms),
+            "run_start" if self.run_start_ms.is_none() => self.run_start_ms = Some(time_ms),
             "run_stop" if self.run_stop.is_none() => {
-                self.run_stop_ms = Some(head.time_ms);
-                self.run_stop = Some(status_of(payload));
+                self.run_stop_ms = Some(time_ms);
+                self.run_stop = status;
             }
             _ => {}
         }
@@ -690,8 +718,9 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
     File::create(&spec.compliance_file)
         .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
     let partial = crate::logger::partial_path(&spec.result);
-    let (follower, parser) = follow_result(live.kept_keys());
-    let result = Tee::create(&partial, follower)?;
+    let result = Tee::create(&partial)?;
+    // Ready before the spawn: the rule files are read once, here.
+    let lines = LineParser::new(live.kept_keys());
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
     let mut child = spawn(spec).inspect_err(|_| {
@@ -720,6 +749,8 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
         child,
         spawned,
         result,
+        lines,
+        parsed: ParsedLog::default(),
         mllog: Vec::new(),
         seen: Arrivals::default(),
         witness: Witness {
@@ -740,15 +771,20 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
         killed: false,
     };
     for l in &spec.opening_lines {
-        run.take(Source::File, format!("{l}\n").as_bytes(), Instant::now())
-            .map_err(|e| format!("{}: {e}", partial.display()))?;
+        run.take(
+            Source::File,
+            format!("{l}\n").as_bytes(),
+            Instant::now(),
+            true,
+        )
+        .map_err(|e| format!("{}: {e}", partial.display()))?;
     }
     // The program inherits the priority of the thread that spawns it: the
     // supervision runs on a thread of its own that yields to the program.
     let exit = std::thread::scope(|s| {
         s.spawn(|| {
             yield_to_the_program();
-            follow(&mut run, rx, &stop_tail)
+            follow(&mut run, rx, (&stop_tail, tailer.thread()))
         })
         .join()
         .map_err(|_| "the supervisor panicked".to_string())
@@ -763,36 +799,52 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
             .map_err(|e| format!("{}: {e}", path.display()))?;
         captures.push((path.display().to_string(), digest));
     }
-    finish(run, exit, &partial, captures, parser)
+    finish(run, exit, &partial, captures)
 }
 
 /// Read until both streams are closed and the program has exited; then
-/// drain the MLLOG file.
+/// drain the MLLOG file (`tailer`: the flag that stops its reader, and
+/// the reader's thread, woken to stop at once).
 fn follow(
     run: &mut Run,
     rx: mpsc::Receiver<Msg>,
-    stop_tail: &AtomicBool,
+    tailer: (&AtomicBool, &std::thread::Thread),
 ) -> Result<std::process::ExitStatus, String> {
     let label = run_label(run);
     let io = |e: std::io::Error| format!("writing the result of {label}: {e}");
     let mut open_streams = 2;
     let mut exit = None;
     let mut exited: Option<Instant> = None;
+    // When the program closed its output.
+    let mut closed: Option<Instant> = None;
     let mut last_poll = Instant::now();
     loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
+        // Once the program has closed its output its exit is usually near:
+        // look for it often for a while rather than wait for a message
+        // that will not come.
+        let soon = closed.is_some_and(|t: Instant| t.elapsed() < Duration::from_millis(200));
+        let wait = if soon { 1 } else { 50 };
+        match rx.recv_timeout(Duration::from_millis(wait)) {
             Ok(Msg::Lines(src, lines, at)) => {
+                // Lines without a `\r` are one physical line each: asked
+                // once per chunk rather than once per line.
+                let cr = memchr::memchr(b'\r', &lines).is_some();
                 let mut start = 0;
                 for end in memchr::memchr_iter(b'\n', &lines) {
-                    run.take(src, &lines[start..=end], at).map_err(io)?;
+                    run.take(src, &lines[start..=end], at, cr).map_err(io)?;
                     start = end + 1;
                 }
                 if start < lines.len() {
-                    run.take(src, &lines[start..], at).map_err(io)?;
+                    run.take(src, &lines[start..], at, cr).map_err(io)?;
                 }
             }
             Ok(Msg::Closed(Source::File)) => break,
-            Ok(Msg::Closed(_)) => open_streams -= 1,
+            Ok(Msg::Closed(_)) => {
+                open_streams -= 1;
+                if open_streams == 0 {
+                    closed = Some(Instant::now());
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -820,7 +872,9 @@ fn follow(
         }
         if exit.is_some() && open_streams == 0 {
             // Everything the program wrote is read: drain the MLLOG file.
-            stop_tail.store(true, Ordering::Release);
+            if !tailer.0.swap(true, Ordering::AcqRel) {
+                tailer.1.unpark();
+            }
         }
     }
     match exit {
@@ -836,13 +890,12 @@ fn run_label(run: &Run) -> String {
 /// End the result file (the harness's `run_stop` when the program did not
 /// end the run), rename it into place; the sha256 of every file written
 /// (`captures`: the raw stdout and stderr, hashed as they were written);
-/// the result as `parser` read it while it was written.
+/// the result as parsed while it was written.
 fn finish(
     mut run: Run,
     exit: std::process::ExitStatus,
     partial: &Path,
     captures: Vec<(String, String)>,
-    parser: std::thread::JoinHandle<std::io::Result<ParsedLog>>,
 ) -> Result<Supervised, String> {
     use std::os::unix::process::ExitStatusExt;
     run.witness.exit_mono_ms = run.spawned.elapsed().as_millis() as u64;
@@ -866,22 +919,19 @@ fn finish(
     };
     if run.run_stop.is_none() || run.stopped.is_some() {
         let line = aborted_line(reason.as_deref().unwrap_or(""));
-        run.write_result(line.as_bytes())
+        run.write_result(line.as_bytes(), true)
             .map_err(|e| e.to_string())?;
     }
     let io = |e: std::io::Error| format!("{}: {e}", partial.display());
     let result_sha = run.result.finish().map_err(io)?;
     std::fs::rename(partial, &run.spec.result).map_err(io)?;
     let supervised_seconds = run.spawned.elapsed().as_secs_f64();
-    // The writer has ended, so has the reader's input.
-    let shown = run.spec.result.display();
-    let parsed = parser
-        .join()
-        .map_err(|_| format!("{shown}: the reader panicked"))?
-        .map_err(|e| format!("{shown}: {e}"))?;
+    let mut parsed = std::mem::take(&mut run.parsed);
+    parsed.lines = run.lines.lines_read();
+    parsed.mllog_lines = parsed.records.len() + parsed.problems.len();
     let mut files: BTreeMap<String, String> = captures.into_iter().collect();
     files.insert(run.spec.result.display().to_string(), result_sha);
-    if let Some(h) = crate::witness::file_sha256(&run.spec.compliance_file) {
+    if let Some(h) = crate::fsutil::file_sha256(&run.spec.compliance_file) {
         files.insert(run.spec.compliance_file.display().to_string(), h);
     }
     run.diagnostics.extend(run.witness.check_duration());
@@ -926,37 +976,83 @@ mod tests {
         assert_eq!(payload(b"loss 0.5\n"), None);
     }
 
+    /// Live rules that keep the values of every key but `train_loss`.
+    struct SlimLoss;
+    impl LiveRules for SlimLoss {
+        fn at_init_stop(&self, _: &[u8]) -> Vec<Diagnostic> {
+            Vec::new()
+        }
+        fn kept_keys(&self) -> Option<Arc<KeepFn>> {
+            Some(Arc::new(|k: &str| k != "train_loss"))
+        }
+    }
+
+    fn spec_in(dir: &Path, command: Vec<String>) -> ChildSpec {
+        ChildSpec {
+            command,
+            env: Vec::new(),
+            cwd: dir.to_path_buf(),
+            run_dir: dir.join("run"),
+            compliance_file: dir.join("run/mllog.txt"),
+            result: dir.join("result.txt"),
+            opening_lines: Vec::new(),
+            init_budget: Duration::from_secs(60),
+            run_budget: Duration::from_secs(60),
+            grace: Duration::from_secs(1),
+            tolerance_ms: 2000,
+        }
+    }
+
     #[test]
     fn the_result_parsed_as_written_equals_a_read_of_the_finished_file() {
+        // \r\n, lone \r before a marker and after one, a rank prefix, a
+        // duplicate (dropped from the result), a broken line, a slim key,
+        // no final newline.
         let log: &[u8] = b"framework says hi\r\n\
             :::MLLOG {\"namespace\": \"\", \"time_ms\": 5, \"event_type\": \"POINT_IN_TIME\", \"key\": \"train_loss\", \"value\": 1.5, \"metadata\": {\"lineno\": 1}}\n\
+            [rank0]: :::MLLOG {\"namespace\": \"\", \"time_ms\": 5, \"event_type\": \"POINT_IN_TIME\", \"key\": \"train_loss\", \"value\": 1.5, \"metadata\": {\"lineno\": 1}}\n\
+            :::MLLOG {\"namespace\": \"\", \"time_ms\": 5, \"event_type\": \"POINT_IN_TIME\", \"key\": \"seed\", \"value\": 1, \"metadata\": {}}\rtail\n\
             progress 10%\rprogress 20%\r\
             0: :::MLLOG {\"namespace\": \"\", \"time_ms\": 6, \"event_type\": \"INTERVAL_END\", \"key\": \"run_stop\", \"value\": null, \"metadata\": {\"status\": \"success\"}}\n\
             :::MLLOG {\"key\": broken\n\
             :::MLLOG {\"namespace\": \"\", \"time_ms\": 7, \"event_type\": \"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.9, \"metadata\": {}}";
-        let keep: Arc<KeepFn> = Arc::new(|k: &str| k != "train_loss");
-        let whole = mllog::collect(mllog::Reader::new(log).keep_values(keep.clone())).unwrap();
-        // Batches cut anywhere: inside a line, inside \r\n, one byte long.
-        for cuts in [
-            vec![1, 2, 3],
-            vec![19, 20, 21, 200],
-            vec![log.len() - 1],
-            vec![],
-        ] {
-            let (tx, parser) = follow_result(Some(keep.clone()));
-            let mut from = 0;
-            for c in cuts.into_iter().chain([log.len()]) {
-                tx.send(log[from..c].to_vec()).unwrap();
-                from = c;
-            }
-            drop(tx);
-            let streamed = parser.join().unwrap().unwrap();
-            assert_eq!(format!("{streamed:?}"), format!("{whole:?}"));
-        }
-        assert_eq!(whole.records.len(), 3);
-        assert_eq!(whole.problems.len(), 1);
-        assert!(whole.records[0].slim && !whole.records[1].slim);
-        assert_eq!(whole.lines, 7);
+        let run = |log: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("log.txt"), log).unwrap();
+            let spec = spec_in(dir.path(), vec!["cat".into(), "log.txt".into()]);
+            let s = supervise(&spec, &SlimLoss).unwrap();
+            let keep = SlimLoss.kept_keys().unwrap();
+            let file = std::fs::File::open(&spec.result).unwrap();
+            let reader = mllog::Reader::new(std::io::BufReader::new(file)).keep_values(keep);
+            let read = mllog::collect(reader).unwrap();
+            assert_eq!(format!("{:?}", s.parsed), format!("{read:?}"));
+            (s, read)
+        };
+        // Output without any `\r` takes the one-line-per-line path.
+        let plain: Vec<u8> = log
+            .iter()
+            .map(|&b| if b == b'\r' { b' ' } else { b })
+            .collect();
+        let (_, read) = run(&plain);
+        let keys: Vec<&str> = read.records.iter().map(|r| r.key()).collect();
+        assert_eq!(keys, ["train_loss", "run_stop", "eval_accuracy"]);
+        assert_eq!((read.problems.len(), read.lines), (2, 6));
+        let (s, read) = run(log);
+        let keys: Vec<&str> = read.records.iter().map(|r| r.key()).collect();
+        assert_eq!(keys, ["train_loss", "seed", "run_stop", "eval_accuracy"]);
+        assert_eq!(read.problems.len(), 1);
+        assert!(read.records[0].slim && !read.records[2].slim);
+        assert_eq!(read.lines, 9);
+        // The witness read the lifecycle line from the same record.
+        assert_eq!(s.status, "success");
+        let stop = s
+            .witness
+            .lines
+            .iter()
+            .find(|l| l.key == "run_stop")
+            .unwrap();
+        assert_eq!((stop.index, stop.time_ms), (2, 6.0));
+        assert_eq!(s.witness.mllog_lines, 5);
     }
 
     struct NoRules;
@@ -972,19 +1068,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // The program prints its own nice value and that of the thread that
         // reads its output (one of the harness's threads, by name).
-        let spec = ChildSpec {
-            command: vec!["sh".into(), "-c".into(), "nice; echo done".into()],
-            env: Vec::new(),
-            cwd: dir.path().to_path_buf(),
-            run_dir: dir.path().join("run"),
-            compliance_file: dir.path().join("run/mllog.txt"),
-            result: dir.path().join("result.txt"),
-            opening_lines: Vec::new(),
-            init_budget: Duration::from_secs(60),
-            run_budget: Duration::from_secs(60),
-            grace: Duration::from_secs(1),
-            tolerance_ms: 2000,
-        };
+        let spec = spec_in(
+            dir.path(),
+            vec!["sh".into(), "-c".into(), "nice; echo done".into()],
+        );
         // SAFETY: getpriority of this thread.
         let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
         let s = supervise(&spec, &NoRules).unwrap();

@@ -207,15 +207,6 @@ pub struct FoundWitness {
     pub witness: Witness,
 }
 
-/// The sha256 of a file's bytes.
-pub fn file_sha256(path: &Path) -> Option<String> {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).ok()?;
-    Some(hex::encode(h.finalize()))
-}
-
 /// Run records that may hold `log`'s witness: `referee_run.json` next to
 /// it (a `referee run --exec` output directory), or, in a package
 /// (`ORG/results/SYSTEM/BENCHMARK/result_i.txt`), every
@@ -256,7 +247,7 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
     if records.is_empty() {
         return Ok(None);
     }
-    let Some(digest) = file_sha256(log) else {
+    let Some(digest) = crate::fsutil::file_sha256(log) else {
         return Ok(None);
     };
     for path in records {

@@ -510,9 +510,59 @@ pub fn skim_record(doc: &[u8]) -> Option<Skim<'_>> {
         return None;
     }
     Some(Skim {
-        key: std::str::from_utf8(key?).ok()?,
+        // SAFETY: a plain string's body is ASCII (see `NOT_PLAIN`).
+        key: unsafe { std::str::from_utf8_unchecked(key?) },
         time_ms: time_ms?,
     })
+}
+
+/// Bytes that end the body of a plain string (a quote, a backslash, a
+/// control character, anything not ASCII).
+static NOT_PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = b < 0x20 || b >= 0x80 || b == b'"' as usize || b == b'\\' as usize;
+        b += 1;
+    }
+    t
+};
+
+/// Bytes that stop a scan through a string (its end, an escape, a control
+/// character, which JSON does not allow unescaped).
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize;
+        b += 1;
+    }
+    t
+};
+
+/// Containers the skimmer follows (deeper values go to the full decoder).
+const SKIM_DEPTH: u32 = 64;
+
+/// The open containers of a value being skimmed, as bits (1: an object).
+#[derive(Default)]
+struct Containers {
+    bits: u64,
+    depth: u32,
+}
+
+impl Containers {
+    fn push(&mut self, object: bool) {
+        self.bits = (self.bits << 1) | object as u64;
+        self.depth += 1;
+    }
+    fn pop(&mut self) {
+        self.bits >>= 1;
+        self.depth -= 1;
+    }
+    /// The innermost open container: is it an object?
+    fn last(&self) -> Option<bool> {
+        (self.depth > 0).then_some(self.bits & 1 == 1)
+    }
 }
 
 /// A validating scanner that builds nothing (see [`skim_record`]).
@@ -532,36 +582,42 @@ impl<'a> Skimmer<'a> {
         }
     }
 
+    /// Index of the first byte at or after `from` that `table` marks.
+    fn find(&self, from: usize, table: &[bool; 256]) -> Option<usize> {
+        // Strings in MLLOG lines are short: a table lookup per byte beats
+        // setting up a vector search for each of them.
+        self.d[from..]
+            .iter()
+            .position(|&b| table[b as usize])
+            .map(|n| from + n)
+    }
+
     /// A string without escapes, of ASCII characters: its body.
     fn plain_string(&mut self) -> Option<&'a [u8]> {
         if self.peek()? != b'"' {
             return None;
         }
         let start = self.i + 1;
-        let len = memchr::memchr(b'"', &self.d[start..])?;
-        let body = &self.d[start..start + len];
-        if body
-            .iter()
-            .any(|&b| b == b'\\' || !(0x20..0x80).contains(&b))
-        {
+        let end = self.find(start, &NOT_PLAIN)?;
+        if self.d[end] != b'"' {
             return None;
         }
-        self.i = start + len + 1;
-        Some(body)
+        self.i = end + 1;
+        Some(&self.d[start..end])
     }
 
     /// Any valid string (escapes checked, Latin-1 bytes allowed).
     fn string(&mut self) -> Option<()> {
         self.i += 1; // the opening quote
         loop {
-            let rest = &self.d[self.i..];
-            let n = memchr::memchr2(b'"', b'\\', rest)?;
-            if rest[..n].iter().any(|&b| b < 0x20) {
-                return None;
-            }
-            self.i += n + 1;
-            if rest[n] == b'"' {
+            let at = self.find(self.i, &STRING_STOP)?;
+            let stop = self.d[at];
+            self.i = at + 1;
+            if stop == b'"' {
                 return Some(());
+            }
+            if stop != b'\\' {
+                return None; // a control character
             }
             match self.peek()? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
@@ -637,18 +693,19 @@ impl<'a> Skimmer<'a> {
         Some(float)
     }
 
-    /// Any JSON value, arrays and objects included (iteratively, to
-    /// [`MAX_DEPTH`]).
+    /// Any JSON value, arrays and objects included (iteratively; a value
+    /// nested deeper than [`SKIM_DEPTH`] is left to the full decoder).
     fn value(&mut self) -> Option<()> {
-        // Open containers: true for an object (its members need names).
-        let mut open: Vec<bool> = Vec::new();
+        // Open containers, innermost in the low bit: 1 for an object (its
+        // members need names).
+        let mut open = Containers::default();
         loop {
             // A value.
             match self.peek()? {
                 b'"' => self.string()?,
                 b'{' | b'[' => {
                     let object = self.peek()? == b'{';
-                    if open.len() + 1 >= MAX_DEPTH {
+                    if open.depth == SKIM_DEPTH {
                         return None;
                     }
                     self.i += 1;
@@ -677,7 +734,7 @@ impl<'a> Skimmer<'a> {
             }
             // After a value: the next item, or the end of containers.
             loop {
-                let Some(&object) = open.last() else {
+                let Some(object) = open.last() else {
                     return Some(());
                 };
                 self.ws();

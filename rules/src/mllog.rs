@@ -18,10 +18,8 @@
 
 use crate::json;
 use crate::value::{Dict, Value};
-use memchr::memmem;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::sync::LazyLock;
 
 pub const MARKER: &[u8] = b":::MLLOG ";
 
@@ -48,7 +46,7 @@ pub struct Record {
     pub timestamp: f64,
     /// The `key` member when it is a string. Records whose key is not a string
     /// are kept (they count as MLLOG lines) but no rule can match them.
-    pub key: Option<String>,
+    pub key: Option<std::sync::Arc<str>>,
     /// `{"value": <value>, "metadata": <metadata>}`, the object rules call `v`.
     pub v: Value,
     /// The stripped line from the marker on (the official `full_string`).
@@ -91,7 +89,7 @@ impl Record {
         }
         // `text` holds Latin-1 characters: turn them back into bytes.
         let bytes: Vec<u8> = self.text.chars().map(|c| c as u32 as u8).collect();
-        match parse_marked(&bytes, self.index, self.line, None) {
+        match parse_marked(&bytes, self.index, self.line, &Keys::default()) {
             Item::Record(full) => std::borrow::Cow::Owned(full.v),
             Item::Problem(_) => std::borrow::Cow::Borrowed(&self.v),
         }
@@ -100,6 +98,33 @@ impl Record {
 
 /// Decides which keys keep their values (see [`Reader::keep_values`]).
 pub type KeepFn = dyn Fn(&str) -> bool + Send + Sync;
+
+/// The keys of a log's records: one shared string per run of equal keys
+/// (logs repeat keys: a million `train_loss` lines hold one allocation of
+/// the name between them), and whether each keeps its value.
+#[derive(Default)]
+struct Keys {
+    keep: Option<std::sync::Arc<KeepFn>>,
+    /// The last key seen and its answer.
+    last: std::cell::RefCell<Option<(std::sync::Arc<str>, bool)>>,
+}
+
+impl Keys {
+    /// The shared string for `k`, and whether its records keep their
+    /// values (asked of the filter once per run of equal keys).
+    fn get(&self, k: &str) -> (std::sync::Arc<str>, bool) {
+        let mut last = self.last.borrow_mut();
+        if let Some((key, kept)) = &*last
+            && &**key == k
+        {
+            return (key.clone(), *kept);
+        }
+        let kept = self.keep.as_deref().is_none_or(|keep| keep(k));
+        let key: std::sync::Arc<str> = k.into();
+        *last = Some((key.clone(), kept));
+        (key, kept)
+    }
+}
 
 /// A line that carries the marker but could not become a record.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,73 +145,76 @@ pub enum Item {
     Problem(LineProblem),
 }
 
-/// The key and time of one MLLOG line, read without building its value:
-/// what a supervisor needs of every line of a live stream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Head<'a> {
-    pub key: std::borrow::Cow<'a, str>,
-    pub time_ms: f64,
+/// The per-line half of [`Reader`]: numbers the physical lines and the
+/// MLLOG lines, and parses each marked line. A supervisor that writes a log
+/// line by line feeds it the bytes it writes ([`LineParser::chunk`]) and so
+/// holds, as it writes, what a [`Reader`] of the finished file would give.
+pub struct LineParser {
+    line_no: usize,
+    index: i64,
+    keys: Keys,
 }
 
-/// The [`Head`] of a line from its marker (`:::MLLOG {…}`), as the full
-/// reader would read that line's record (the same `key`, and `time_ms` as a
-/// number, last member wins); `None` when the line is not a record.
-///
-/// Lines in the official logger's own layout (`{"namespace": "…",
-/// "time_ms": N, "event_type": "…", "key": "…", …}` with no second
-/// `time_ms` or `key` member) are read from their first bytes; any other
-/// line goes through the full reader.
-pub fn head(from_marker: &[u8]) -> Option<Head<'_>> {
-    let json = from_marker.strip_prefix(MARKER)?;
-    if let Some((key, time_ms)) = head_in_logger_layout(json) {
-        return Some(Head {
-            key: std::borrow::Cow::Borrowed(key),
-            time_ms,
-        });
-    }
-    match Reader::new(from_marker).next() {
-        Some(Item::Record(rec)) => Some(Head {
-            key: std::borrow::Cow::Owned(rec.key?),
-            time_ms: rec.timestamp,
-        }),
-        _ => None,
+impl Default for LineParser {
+    fn default() -> Self {
+        LineParser::new(None)
     }
 }
 
-/// `(key, time_ms)` of a line in the official logger's layout; `None` for
-/// anything else (the caller then reads the line in full).
-fn head_in_logger_layout(json: &[u8]) -> Option<(&str, f64)> {
-    /// A plain string's body (no escapes, ASCII) up to its closing quote.
-    fn plain_string(s: &[u8]) -> Option<(&[u8], &[u8])> {
-        let q = memchr::memchr(b'"', s)?;
-        let body = &s[..q];
-        (body.is_ascii() && !body.contains(&b'\\')).then_some((body, &s[q + 1..]))
+impl LineParser {
+    /// Values kept only for keys `keep` accepts (see [`Reader::keep_values`]).
+    pub fn new(keep: Option<std::sync::Arc<KeepFn>>) -> Self {
+        LineParser {
+            line_no: 0,
+            index: 0,
+            keys: Keys {
+                keep,
+                last: Default::default(),
+            },
+        }
     }
-    let rest = json.strip_prefix(b"{\"namespace\": \"")?;
-    let (_, rest) = plain_string(rest)?;
-    let rest = rest.strip_prefix(b", \"time_ms\": ")?;
-    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
-    // At most 15 digits: exact in an f64, as Python's int → float is.
-    if digits == 0 || digits > 15 || (digits > 1 && rest[0] == b'0') {
-        return None;
+
+    /// Number of physical lines seen so far.
+    pub fn lines_read(&self) -> usize {
+        self.line_no
     }
-    let time_ms = std::str::from_utf8(&rest[..digits])
-        .ok()?
-        .parse::<u64>()
-        .ok()? as f64;
-    let rest = rest[digits..].strip_prefix(b", \"event_type\": \"")?;
-    let (_, rest) = plain_string(rest)?;
-    let rest = rest.strip_prefix(b", \"key\": \"")?;
-    let (key, rest) = plain_string(rest)?;
-    // A later top-level `time_ms` or `key` member would win: read in full.
-    static TIME_MS: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new(b"\"time_ms\""));
-    static KEY: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new(b"\"key\""));
-    if !rest.starts_with(b", ") || TIME_MS.find(rest).is_some() || KEY.find(rest).is_some() {
-        return None;
+
+    /// One physical line, without its terminator: its item when it carries
+    /// the marker.
+    pub fn line(&mut self, line: &[u8]) -> Option<Item> {
+        self.line_no += 1;
+        let pos = rfind_marker(line)?;
+        let index = self.index;
+        self.index += 1;
+        Some(parse_marked(&line[pos..], index, self.line_no, &self.keys))
     }
-    Some((std::str::from_utf8(key).ok()?, time_ms))
+
+    /// Bytes up to and including one `\n` (or the last bytes of the
+    /// input), split into physical lines as the [`Reader`] splits them (a
+    /// lone `\r` also ends a line); `each` gets their items in order.
+    pub fn chunk(&mut self, chunk: &[u8], mut each: impl FnMut(Item)) {
+        let mut start = 0;
+        while start < chunk.len() {
+            let (end, next) = segment(&chunk[start..]);
+            if let Some(item) = self.line(&chunk[start..start + end]) {
+                each(item);
+            }
+            start += next;
+        }
+    }
+}
+
+/// The first physical line of `rest` (the rest of a chunk that ends with
+/// `\n` or at the end of the input): its length without the terminator,
+/// and where the next one starts.
+fn segment(rest: &[u8]) -> (usize, usize) {
+    match memchr::memchr(b'\r', rest) {
+        Some(i) if i + 1 == rest.len() => (i, rest.len()),
+        Some(i) if rest[i + 1] == b'\n' => (i, i + 2),
+        Some(i) => (i, i + 1),
+        None if rest.last() == Some(&b'\n') => (rest.len() - 1, rest.len()),
+        None => (rest.len(), rest.len()),
+    }
 }
 
 /// Iterator over the MLLOG items of a byte stream.
@@ -197,12 +225,8 @@ pub struct Reader<R> {
     seg_start: usize,
     chunk_len: usize,
     have_chunk: bool,
-    line_no: usize,
-    index: i64,
-    /// The last key asked of `keep`, and its answer (logs repeat keys).
-    last_keep: std::cell::RefCell<Option<(String, bool)>>,
+    lines: LineParser,
     io_error: Option<std::io::Error>,
-    keep: Option<std::sync::Arc<KeepFn>>,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -213,11 +237,8 @@ impl<R: BufRead> Reader<R> {
             seg_start: 0,
             chunk_len: 0,
             have_chunk: false,
-            line_no: 0,
-            index: 0,
-            last_keep: std::cell::RefCell::new(None),
+            lines: LineParser::default(),
             io_error: None,
-            keep: None,
         }
     }
 
@@ -225,7 +246,10 @@ impl<R: BufRead> Reader<R> {
     /// validated and counted but stored slim (see [`Record::inflate`]). This
     /// bounds memory on huge logs full of keys no rule reads.
     pub fn keep_values(mut self, keep: std::sync::Arc<KeepFn>) -> Self {
-        self.keep = Some(keep);
+        self.lines.keys = Keys {
+            keep: Some(keep),
+            last: Default::default(),
+        };
         self
     }
 
@@ -236,31 +260,16 @@ impl<R: BufRead> Reader<R> {
 
     /// Number of physical lines seen so far.
     pub fn lines_read(&self) -> usize {
-        self.line_no
+        self.lines.lines_read()
     }
 
     /// Next physical line (without its terminator) as a byte range of `buf`.
     fn next_line(&mut self) -> Option<(usize, usize)> {
         loop {
             if self.have_chunk && self.seg_start < self.chunk_len {
-                let rest = &self.buf[self.seg_start..self.chunk_len];
-                // A chunk ends with '\n' (or EOF); lone '\r' also ends a line.
-                let (end, next) = match memchr::memchr(b'\r', rest) {
-                    Some(i) if i + 1 == rest.len() => (i, rest.len()),
-                    Some(i) if rest[i + 1] == b'\n' => (i, i + 2),
-                    Some(i) => (i, i + 1),
-                    None => {
-                        let e = if rest.last() == Some(&b'\n') {
-                            rest.len() - 1
-                        } else {
-                            rest.len()
-                        };
-                        (e, rest.len())
-                    }
-                };
+                let (end, next) = segment(&self.buf[self.seg_start..self.chunk_len]);
                 let s = self.seg_start;
                 self.seg_start += next;
-                self.line_no += 1;
                 return Some((s, s + end));
             }
             self.buf.clear();
@@ -316,30 +325,9 @@ impl<R: BufRead> Iterator for Reader<R> {
     fn next(&mut self) -> Option<Item> {
         loop {
             let (s, e) = self.next_line()?;
-            let line = &self.buf[s..e];
-            let Some(pos) = rfind_marker(line) else {
-                continue;
-            };
-            let index = self.index;
-            self.index += 1;
-            let item = match self.keep.as_deref() {
-                Some(keep) => {
-                    let memo = |k: &str| {
-                        let mut last = self.last_keep.borrow_mut();
-                        match &*last {
-                            Some((key, kept)) if key == k => *kept,
-                            _ => {
-                                let kept = keep(k);
-                                *last = Some((k.to_string(), kept));
-                                kept
-                            }
-                        }
-                    };
-                    parse_marked(&line[pos..], index, self.line_no, Some(&memo))
-                }
-                None => parse_marked(&line[pos..], index, self.line_no, None),
-            };
-            return Some(item);
+            if let Some(item) = self.lines.line(&self.buf[s..e]) {
+                return Some(item);
+            }
         }
     }
 }
@@ -353,12 +341,7 @@ fn is_py_space(b: u8) -> bool {
 }
 
 /// Parse the text of one line starting at its last marker.
-fn parse_marked(
-    from_marker: &[u8],
-    index: i64,
-    line: usize,
-    keep: Option<&dyn Fn(&str) -> bool>,
-) -> Item {
+fn parse_marked(from_marker: &[u8], index: i64, line: usize, keys: &Keys) -> Item {
     let mut end = from_marker.len();
     while end > 0 && is_py_space(from_marker[end - 1]) {
         end -= 1;
@@ -381,15 +364,15 @@ fn parse_marked(
     let doc = &stripped[MARKER.len()..];
     // A line whose value no rule reads: validated and read without
     // building it, when it is plain JSON (else decoded in full below).
-    if let Some(keep) = keep
+    if keys.keep.is_some()
         && let Some(skim) = json::skim_record(doc)
-        && !keep(skim.key)
+        && let (key, false) = keys.get(skim.key)
     {
         return Item::Record(Record {
             index,
             line,
             timestamp: skim.time_ms,
-            key: Some(skim.key.to_string()),
+            key: Some(key),
             v: Value::None,
             text,
             slim: true,
@@ -408,7 +391,7 @@ fn parse_marked(
         }
         Err(e) => return problem(e.to_string(), false),
     };
-    match record_from_object(obj, text.clone(), index, line, keep) {
+    match record_from_object(obj, text.clone(), index, line, keys) {
         Ok(item) => item,
         Err((msg, crash)) => problem(msg, crash),
     }
@@ -419,7 +402,7 @@ fn record_from_object(
     text: String,
     index: i64,
     line: usize,
-    keep: Option<&dyn Fn(&str) -> bool>,
+    keys: &Keys,
 ) -> Result<Item, (String, bool)> {
     let missing: Vec<&str> = ["time_ms", "key", "value", "metadata"]
         .into_iter()
@@ -464,13 +447,12 @@ fn record_from_object(
             ));
         }
     };
-    let key = match obj.get("key") {
-        Some(Value::Str(s)) => Some(s.clone()),
-        _ => None,
-    };
-    let slim = match (&key, keep) {
-        (Some(k), Some(keep)) => !keep(k),
-        _ => false,
+    let (key, slim) = match obj.get("key") {
+        Some(Value::Str(s)) => {
+            let (key, kept) = keys.get(s);
+            (Some(key), !kept)
+        }
+        _ => (None, false),
     };
     let v = if slim {
         Value::None
@@ -601,7 +583,7 @@ mod tests {
         for c in cases {
             assert_eq!(
                 rfind_marker(c),
-                memmem::rfind(c, MARKER),
+                memchr::memmem::rfind(c, MARKER),
                 "{}",
                 String::from_utf8_lossy(c)
             );
@@ -642,42 +624,41 @@ mod tests {
     }
 
     #[test]
-    fn head_reads_key_and_time_as_the_full_reader_does() {
-        let h = |l: &str| head(l.as_bytes()).map(|h| (h.key.into_owned(), h.time_ms));
-        // The official logger's layout: read from its first bytes.
-        let std_line = r#":::MLLOG {"namespace": "", "time_ms": 1746126171791, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"x": 1}, "metadata": {"file": "a.py", "lineno": 2}}"#;
-        assert_eq!(h(std_line), Some(("tracked_stats".into(), 1746126171791.0)));
-        // Nested `key` members do not count, but a later top-level member
-        // wins, as in Python's json.loads: the full reader decides.
-        let nested = r#":::MLLOG {"namespace": "", "time_ms": 5, "event_type": "POINT_IN_TIME", "key": "a", "value": {"key": "b"}, "metadata": {}}"#;
-        assert_eq!(h(nested), Some(("a".into(), 5.0)));
-        let dup_time = r#":::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "POINT_IN_TIME", "key": "run_stop", "value": null, "metadata": {}, "time_ms": 7}"#;
-        assert_eq!(h(dup_time), Some(("run_stop".into(), 7.0)));
-        let dup_key = r#":::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "POINT_IN_TIME", "key": "x", "value": null, "metadata": {}, "key": "run_start"}"#;
-        assert_eq!(h(dup_key), Some(("run_start".into(), 1000.0)));
-        // Other layouts, escapes, numbers as strings, NaN: the full reader.
-        assert_eq!(
-            h(r#":::MLLOG {"key": "k\u0041", "time_ms": "12.5", "value": 1, "metadata": {}}"#),
-            Some(("kA".into(), 12.5))
+    fn a_line_parser_fed_line_by_line_reads_as_the_reader_does() {
+        let rec = |k: &str, t: u32| {
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "POINT_IN_TIME", "key": "{k}", "value": 1, "metadata": {{}}}}"#
+            )
+        };
+        let log = format!(
+            "hi\r\n{}\nx\r0: {}\r{}\n:::MLLOG {{bad\n{}",
+            rec("train_loss", 1),
+            rec("train_loss", 2),
+            rec("seed", 3),
+            rec("seed", 4)
         );
+        let keep: std::sync::Arc<KeepFn> = std::sync::Arc::new(|k: &str| k != "train_loss");
+        let whole = collect(Reader::new(log.as_bytes()).keep_values(keep.clone())).unwrap();
+        let mut p = LineParser::new(Some(keep));
+        let mut fed = ParsedLog::default();
+        for chunk in log.as_bytes().split_inclusive(|&b| b == b'\n') {
+            p.chunk(chunk, |item| match item {
+                Item::Record(r) => fed.records.push(r),
+                Item::Problem(q) => fed.problems.push(q),
+            });
+        }
+        fed.lines = p.lines_read();
+        fed.mllog_lines = fed.records.len() + fed.problems.len();
+        assert_eq!(format!("{fed:?}"), format!("{whole:?}"));
         assert_eq!(
-            h(
-                r#":::MLLOG {"namespace": "", "time_ms": 01, "event_type": "x", "key": "k", "value": NaN, "metadata": {}}"#
-            ),
-            None
+            (whole.lines, whole.records.len(), whole.problems.len()),
+            (7, 4, 1)
         );
-        // Not a record: no head.
-        assert_eq!(
-            h(
-                ":::MLLOG {\"namespace\": \"\", \"time_ms\": 3, \"event_type\": \"x\", \"key\": \"k\""
-            ),
-            None
-        );
-        assert_eq!(
-            h(r#":::MLLOG {"time_ms": 3, "value": 1, "metadata": {}}"#),
-            None
-        );
-        assert_eq!(h(":::MLLOG [1, 2]"), None);
+        // Equal keys in a row share one string.
+        let key = |i: usize| whole.records[i].key.clone().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&key(0), &key(1)));
+        assert!(std::sync::Arc::ptr_eq(&key(2), &key(3)));
+        assert!(whole.records[0].slim && !whole.records[2].slim);
     }
 
     fn parse(s: &[u8]) -> ParsedLog {

@@ -254,7 +254,34 @@ fn skim_reads_plain_lines_and_leaves_the_rest_to_the_decoder() {
         r#"{"time_ms": 1, "key": "a", "value": [1 2], "metadata": {}}"#, // invalid
         r#"{"time_ms": 1, "key": "a", "value": 1, "metadata": {}} x"#, // extra data
         r#"[{"time_ms": 1}]"#,
+        "{\"time_ms\": 1, \"key\": \"a\", \"value\": \"tab\there\", \"metadata\": {}}", // a raw control character
+        "{\"time_ms\": 1, \"k\u{e9}y\": 2, \"key\": \"a\", \"value\": 1, \"metadata\": {}}", // a name not plain ASCII
+        "{\"time_ms\": 1, \"key\": \"\u{e9}\", \"value\": 1, \"metadata\": {}}", // a key not plain ASCII
     ] {
         assert_eq!(json::skim_record(other.as_bytes()), None, "{other}");
     }
+    // Nesting: followed to 64 containers, deeper left to the decoder
+    // (which reads both).
+    let nested = |depth: usize| {
+        let (open, close): (String, String) = (0..depth)
+            .map(|i| {
+                if i % 2 == 0 {
+                    ("[", "]")
+                } else {
+                    ("{\"a\": ", "}")
+                }
+            })
+            .unzip();
+        let close: String = close.chars().rev().collect();
+        format!("{{\"time_ms\": 1, \"key\": \"a\", \"value\": {open}1{close}, \"metadata\": {{}}}}")
+    };
+    assert!(json::skim_record(nested(64).as_bytes()).is_some());
+    for depth in [64, 65, 100] {
+        let doc = nested(depth);
+        assert!(
+            matches!(json::parse(doc.as_bytes()), Ok(Value::Dict(_))),
+            "{depth}"
+        );
+    }
+    assert_eq!(json::skim_record(nested(65).as_bytes()), None);
 }

@@ -534,7 +534,7 @@ impl<'a> Scope<'a> {
                 return match attr {
                     "timestamp" => Ok(Cow::Owned(Value::Float(r.timestamp))),
                     "key" => Ok(Cow::Owned(match &r.key {
-                        Some(k) => Value::Str(k.clone()),
+                        Some(k) => Value::Str(k.to_string()),
                         None => Value::None,
                     })),
                     "value" => Ok(Cow::Borrowed(&r.v)),
