@@ -16,9 +16,11 @@
 //! and so in a signed package) and [`verify`] checks a log against it
 //! again later: an edited `time_ms`, or an edited witness, is caught.
 
+use referee_rules::checker::{CheckError, Checker, LogReport, RulesetChoice};
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::Record;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Keys whose lines are witnessed one by one (every line is checked live).
@@ -250,6 +252,11 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
     let Some(digest) = crate::fsutil::file_sha256(log) else {
         return Ok(None);
     };
+    find_in(records, &digest)
+}
+
+/// The witness of the log whose sha256 is `digest` among `records`.
+fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, String> {
     for path in records {
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -260,7 +267,7 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
         }
         let runs = v["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
         for (i, r) in runs.iter().enumerate() {
-            if r["log_sha256"].as_str() != Some(digest.as_str()) {
+            if r["log_sha256"].as_str() != Some(digest) {
                 continue;
             }
             let witness = Witness::deserialize(&r["witness"]).map_err(|e| {
@@ -280,11 +287,67 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
     Ok(None)
 }
 
-/// `referee check` of a log that referee supervised (`referee run --exec`):
-/// its report gains the verdict of the harness's witness of its clock, kept
-/// in its run record (a note when they agree; errors and FAIL when not).
-pub fn add_to_report(rep: &mut referee_rules::checker::LogReport, log: &Path) {
-    match verify_log(log) {
+/// `referee check` of one log. When referee supervised the run that wrote
+/// it (`referee run --exec`), the report gains the verdict of the
+/// harness's witness of its clock, kept in its run record (a note when
+/// they agree; errors and FAIL when not). The log is read once: its sha256,
+/// which finds the run record, is taken as the checker reads it, and the
+/// witness is compared with the checker's records.
+pub fn check_file(
+    checker: &Checker,
+    log: &Path,
+    choice: &RulesetChoice,
+) -> Result<LogReport, CheckError> {
+    let records = candidate_records(log);
+    if records.is_empty() {
+        return checker.check_file(log, choice);
+    }
+    let failed = |message: String| CheckError {
+        path: log.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(log).map_err(|e| failed(format!("cannot read: {e}")))?;
+    let mut hashed = Hashed {
+        inner: file,
+        sha: Sha256::new(),
+    };
+    let input = std::io::BufReader::with_capacity(256 * 1024, &mut hashed);
+    let mut parsed = referee_rules::mllog::collect(checker.reader(input, choice))
+        .map_err(|e| failed(format!("cannot read: {e}")))?;
+    let digest = hex::encode(hashed.sha.finalize());
+    let mut rep = checker
+        .check_parsed(&log.display().to_string(), &mut parsed, choice)
+        .map_err(failed)?;
+    let verified = find_in(records, &digest).map(|found| {
+        found.map(|f| {
+            let diags = verify(&f.witness, &parsed.records);
+            (f, diags)
+        })
+    });
+    add_to_report(&mut rep, verified);
+    Ok(rep)
+}
+
+/// A reader that hashes what it reads.
+struct Hashed<R> {
+    inner: R,
+    sha: Sha256,
+}
+
+impl<R: std::io::Read> std::io::Read for Hashed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The witness's verdict on a log (see [`verify_log`]) in its report.
+fn add_to_report(
+    rep: &mut LogReport,
+    verified: Result<Option<(FoundWitness, Vec<Diagnostic>)>, String>,
+) {
+    match verified {
         Ok(None) => {}
         Ok(Some((found, diags))) if diags.is_empty() => rep.diagnostics.push(Diagnostic::note(
             "witness-verified",

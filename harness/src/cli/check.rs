@@ -179,10 +179,7 @@ pub fn run(args: CheckArgs) -> i32 {
         .logs
         .par_iter()
         .map(|p| {
-            let r = cfg.checker.check_file(p, &cfg.choice).map(|mut rep| {
-                crate::witness::add_to_report(&mut rep, p);
-                rep
-            });
+            let r = crate::witness::check_file(&cfg.checker, p, &cfg.choice);
             progress.inc(1);
             r
         })
