@@ -18,12 +18,19 @@ def first_hit(evals):
 reference = {r["seed"]: r["evals"] for r in cal["runs"]["default"]}
 sets = {cal["engine"]: {"runs": [{"seed": s, "samples_to_target": first_hit(e), "evals": e}
                                  for s, e in sorted(reference.items())]}}
+unfinished = []
 for d in sorted(glob.glob(os.path.join(work, "kernels-*"))):
+    if not os.path.exists(os.path.join(d, "referee_run.json")):
+        unfinished.append(os.path.basename(d))  # still running, or killed
+        continue
     rec = json.load(open(os.path.join(d, "referee_run.json")))
     r = rec["runs"][0]
     evals = [[e[0], e[1]] for e in r["evals"]]
-    sets.setdefault(rec["engine"], {"runs": []})["runs"].append(
-        {"seed": r["seed"], "samples_to_target": first_hit(evals), "evals": evals})
+    run = {"seed": r["seed"], "samples_to_target": first_hit(evals), "evals": evals}
+    if r.get("status") != "success":
+        # e.g. stopped by the time budget before its next evaluation
+        run["status"], run["reason"] = r.get("status"), r.get("reason")
+    sets.setdefault(rec["engine"], {"runs": []})["runs"].append(run)
 
 summary = {}
 for engine, s in sets.items():
@@ -42,6 +49,9 @@ for engine, s in sets.items():
     s["identical_curves"] = bool(diffs) and max(diffs) == 0.0
     summary[engine] = {k: v for k, v in s.items() if k != "runs"}
     summary[engine]["samples_to_target"] = [r["samples_to_target"] for r in s["runs"]]
+    summary[engine]["runs_not_ended_by_target"] = [
+        {"seed": r["seed"], "status": r["status"], "reason": r["reason"]}
+        for r in s["runs"] if "status" in r]
 
 out = {
     "benchmark": bench,
@@ -50,6 +60,7 @@ out = {
     "direction": cal["direction"],
     "note": __doc__.strip(),
     "summary": summary,
+    "unfinished": unfinished,
     "kernel_sets": sets,
 }
 json.dump(out, open(f"workloads/rcps/kernels_{bench}.json", "w"), indent=1)
@@ -57,3 +68,7 @@ print(f"{bench}: target {'<=' if lower else '>='} {target}, calibrated on {cal['
 for engine, s in summary.items():
     print(f"  {engine}: {s['same_samples_to_target']}/{s['seeds_compared']} seeds reach the target at the same "
           f"evaluation; largest metric difference {s['max_metric_difference']}; samples to target {s['samples_to_target']}")
+    for r in s["runs_not_ended_by_target"]:
+        print(f"    seed {r['seed']}: {r['status']} ({r['reason']})")
+if unfinished:
+    print(f"  not finished (no run record): {', '.join(unfinished)}")
