@@ -302,22 +302,22 @@ pub fn check_file(
     if records.is_empty() {
         return checker.check_file(log, choice);
     }
-    let failed = |message: String| CheckError {
-        path: log.to_path_buf(),
-        message,
+    let Ok(file) = std::fs::File::open(log) else {
+        // The checker reports why the log cannot be read.
+        return checker.check_file(log, choice);
     };
-    let file = std::fs::File::open(log).map_err(|e| failed(format!("cannot read: {e}")))?;
     let mut hashed = Hashed {
         inner: file,
         sha: Sha256::new(),
     };
-    let input = std::io::BufReader::with_capacity(256 * 1024, &mut hashed);
-    let mut parsed = referee_rules::mllog::collect(checker.reader(input, choice))
-        .map_err(|e| failed(format!("cannot read: {e}")))?;
+    let mut parsed = checker.read_from(log, &mut hashed, choice)?;
     let digest = hex::encode(hashed.sha.finalize());
     let mut rep = checker
         .check_parsed(&log.display().to_string(), &mut parsed, choice)
-        .map_err(failed)?;
+        .map_err(|message| CheckError {
+            path: log.to_path_buf(),
+            message,
+        })?;
     let verified = find_in(records, &digest).map(|found| {
         found.map(|f| {
             let diags = verify(&f.witness, &parsed.records);

@@ -116,10 +116,23 @@ impl Checker {
         path: &Path,
         choice: &RulesetChoice,
     ) -> Result<mllog::ParsedLog, CheckError> {
-        let read = std::fs::File::open(path).and_then(|f| {
-            mllog::collect(self.reader(std::io::BufReader::with_capacity(256 * 1024, f), choice))
-        });
-        read.map_err(|e| CheckError {
+        let file = std::fs::File::open(path).map_err(|e| CheckError {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        self.read_from(path, file, choice)
+    }
+
+    /// Read the log at `path` from `input` (its bytes, however they are
+    /// got: e.g. through a reader that hashes them on the way).
+    pub fn read_from(
+        &self,
+        path: &Path,
+        input: impl std::io::Read,
+        choice: &RulesetChoice,
+    ) -> Result<mllog::ParsedLog, CheckError> {
+        let input = std::io::BufReader::with_capacity(256 * 1024, input);
+        mllog::collect(self.reader(input, choice)).map_err(|e| CheckError {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),
         })
