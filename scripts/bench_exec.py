@@ -14,10 +14,12 @@ live reading and dedup of every line, witness, atomic result file parsed as
 it is written, then the 5.0.0 rules over the parsed log), and separately the
 supervision alone (spawn → result file in place) and the closing check (what
 is left of it once the program has ended).
-Threads: the program is one Python process; referee reads stdout, stderr and
-the MLLOG file on one thread each, handles lines on one, writes and hashes the
-result on one and parses it for the closing check on one (all at nice 10; the
-program keeps the priority of the command); the rules then run on one.
+Threads: the program is one Python process; referee reads stdout and stderr
+on two threads each (one reads the pipe; one hashes and writes the raw capture
+and splits lines), follows the MLLOG file on one, handles lines (deduplication,
+writing the result, parsing it as written) on one, writes and hashes the
+result on one and waits for its data to reach the disk on one (all at nice
+10; the program keeps the priority of the command); the rules then run on one.
 
 Live-check delay: a program logs lora_rank 8 (closed division: 16) and then
 would train forever; the delay is from the moment referee read init_stop to

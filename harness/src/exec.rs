@@ -312,7 +312,6 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     let out = absolute(&cfg.out);
     let run_dir = out.join(format!("run_{i}"));
     let compliance = run_dir.join("mllog.txt");
-    crate::provenance::prepare_identity();
     let (cleared, method) = clear_cache(&cfg.req.cache_clear);
     if !cleared.dropped() && cfg.req.division == Division::Closed {
         eprintln!(
@@ -341,7 +340,18 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     let live = InitRules {
         scoring: &cfg.scoring,
     };
-    let s: Supervised = supervise(&spec, &live)?;
+    // Once the program runs, and yielding to it: referee's own digest, and
+    // the identity of the program's code (in a large checkout `git diff`
+    // takes a while), so that the provenance waits for neither.
+    let mut git = None;
+    let s: Supervised = supervise(&spec, &live, &mut || {
+        crate::provenance::prepare_identity();
+        let cwd = cfg.cwd.clone();
+        git = Some(std::thread::spawn(move || {
+            crate::supervise::yield_to_the_program();
+            crate::provenance::git_identity(&cwd)
+        }));
+    })?;
     let started = std::time::Instant::now();
     let check = check_log(&cfg.scoring, &spec.result, s.parsed, &s.witness);
     let check_seconds = started.elapsed().as_secs_f64();
@@ -355,6 +365,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         provenance: crate::provenance::external(
             &cfg.req.command,
             &cfg.cwd,
+            git.and_then(|g| g.join().ok()).flatten(),
             &env,
             &s.exit,
             seed,

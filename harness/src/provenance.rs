@@ -54,12 +54,15 @@ fn binary_sha256() -> String {
 
 static BINARY_DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// Start computing referee's own digest on a thread of its own, so that
-/// the provenance written at the end of a run does not wait for it (the
-/// binary is tens of megabytes).
+/// Start computing referee's own digest on a thread of its own that
+/// yields to the program being run, so that the provenance written at the
+/// end of a run does not wait for it (the binary is tens of megabytes).
 pub fn prepare_identity() {
     if BINARY_DIGEST.get().is_none() {
-        std::thread::spawn(binary_sha256);
+        std::thread::spawn(|| {
+            crate::supervise::yield_to_the_program();
+            binary_sha256()
+        });
     }
 }
 
@@ -132,9 +135,11 @@ const CONTAINER_VARS: [&str; 6] = [
 /// The provenance of one run of an external program: what ran, where, in
 /// which code and container, how it ended, and the sha256 of every file
 /// written for it.
+/// `git`: [`git_identity`] of `cwd`, taken when the run started.
 pub fn external(
     command: &[String],
     cwd: &std::path::Path,
+    git: Option<(String, String)>,
     extra_env: &[(String, String)],
     exit: &str,
     seed: u64,
@@ -145,7 +150,6 @@ pub fn external(
         .iter()
         .filter_map(|k| env.get(*k).map(|v| (*k, v)))
         .collect();
-    let git = git_identity(cwd);
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();

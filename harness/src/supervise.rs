@@ -19,7 +19,7 @@ use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::{self, Item, KeepFn, LineParser, ParsedLog};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
@@ -154,7 +154,7 @@ const WRITEBACK_WINDOW: u64 = 8 << 20;
 /// priority: a program that keeps every core busy delays them by at most
 /// the scheduler's share for a nice-10 thread (the witness's tolerance is
 /// for such delays; a late read never makes a line look written early).
-fn yield_to_the_program() {
+pub(crate) fn yield_to_the_program() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority on this thread's own id; failure leaves the
     // priority as it was.
@@ -169,82 +169,96 @@ fn yield_to_the_program() {
 #[derive(Default)]
 struct WriteBack {
     written: u64,
+    /// Handed to the disk up to here (writing started).
     handed: u64,
 }
 
 impl WriteBack {
-    /// `n` more bytes written: whether a window was handed to the disk.
-    fn wrote(&mut self, file: &File, n: usize) -> bool {
+    /// `n` more bytes written to `file`: the end of a window handed to the
+    /// disk, if one was.
+    fn wrote(&mut self, file: &File, n: usize) -> Option<u64> {
         self.written += n as u64;
         if self.written - self.handed < WRITEBACK_WINDOW {
-            return false;
+            return None;
         }
-        write_back(file, self.handed, self.written);
+        write_back(file, self.handed, self.written, false);
         self.handed = self.written;
-        true
+        Some(self.handed)
     }
 }
 
-/// Start writing back `[from, to)` of `file` (Linux; elsewhere the final
-/// `fsync` does it all). Nothing waits for the disk here: a disk busy with
-/// other writes must not make the program wait on a full pipe.
-fn write_back(file: &File, from: u64, to: u64) {
+/// Start writing back `[from, to)` of `file`, and with `wait` wait until
+/// it is written (Linux; elsewhere the final `fsync` does it all). Data
+/// only: the file's metadata is made durable by the final `fsync`, in one
+/// journal commit rather than one per window.
+fn write_back(file: &File, from: u64, to: u64, wait: bool) {
     #[cfg(target_os = "linux")]
-    {
+    if to > from {
         use std::os::fd::AsRawFd;
-        // SAFETY: sync_file_range on a descriptor this thread owns, over
+        let flags = if wait {
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER
+        } else {
+            libc::SYNC_FILE_RANGE_WRITE
+        };
+        // SAFETY: sync_file_range on a descriptor this process owns, over
         // a range already written; failure only leaves the work to fsync.
         unsafe {
             libc::sync_file_range(
                 file.as_raw_fd(),
                 from as libc::off64_t,
                 (to - from) as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
+                flags,
             );
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (file, from, to);
+    let _ = (file, from, to, wait);
 }
 
-/// Makes a growing file durable as it grows: a thread of its own syncs its
-/// data (`fdatasync`) whenever more has been written since the last sync,
-/// so the final `fsync` — on the way to the result's rename — has only the
-/// last bytes left to wait for, however slow the disk is to make data
-/// durable. No other thread ever waits for it.
-struct Syncer {
-    tx: Option<mpsc::SyncSender<()>>,
+/// Makes a growing file's data durable as it grows: a thread of its own
+/// waits until each window handed to the disk is written, so the final
+/// `fsync` — on the way to the result's rename — has only the last window
+/// and the file's metadata left (one journal commit; an `fdatasync` per
+/// window would commit the journal each time). No other thread ever waits
+/// for it: a slow disk delays the end of the supervision, never the
+/// program.
+struct Settler {
+    tx: Option<mpsc::SyncSender<u64>>,
     done: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Syncer {
-    fn start(file: &File) -> Syncer {
+impl Settler {
+    fn start(file: &File) -> Settler {
         let Ok(f) = file.try_clone() else {
             // Without a second handle the final fsync does it all.
-            return Syncer {
+            return Settler {
                 tx: None,
                 done: None,
             };
         };
-        // One pending request at most: requests made during a sync merge.
-        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        // A few windows pending at most: the ends only grow, so a window
+        // not sent is covered by the next one that is.
+        let (tx, rx) = mpsc::sync_channel::<u64>(4);
         let done = std::thread::spawn(move || {
             yield_to_the_program();
-            for () in rx {
-                // A failure shows again in the final fsync, which reports it.
-                let _ = f.sync_data();
+            let mut durable = 0;
+            for end in rx {
+                write_back(&f, durable, end, true);
+                durable = end;
             }
         });
-        Syncer {
+        Settler {
             tx: Some(tx),
             done: Some(done),
         }
     }
 
-    /// More has been written: sync when the thread is free.
-    fn nudge(&self) {
+    /// The file is handed to the disk up to `end`.
+    fn handed(&self, end: u64) {
         if let Some(tx) = &self.tx {
-            let _ = tx.try_send(());
+            let _ = tx.try_send(end);
         }
     }
 
@@ -264,15 +278,15 @@ impl Tee {
             yield_to_the_program();
             let mut h = Sha256::new();
             let mut written = WriteBack::default();
-            let syncer = Syncer::start(&file);
+            let settler = Settler::start(&file);
             for b in rx {
                 h.update(&b);
                 file.write_all(&b)?;
-                if written.wrote(&file, b.len()) {
-                    syncer.nudge();
+                if let Some(end) = written.wrote(&file, b.len()) {
+                    settler.handed(end);
                 }
             }
-            syncer.stop();
+            settler.stop();
             file.sync_all()?;
             Ok(hex::encode(h.finalize()))
         });
@@ -433,10 +447,43 @@ fn tail(
 /// counts once. Not a cryptographic digest: a program that made two of its
 /// lines collide could only hide one of its own lines from the result file,
 /// which it could as well not print (the raw captures keep every byte).
+///
+/// The digests are kept per *time key* (the text after the payload's first
+/// `"time_ms":`; identical payloads have identical keys): lines arrive in
+/// time order, so the set a line is looked up in is the one the lines
+/// before it used, already in the cache, where a single set of a million
+/// digests would cost a cache miss or two per line.
 #[derive(Default)]
-struct Arrivals(HashSet<u128, BuildHasherDefault<DigestHasher>>);
+struct Arrivals {
+    buckets: HashMap<u64, Bucket, BuildHasherDefault<DigestHasher>>,
+    /// The time key looked up last.
+    last: Option<u64>,
+}
 
-/// The set's hash of a digest: its low 64 bits (already uniform).
+/// The digests of one time key: most keys hold a line or two.
+enum Bucket {
+    One(u128),
+    Many(HashSet<u128, BuildHasherDefault<DigestHasher>>),
+}
+
+impl Bucket {
+    fn insert(&mut self, d: u128) -> bool {
+        match self {
+            Bucket::One(x) if *x == d => false,
+            Bucket::One(x) => {
+                let mut set = HashSet::with_capacity_and_hasher(4, Default::default());
+                set.insert(*x);
+                set.insert(d);
+                *self = Bucket::Many(set);
+                true
+            }
+            Bucket::Many(set) => set.insert(d),
+        }
+    }
+}
+
+/// The set's hash of a digest (or of a time key's digest): its low 64 bits
+/// (already uniform).
 #[derive(Default)]
 struct DigestHasher(u64);
 
@@ -451,15 +498,44 @@ impl Hasher for DigestHasher {
             self.0 ^= u64::from_le_bytes(b);
         }
     }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
     fn write_u128(&mut self, v: u128) {
         self.0 ^= v as u64;
     }
 }
 
+/// The time key of a payload: a digest of the text after its first
+/// `"time_ms":` (up to the next `,` or `}`); 0 without one.
+fn time_key(payload: &[u8]) -> u64 {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"time_ms\":"));
+    let Some(at) = FINDER.find(payload) else {
+        return 0;
+    };
+    let rest = &payload[at + 10..];
+    let end = memchr::memchr2(b',', b'}', rest).unwrap_or(rest.len());
+    // Never 0, so that a line without a time has a key of its own.
+    xxhash_rust::xxh3::xxh3_64(&rest[..end]) | 1
+}
+
 impl Arrivals {
     /// Is this line's payload new?
     fn is_new(&mut self, payload: &[u8]) -> bool {
-        self.0.insert(xxhash_rust::xxh3::xxh3_128(payload))
+        let d = xxhash_rust::xxh3::xxh3_128(payload);
+        let key = time_key(payload);
+        if self.last != Some(key) {
+            self.last = Some(key);
+            if let std::collections::hash_map::Entry::Vacant(e) = self.buckets.entry(key) {
+                e.insert(Bucket::One(d));
+                return true;
+            }
+        }
+        self.buckets
+            .get_mut(&key)
+            .expect("the bucket of the last key")
+            .insert(d)
     }
 }
 
@@ -711,8 +787,13 @@ fn aborted_line(reason: &str) -> String {
     )
 }
 
-/// Run the program once under supervision.
-pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, String> {
+/// Run the program once under supervision; `on_spawn` is called once the
+/// program has started (for work that should not delay its start).
+pub fn supervise(
+    spec: &ChildSpec,
+    live: &dyn LiveRules,
+    on_spawn: &mut dyn FnMut(),
+) -> Result<Supervised, String> {
     std::fs::create_dir_all(&spec.run_dir)
         .map_err(|e| format!("{}: {e}", spec.run_dir.display()))?;
     File::create(&spec.compliance_file)
@@ -743,6 +824,7 @@ pub fn supervise(spec: &ChildSpec, live: &dyn LiveRules) -> Result<Supervised, S
     );
     let stop_tail = Arc::new(AtomicBool::new(false));
     let tailer = tail(spec.compliance_file.clone(), tx, stop_tail.clone());
+    on_spawn();
     let mut run = Run {
         spec,
         live,
@@ -964,6 +1046,56 @@ mod tests {
     }
 
     #[test]
+    fn time_keys_are_the_text_after_the_first_time_ms() {
+        let k = |p: &[u8]| time_key(p);
+        assert_eq!(
+            k(br#"{"time_ms": 17, "key": "a"}"#),
+            k(br#"{"time_ms": 17}"#)
+        );
+        assert_ne!(k(br#"{"time_ms": 17}"#), k(br#"{"time_ms": 18}"#));
+        // The first occurrence decides; a line without one has key 0, and
+        // no line with one does.
+        assert_eq!(
+            k(br#"{"time_ms":5,"value":"\"time_ms\":6"}"#),
+            k(br#"{"time_ms":5}"#)
+        );
+        assert_eq!(k(br#"{"key": "x"}"#), 0);
+        assert_ne!(k(br#"{"time_ms": }"#), 0);
+        assert_ne!(k(br#"{"time_ms":"#), 0);
+    }
+
+    /// Against a plain set of the payloads: lines of a few times, in an
+    /// order that mostly advances and sometimes goes back (the MLLOG file
+    /// read behind stdout), with and without times, repeated at random.
+    #[test]
+    fn arrivals_agree_with_a_set_of_the_payloads() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut a = Arrivals::default();
+        let mut seen = HashSet::new();
+        let (mut new, mut again) = (0, 0);
+        let mut t = 1_000u64;
+        for _ in 0..20_000 {
+            t += next(3);
+            let time = t.saturating_sub(next(4) * next(2) * 25);
+            let line = match next(10) {
+                0 => format!(r#"{{"key": "k{}"}}"#, next(50)),
+                _ => format!(r#"{{"time_ms": {time}, "key": "k{}"}}"#, next(6)),
+            };
+            let expect = seen.insert(line.clone());
+            assert_eq!(a.is_new(line.as_bytes()), expect, "{line}");
+            if expect { new += 1 } else { again += 1 }
+        }
+        // Both answers were asked for many times.
+        assert!(new > 2_000 && again > 2_000, "{new} new, {again} again");
+    }
+
+    #[test]
     fn the_payload_is_read_from_the_last_marker_as_the_official_parser_does() {
         assert_eq!(
             payload(b"0: :::MLLOG {\"a\": 1}  \n"),
@@ -1020,7 +1152,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join("log.txt"), log).unwrap();
             let spec = spec_in(dir.path(), vec!["cat".into(), "log.txt".into()]);
-            let s = supervise(&spec, &SlimLoss).unwrap();
+            let s = supervise(&spec, &SlimLoss, &mut || {}).unwrap();
             let keep = SlimLoss.kept_keys().unwrap();
             let file = std::fs::File::open(&spec.result).unwrap();
             let reader = mllog::Reader::new(std::io::BufReader::new(file)).keep_values(keep);
@@ -1074,7 +1206,7 @@ mod tests {
         );
         // SAFETY: getpriority of this thread.
         let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
-        let s = supervise(&spec, &NoRules).unwrap();
+        let s = supervise(&spec, &NoRules, &mut || {}).unwrap();
         let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
         assert_eq!(out, format!("{own}\ndone\n"));
         // The result keeps the output; no run_stop, so the harness's own.
