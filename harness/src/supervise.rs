@@ -116,6 +116,12 @@ enum Msg {
 /// the program (memory stays bounded).
 const CHANNEL_CHUNKS: usize = 64;
 
+/// Pipe reads in flight between a stream's reading thread and the thread
+/// that hashes, writes and splits them (each up to [`PIPE_BYTES`]): slack
+/// for that thread's pauses (a write that waits for the page cache), not a
+/// second buffer as deep as [`CHANNEL_CHUNKS`].
+const READS_IN_FLIGHT: usize = 8;
+
 fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -349,7 +355,7 @@ fn pump(
     tx: mpsc::SyncSender<Msg>,
 ) -> std::thread::JoinHandle<std::io::Result<String>> {
     // Chunks read (buffer, length, when), and emptied buffers for reuse.
-    let (chunks, read) = mpsc::sync_channel::<(Vec<u8>, usize, Instant)>(CHANNEL_CHUNKS);
+    let (chunks, read) = mpsc::sync_channel::<(Vec<u8>, usize, Instant)>(READS_IN_FLIGHT);
     let (spare, spares) = mpsc::channel::<Vec<u8>>();
     let reader = std::thread::spawn(move || {
         yield_to_the_program();
