@@ -168,8 +168,14 @@ fn fixture() -> &'static Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let started = std::time::Instant::now();
+        let sides = [("base", 0), ("same", 0), ("slow", 50)];
         for i in 0..RUNS {
-            for (side, delay) in [("base", 0), ("same", 0), ("slow", 50)] {
+            // The order rotates, so that each side runs first, second and
+            // third once: with `base` always first, its runs came out
+            // 7-17 % slower than `same`'s on a 2-core VM (the same code),
+            // failing the 10 % gate below.
+            for k in 0..sides.len() {
+                let (side, delay) = sides[(i + k) % sides.len()];
                 run_throughput(
                     &root.join(side).join(format!("run{i}")),
                     100 + i as u64,
