@@ -156,7 +156,7 @@ impl ExecConfig {
         InitRules {
             scoring: &rules.scoring,
         }
-        .at_init_stop(b"");
+        .at_init_stop(referee_rules::mllog::ParsedLog::default());
         Ok(ExecConfig {
             seeds: run_seeds(req.seed.unwrap_or_else(crate::plan::os_seed), runs),
             system: req
@@ -180,10 +180,7 @@ struct InitRules<'a> {
 }
 
 impl LiveRules for InitRules<'_> {
-    fn at_init_stop(&self, mllog_so_far: &[u8]) -> Vec<Diagnostic> {
-        let Ok(mut parsed) = referee_rules::mllog::read_from(mllog_so_far) else {
-            return Vec::new();
-        };
+    fn at_init_stop(&self, mut parsed: referee_rules::mllog::ParsedLog) -> Vec<Diagnostic> {
         let Ok(report) =
             self.scoring
                 .checker

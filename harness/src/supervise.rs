@@ -59,8 +59,10 @@ pub struct ChildSpec {
 /// The ruleset's rules, run on the MLLOG lines read so far.
 pub trait LiveRules: Sync {
     /// Errors that are final once `init_stop` has been logged (fixed
-    /// hyperparameters, required keys of the initialisation).
-    fn at_init_stop(&self, mllog_so_far: &[u8]) -> Vec<Diagnostic>;
+    /// hyperparameters, required keys of the initialisation). `so_far`:
+    /// the result file up to and including `init_stop`, as parsed while it
+    /// was written (records slim as [`LiveRules::kept_keys`] says).
+    fn at_init_stop(&self, so_far: ParsedLog) -> Vec<Diagnostic>;
 
     /// The keys whose values the closing check reads (`None`: all): the
     /// result file is parsed with this filter as it is written.
@@ -555,8 +557,6 @@ struct Run<'a> {
     /// The result file as the rules' reader reads it, parsed as written.
     lines: LineParser,
     parsed: ParsedLog,
-    /// MLLOG lines so far (for the live check), one per line.
-    mllog: Vec<u8>,
     /// MLLOG payloads seen, per source.
     seen: Arrivals,
     witness: Witness,
@@ -622,10 +622,6 @@ impl Run<'_> {
         }
         let (records, problems) = (self.parsed.records.len(), self.parsed.problems.len());
         self.write_result(line, cr)?;
-        if !self.init_stop_seen {
-            self.mllog.extend_from_slice(p);
-            self.mllog.push(b'\n');
-        }
         self.witness.mllog_lines +=
             (self.parsed.records.len() - records + self.parsed.problems.len() - problems) as u64;
         for i in records..self.parsed.records.len() {
@@ -665,7 +661,13 @@ impl Run<'_> {
         match key {
             "init_stop" if !self.init_stop_seen => {
                 self.init_stop_seen = true;
-                let errors = self.live.at_init_stop(&self.mllog);
+                let so_far = ParsedLog {
+                    records: self.parsed.records.clone(),
+                    problems: self.parsed.problems.clone(),
+                    lines: self.lines.lines_read(),
+                    mllog_lines: self.parsed.records.len() + self.parsed.problems.len(),
+                };
+                let errors = self.live.at_init_stop(so_far);
                 if !errors.is_empty() {
                     let why = errors
                         .iter()
@@ -839,7 +841,6 @@ pub fn supervise(
         result,
         lines,
         parsed: ParsedLog::default(),
-        mllog: Vec::new(),
         seen: Arrivals::default(),
         witness: Witness {
             tolerance_ms: spec.tolerance_ms,
@@ -1117,7 +1118,7 @@ mod tests {
     /// Live rules that keep the values of every key but `train_loss`.
     struct SlimLoss;
     impl LiveRules for SlimLoss {
-        fn at_init_stop(&self, _: &[u8]) -> Vec<Diagnostic> {
+        fn at_init_stop(&self, _: ParsedLog) -> Vec<Diagnostic> {
             Vec::new()
         }
         fn kept_keys(&self) -> Option<Arc<KeepFn>> {
@@ -1193,9 +1194,62 @@ mod tests {
         assert_eq!(s.witness.mllog_lines, 5);
     }
 
+    /// Live rules that keep what the check at init_stop was given.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<(String, usize, bool)>>);
+    impl LiveRules for Recorder {
+        fn at_init_stop(&self, so_far: ParsedLog) -> Vec<Diagnostic> {
+            let mut seen = self.0.lock().unwrap();
+            for r in &so_far.records {
+                seen.push((r.key().to_string(), r.line, r.slim));
+            }
+            assert_eq!(so_far.mllog_lines, so_far.records.len() + 1);
+            assert_eq!(so_far.problems.len(), 1);
+            Vec::new()
+        }
+        fn kept_keys(&self) -> Option<Arc<KeepFn>> {
+            Some(Arc::new(|k: &str| k != "train_loss"))
+        }
+    }
+
+    #[test]
+    fn the_check_at_init_stop_gets_the_records_parsed_so_far() {
+        let line = |t: u32, key: &str, ty: &str| {
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"{ty}\", \"key\": \"{key}\", \"value\": null, \"metadata\": {{}}}}\n"
+            )
+        };
+        let log = [
+            "framework says hello\n".to_string(),
+            line(1, "init_start", "INTERVAL_START"),
+            line(2, "train_loss", "POINT_IN_TIME"),
+            ":::MLLOG {broken\n".to_string(),
+            format!("0: {}", line(3, "init_stop", "INTERVAL_END")),
+            line(4, "run_start", "INTERVAL_START"),
+        ]
+        .concat();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("log.txt"), log).unwrap();
+        let spec = spec_in(dir.path(), vec!["cat".into(), "log.txt".into()]);
+        let live = Recorder::default();
+        let mut spawned = 0;
+        supervise(&spec, &live, &mut || spawned += 1).unwrap();
+        assert_eq!(spawned, 1);
+        // Up to and including init_stop, with the result file's line
+        // numbers and the value filter of the closing check.
+        assert_eq!(
+            *live.0.lock().unwrap(),
+            [
+                ("init_start".to_string(), 2, false),
+                ("train_loss".to_string(), 3, true),
+                ("init_stop".to_string(), 5, false),
+            ]
+        );
+    }
+
     struct NoRules;
     impl LiveRules for NoRules {
-        fn at_init_stop(&self, _: &[u8]) -> Vec<Diagnostic> {
+        fn at_init_stop(&self, _: ParsedLog) -> Vec<Diagnostic> {
             Vec::new()
         }
     }
