@@ -135,7 +135,8 @@ const CONTAINER_VARS: [&str; 6] = [
 /// The provenance of one run of an external program: what ran, where, in
 /// which code and container, how it ended, and the sha256 of every file
 /// written for it.
-/// `git`: [`git_identity`] of `cwd`, taken when the run started.
+///
+/// `git`: [`git_identity`] of `cwd`, taken once the program had started.
 pub fn external(
     command: &[String],
     cwd: &std::path::Path,

@@ -458,15 +458,11 @@ fn tail(
 ///
 /// The digests are kept per *time key* (the text after the payload's first
 /// `"time_ms":`; identical payloads have identical keys): lines arrive in
-/// time order, so the set a line is looked up in is the one the lines
+/// time order, so the bucket a line is looked up in is the one the lines
 /// before it used, already in the cache, where a single set of a million
 /// digests would cost a cache miss or two per line.
 #[derive(Default)]
-struct Arrivals {
-    buckets: HashMap<u64, Bucket, BuildHasherDefault<DigestHasher>>,
-    /// The time key looked up last.
-    last: Option<u64>,
-}
+struct Arrivals(HashMap<u64, Bucket, BuildHasherDefault<DigestHasher>>);
 
 /// The digests of one time key: most keys hold a line or two.
 enum Bucket {
@@ -531,19 +527,15 @@ fn time_key(payload: &[u8]) -> u64 {
 impl Arrivals {
     /// Is this line's payload new?
     fn is_new(&mut self, payload: &[u8]) -> bool {
+        use std::collections::hash_map::Entry;
         let d = xxhash_rust::xxh3::xxh3_128(payload);
-        let key = time_key(payload);
-        if self.last != Some(key) {
-            self.last = Some(key);
-            if let std::collections::hash_map::Entry::Vacant(e) = self.buckets.entry(key) {
+        match self.0.entry(time_key(payload)) {
+            Entry::Vacant(e) => {
                 e.insert(Bucket::One(d));
-                return true;
+                true
             }
+            Entry::Occupied(mut e) => e.get_mut().insert(d),
         }
-        self.buckets
-            .get_mut(&key)
-            .expect("the bucket of the last key")
-            .insert(d)
     }
 }
 
