@@ -90,9 +90,9 @@ impl BatchNorm {
         let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, _| {
             let (s, s2) = acc.split_at_mut(c);
             for px in z.row(i, y).chunks_exact(c) {
-                for j in 0..c {
-                    s[j] += px[j];
-                    s2[j] += px[j] * px[j];
+                for ((s, s2), &v) in s.iter_mut().zip(s2.iter_mut()).zip(px) {
+                    *s += v;
+                    *s2 += v * v;
                 }
             }
         });
@@ -155,14 +155,22 @@ impl BatchNorm {
         if let Some(m) = mask {
             assert!(z.same_interior(m), "batch norm: mask shape");
         }
-        let (mean, invstd) = (&self.mean, &self.invstd);
+        // The channel loops zip slices of exactly `c` values: indexed, their
+        // bounds checks kept them scalar, and this backward pass cost as
+        // much as a convolution. The arithmetic per element is unchanged.
+        let (mean, invstd) = (&self.mean[..c], &self.invstd[..c]);
         let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, buf| {
             let d = masked_row(dy.row(i, y), mask.map(|m| m.row(i, y)), buf);
             let (s, s2) = acc.split_at_mut(c);
             for (dp, zp) in d.chunks_exact(c).zip(z.row(i, y).chunks_exact(c)) {
-                for j in 0..c {
-                    s[j] += dp[j];
-                    s2[j] += dp[j] * (zp[j] - mean[j]) * invstd[j];
+                for (((s, s2), (&dv, &zv)), (&mu, &is)) in s
+                    .iter_mut()
+                    .zip(s2.iter_mut())
+                    .zip(dp.iter().zip(zp))
+                    .zip(mean.iter().zip(invstd))
+                {
+                    *s += dv;
+                    *s2 += dv * (zv - mu) * is;
                 }
             }
         });
@@ -193,8 +201,12 @@ impl BatchNorm {
                     .zip(d.chunks_exact(c))
                     .zip(z.row(i, y).chunks_exact(c))
                 {
-                    for j in 0..c {
-                        op[j] = k1[j] * dp[j] + k2[j] * zp[j] + k3[j];
+                    for ((o, (&dv, &zv)), ((&a, &b), &k)) in op
+                        .iter_mut()
+                        .zip(dp.iter().zip(zp))
+                        .zip(k1.iter().zip(&k2).zip(&k3))
+                    {
+                        *o = a * dv + b * zv + k;
                     }
                 }
             }
@@ -246,8 +258,8 @@ pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) 
             match &res {
                 Residual::None => {
                     for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
-                        for j in 0..c {
-                            op[j] = zp[j] * sc[j] + sh[j];
+                        for ((o, &zv), (&a, &b)) in op.iter_mut().zip(zp).zip(sc.iter().zip(sh)) {
+                            *o = zv * a + b;
                         }
                     }
                 }
@@ -257,8 +269,10 @@ pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) 
                         .zip(zr.chunks_exact(c))
                         .zip(x.row(i, y).chunks_exact(c))
                     {
-                        for j in 0..c {
-                            op[j] = zp[j] * sc[j] + sh[j] + xp[j];
+                        for ((o, (&zv, &xv)), (&a, &b)) in
+                            op.iter_mut().zip(zp.iter().zip(xp)).zip(sc.iter().zip(sh))
+                        {
+                            *o = zv * a + b + xv;
                         }
                     }
                 }
@@ -269,8 +283,12 @@ pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) 
                         .zip(zr.chunks_exact(c))
                         .zip(r.row(i, y).chunks_exact(c))
                     {
-                        for j in 0..c {
-                            op[j] = zp[j] * sc[j] + sh[j] + rp[j] * rs[j] + rh[j];
+                        for ((o, (&zv, &rv)), ((&a, &b), (&ra, &rb))) in op
+                            .iter_mut()
+                            .zip(zp.iter().zip(rp))
+                            .zip(sc.iter().zip(sh).zip(rs.iter().zip(rh)))
+                        {
+                            *o = zv * a + b + rv * ra + rb;
                         }
                     }
                 }
