@@ -21,6 +21,10 @@ writing the result, parsing it as written) on one, writes and hashes the
 result on one and waits for its data to reach the disk on one (all at nice
 10; the program keeps the priority of the command); the rules then run on one.
 
+"| cat" is the floor of any supervisor that captures the output: the
+program's stdout through a pipe to `cat`, which writes it to a file, and
+nothing else (referee also hashes, parses and writes the result file).
+
 Live-check delay: a program logs lora_rank 8 (closed division: 16) and then
 would train forever; the delay is from the moment referee read init_stop to
 the SIGTERM it sent (`stop_delay_ms` of the run record).
@@ -51,6 +55,24 @@ def alone(tmp, argv):
         return time.perf_counter() - t
 
 
+def piped(tmp, argv):
+    """The floor of any supervisor that captures the output: the program's
+    stdout through a pipe to a second process (`cat`) that writes it to a
+    file, and nothing else (no parsing, hashing or second copy)."""
+    env = dict(os.environ, SEED="11", COMPLIANCE_FILE=os.path.join(tmp, "piped_mllog.txt"),
+               PYTHONUNBUFFERED="1")
+    open(env["COMPLIANCE_FILE"], "w").close()
+    with open(os.path.join(tmp, "piped_out.txt"), "wb") as out, \
+         open(os.path.join(tmp, "piped_err.txt"), "wb") as err:
+        t = time.perf_counter()
+        cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out)
+        subprocess.run(argv, env=env, stdout=cat.stdin, stderr=err, stdin=subprocess.DEVNULL,
+                       check=True)
+        cat.stdin.close()
+        cat.wait()
+        return time.perf_counter() - t
+
+
 def supervised(tmp, argv, i):
     out = os.path.join(tmp, f"sup{i}")
     cmd = [REFEREE, "run", "--exec", "--benchmark", "llama2_70b_lora", "--ruleset", "5.0.0",
@@ -78,18 +100,25 @@ def main():
           f"{os.cpu_count()} CPUs; medians")
     print()
     print(f"{'program':32} {'alone s':>8} {'referee s':>9} {'ratio':>6} "
-          f"{'supervised s':>12} {'ratio':>6} {'check s':>8}")
+          f"{'supervised s':>12} {'ratio':>6} {'check s':>8} {'| cat s':>8} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, argv in programs.items():
-            a, w, sv, ck = [], [], [], []
+            a, w, sv, ck, pc = [], [], [], [], []
             for i in range(reps):
-                a.append(alone(tmp, argv))
-                wall, sup, check, _ = supervised(tmp, argv, i)
-                w.append(wall)
-                sv.append(sup)
-                ck.append(check)
+                # The order rotates: the run after another one can be slower.
+                for step in (0, 1, 2)[i % 3:] + (0, 1, 2)[:i % 3]:
+                    if step == 0:
+                        a.append(alone(tmp, argv))
+                    elif step == 1:
+                        wall, sup, check, _ = supervised(tmp, argv, i)
+                        w.append(wall)
+                        sv.append(sup)
+                        ck.append(check)
+                    else:
+                        pc.append(piped(tmp, argv))
             print(f"{name:32} {med(a):8.2f} {med(w):9.2f} {med(w) / med(a):6.3f} "
-                  f"{med(sv):12.2f} {med(sv) / med(a):6.3f} {med(ck):8.2f}")
+                  f"{med(sv):12.2f} {med(sv) / med(a):6.3f} {med(ck):8.2f} "
+                  f"{med(pc):8.2f} {med(pc) / med(a):6.3f}")
         delays, walls = [], []
         for i in range(reps):
             wall, _, _, s = supervised(tmp, [PY, FAKE, "--lora-rank", "8", "--hang"], 100 + i)

@@ -20,7 +20,7 @@ pub mod package;
 pub mod rcp;
 pub mod scores;
 
-pub use check::{CheckSummary, HumanSink, JsonSink, MarkdownSink, Sink};
+pub use check::{CheckSummary, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
 
 /// The three forms every report has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

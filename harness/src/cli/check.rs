@@ -5,10 +5,9 @@ use crate::rules_env::OfficialRules;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
-use referee_rules::Verdict;
 use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
 use referee_rules::compliance::CheckOptions;
-use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink};
+use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
 use referee_rules::ruleset::RuleLibrary;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -199,18 +198,10 @@ pub fn run(args: CheckArgs) -> i32 {
     };
     let mut io_ok = true;
     for r in &results {
+        summary.count(r.as_ref().ok().map(|rep| rep.verdict));
         let res = match r {
-            Ok(rep) => {
-                match rep.verdict {
-                    Verdict::Pass => summary.pass += 1,
-                    Verdict::Fail => summary.fail += 1,
-                }
-                sink.log(rep)
-            }
-            Err(e) => {
-                summary.errors += 1;
-                sink.error(&e.path.display().to_string(), &e.message)
-            }
+            Ok(rep) => sink.log(rep),
+            Err(e) => sink.error(&e.path.display().to_string(), &e.message),
         };
         io_ok &= res.is_ok();
     }
@@ -223,14 +214,9 @@ pub fn run(args: CheckArgs) -> i32 {
     } else {
         io_ok &= sink.finish(&summary).is_ok();
     }
-    if !io_ok {
-        return EXIT_USAGE;
-    }
-    if summary.errors > 0 {
-        EXIT_USAGE
-    } else if summary.fail > 0 {
-        EXIT_FAIL
-    } else {
-        EXIT_OK
+    match (io_ok, summary.worst()) {
+        (false, _) | (_, Worst::Error) => EXIT_USAGE,
+        (true, Worst::Fail) => EXIT_FAIL,
+        (true, Worst::Pass) => EXIT_OK,
     }
 }

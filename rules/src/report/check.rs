@@ -19,6 +19,39 @@ pub struct CheckSummary {
     pub rules: String,
 }
 
+/// The worst result among the logs of a `check` invocation, which decides
+/// its exit status: a log that could not be checked outweighs a failing
+/// one, which outweighs passing ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Worst {
+    Pass,
+    Fail,
+    /// A log could not be read or checked.
+    Error,
+}
+
+impl CheckSummary {
+    /// Counts one log: its verdict, or `None` when it could not be checked.
+    pub fn count(&mut self, verdict: Option<Verdict>) {
+        match verdict {
+            Some(Verdict::Pass) => self.pass += 1,
+            Some(Verdict::Fail) => self.fail += 1,
+            None => self.errors += 1,
+        }
+    }
+
+    /// The worst result counted so far.
+    pub fn worst(&self) -> Worst {
+        if self.errors > 0 {
+            Worst::Error
+        } else if self.fail > 0 {
+            Worst::Fail
+        } else {
+            Worst::Pass
+        }
+    }
+}
+
 /// Receives check results as they are produced.
 pub trait Sink {
     fn log(&mut self, report: &LogReport) -> io::Result<()>;
@@ -184,5 +217,33 @@ impl<W: Write> Sink for MarkdownSink<W> {
             }
         }
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchecked_log_outweighs_a_failure_which_outweighs_passes() {
+        let mut s = CheckSummary::default();
+        assert_eq!(s.worst(), Worst::Pass);
+        s.count(Some(Verdict::Pass));
+        s.count(Some(Verdict::Pass));
+        assert_eq!(
+            (s.pass, s.fail, s.errors, s.worst()),
+            (2, 0, 0, Worst::Pass)
+        );
+        s.count(Some(Verdict::Fail));
+        assert_eq!(
+            (s.pass, s.fail, s.errors, s.worst()),
+            (2, 1, 0, Worst::Fail)
+        );
+        s.count(None);
+        s.count(Some(Verdict::Pass));
+        assert_eq!(
+            (s.pass, s.fail, s.errors, s.worst()),
+            (3, 1, 1, Worst::Error)
+        );
     }
 }
