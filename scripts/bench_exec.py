@@ -44,32 +44,24 @@ FAKE = os.path.join(REPO, "tests", "fixtures", "exec", "fake_lora.py")
 PY = sys.executable
 
 
-def alone(tmp, argv):
-    env = dict(os.environ, SEED="11", COMPLIANCE_FILE=os.path.join(tmp, "alone_mllog.txt"),
-               PYTHONUNBUFFERED="1")
-    open(env["COMPLIANCE_FILE"], "w").close()
-    with open(os.path.join(tmp, "alone_out.txt"), "wb") as out, \
-         open(os.path.join(tmp, "alone_err.txt"), "wb") as err:
-        t = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, check=True)
-        return time.perf_counter() - t
-
-
-def piped(tmp, argv):
-    """The floor of any supervisor that captures the output: the program's
-    stdout through a pipe to a second process (`cat`) that writes it to a
+def alone(tmp, argv, through_cat=False):
+    """The program alone, its stdout and stderr written to files. With
+    `through_cat`: the floor of any supervisor that captures the output —
+    stdout through a pipe to a second process (`cat`) that writes it to the
     file, and nothing else (no parsing, hashing or second copy)."""
-    env = dict(os.environ, SEED="11", COMPLIANCE_FILE=os.path.join(tmp, "piped_mllog.txt"),
+    name = "piped" if through_cat else "alone"
+    env = dict(os.environ, SEED="11", COMPLIANCE_FILE=os.path.join(tmp, f"{name}_mllog.txt"),
                PYTHONUNBUFFERED="1")
     open(env["COMPLIANCE_FILE"], "w").close()
-    with open(os.path.join(tmp, "piped_out.txt"), "wb") as out, \
-         open(os.path.join(tmp, "piped_err.txt"), "wb") as err:
+    with open(os.path.join(tmp, f"{name}_out.txt"), "wb") as out, \
+         open(os.path.join(tmp, f"{name}_err.txt"), "wb") as err:
         t = time.perf_counter()
-        cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out)
-        subprocess.run(argv, env=env, stdout=cat.stdin, stderr=err, stdin=subprocess.DEVNULL,
-                       check=True)
-        cat.stdin.close()
-        cat.wait()
+        cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out) if through_cat else None
+        subprocess.run(argv, env=env, stdout=cat.stdin if cat else out, stderr=err,
+                       stdin=subprocess.DEVNULL, check=True)
+        if cat:
+            cat.stdin.close()
+            cat.wait()
         return time.perf_counter() - t
 
 
@@ -115,7 +107,7 @@ def main():
                         sv.append(sup)
                         ck.append(check)
                     else:
-                        pc.append(piped(tmp, argv))
+                        pc.append(alone(tmp, argv, through_cat=True))
             print(f"{name:32} {med(a):8.2f} {med(w):9.2f} {med(w) / med(a):6.3f} "
                   f"{med(sv):12.2f} {med(sv) / med(a):6.3f} {med(ck):8.2f} "
                   f"{med(pc):8.2f} {med(pc) / med(a):6.3f}")
