@@ -242,7 +242,7 @@ fn same_code_is_no_significant_change() {
     // One-second windows on a shared 2-core machine vary by several per
     // cent between runs, and the means of three runs of the same code have
     // differed by 11.5 % on a CI VM; the gate here tolerates 20 %, far
-    // below the injected slowdown's effect (asserted < -40 % below). The
+    // below the injected slowdown's effect (asserted < -30 % below). The
     // verdict rule at the default 5 % is unit-tested in referee-submission.
     let o = referee(&[
         "compare",
@@ -280,9 +280,10 @@ fn injected_slowdown_is_a_regression() {
     assert_eq!(g["verdict"], "regression", "{g:#}");
     let sps = &g["throughput"][0];
     assert_eq!(sps["metric"], "samples_per_second");
-    // 50 ms of sleep per ~25 ms step: about -65 %, far beyond the 20 %
-    // that the same-code case tolerates.
-    assert!(sps["relative_change"].as_f64().unwrap() < -0.4, "{sps:#}");
+    // 50 ms of sleep per ~25 ms step: about -65 % here (a machine 4×
+    // slower still gives -33 %), well beyond the 20 % that the same-code
+    // case tolerates.
+    assert!(sps["relative_change"].as_f64().unwrap() < -0.3, "{sps:#}");
     assert!(sps["ci"]["hi"].as_f64().unwrap() < 0.0, "{sps:#}");
     assert!(
         g["notes"]
