@@ -172,12 +172,11 @@ fn fixture() -> &'static Fixture {
         // The order is chosen so that `base` and `same` (the same code) meet
         // the same conditions: a discarded warm-up run takes the cold start
         // (binary and data out of the page cache), then `base` and `same`
-        // alternate ABBA, and the `slow` runs come last. A run that
-        // followed a `slow` run (50 ms sleeps per step: an idle core) came
-        // out ~10 % slower on a 2-core CI VM; rotating all three sides left
-        // `base` behind a `slow` run twice and `same` once, and the same
-        // code then differed by 11 % (CI 8.7 … 14.4 %) and failed the 10 %
-        // gate below.
+        // alternate ABBA, and the `slow` runs come last. Rotating all three
+        // sides put `base` first or right behind a `slow` run (50 ms sleeps
+        // per step) in every round and `same` behind one only once; on a
+        // 2-core CI VM the same code then differed by 11 % (CI 8.7 … 14.4 %)
+        // and failed the gate below, then at 10 %.
         run_throughput(&root.join("warmup"), 99, 0, &data);
         let mut order = Vec::new();
         for i in 0..RUNS {
