@@ -17,7 +17,7 @@
 
 use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
 use referee_rules::diag::Diagnostic;
-use referee_rules::mllog::{self, Item, KeepFn, LineParser, ParsedLog};
+use referee_rules::mllog::{self, KeepFn, LineParser, ParsedLog};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -583,10 +583,7 @@ impl Run<'_> {
     fn write_result(&mut self, bytes: &[u8], cr: bool) -> std::io::Result<()> {
         self.result.write(bytes)?;
         let parsed = &mut self.parsed;
-        let mut add = |item| match item {
-            Item::Record(r) => parsed.records.push(r),
-            Item::Problem(p) => parsed.problems.push(p),
-        };
+        let mut add = |item| parsed.push(item);
         if !cr && let Some(line) = bytes.strip_suffix(b"\n") {
             if let Some(item) = self.lines.line(line) {
                 add(item);
@@ -653,12 +650,8 @@ impl Run<'_> {
         match key {
             "init_stop" if !self.init_stop_seen => {
                 self.init_stop_seen = true;
-                let so_far = ParsedLog {
-                    records: self.parsed.records.clone(),
-                    problems: self.parsed.problems.clone(),
-                    lines: self.lines.lines_read(),
-                    mllog_lines: self.parsed.records.len() + self.parsed.problems.len(),
-                };
+                let mut so_far = self.parsed.clone();
+                so_far.count_lines(self.lines.lines_read());
                 let errors = self.live.at_init_stop(so_far);
                 if !errors.is_empty() {
                     let why = errors
@@ -1008,8 +1001,7 @@ fn finish(
     std::fs::rename(partial, &run.spec.result).map_err(io)?;
     let supervised_seconds = run.spawned.elapsed().as_secs_f64();
     let mut parsed = std::mem::take(&mut run.parsed);
-    parsed.lines = run.lines.lines_read();
-    parsed.mllog_lines = parsed.records.len() + parsed.problems.len();
+    parsed.count_lines(run.lines.lines_read());
     let mut files: BTreeMap<String, String> = captures.into_iter().collect();
     files.insert(run.spec.result.display().to_string(), result_sha);
     if let Some(h) = crate::fsutil::file_sha256(&run.spec.compliance_file) {

@@ -518,7 +518,7 @@ pub fn py_float(s: &str) -> Option<f64> {
 }
 
 /// Everything read from one log.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ParsedLog {
     pub records: Vec<Record>,
     pub problems: Vec<LineProblem>,
@@ -526,6 +526,23 @@ pub struct ParsedLog {
     pub lines: usize,
     /// Lines that carried the marker.
     pub mllog_lines: usize,
+}
+
+impl ParsedLog {
+    /// One item of the log, in file order.
+    pub fn push(&mut self, item: Item) {
+        match item {
+            Item::Record(r) => self.records.push(r),
+            Item::Problem(p) => self.problems.push(p),
+        }
+    }
+
+    /// The counts, once `lines` physical lines have been read (every line
+    /// that carried the marker is a record or a problem).
+    pub fn count_lines(&mut self, lines: usize) {
+        self.lines = lines;
+        self.mllog_lines = self.records.len() + self.problems.len();
+    }
 }
 
 /// Read and parse a whole log from any reader.
@@ -544,16 +561,12 @@ pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::
 pub fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> {
     let mut out = ParsedLog::default();
     for item in reader.by_ref() {
-        match item {
-            Item::Record(r) => out.records.push(r),
-            Item::Problem(p) => out.problems.push(p),
-        }
+        out.push(item);
     }
     if let Some(e) = reader.take_io_error() {
         return Err(e);
     }
-    out.lines = reader.lines_read();
-    out.mllog_lines = out.records.len() + out.problems.len();
+    out.count_lines(reader.lines_read());
     Ok(out)
 }
 
@@ -642,13 +655,9 @@ mod tests {
         let mut p = LineParser::new(Some(keep));
         let mut fed = ParsedLog::default();
         for chunk in log.as_bytes().split_inclusive(|&b| b == b'\n') {
-            p.chunk(chunk, |item| match item {
-                Item::Record(r) => fed.records.push(r),
-                Item::Problem(q) => fed.problems.push(q),
-            });
+            p.chunk(chunk, |item| fed.push(item));
         }
-        fed.lines = p.lines_read();
-        fed.mllog_lines = fed.records.len() + fed.problems.len();
+        fed.count_lines(p.lines_read());
         assert_eq!(format!("{fed:?}"), format!("{whole:?}"));
         assert_eq!(
             (whole.lines, whole.records.len(), whole.problems.len()),
