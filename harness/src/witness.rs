@@ -287,6 +287,24 @@ fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, 
     Ok(None)
 }
 
+/// [`check_file`] of many logs in parallel; results come back in input
+/// order, and `done` is called as each log is checked (for progress).
+pub fn check_files(
+    checker: &Checker,
+    logs: &[PathBuf],
+    choice: &RulesetChoice,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Result<LogReport, CheckError>> {
+    use rayon::prelude::*;
+    logs.par_iter()
+        .map(|p| {
+            let r = check_file(checker, p, choice);
+            done();
+            r
+        })
+        .collect()
+}
+
 /// `referee check` of one log. When referee supervised the run that wrote
 /// it (`referee run --exec`), the report gains the verdict of the
 /// harness's witness of its clock, kept in its run record (a note when

@@ -276,6 +276,19 @@ pub fn scaling_factor(dir: &Path) -> Result<f64, String> {
         .ok_or_else(|| format!("{}: no numeric `scaling_factor`", p.display()))
 }
 
+/// Write `scaling.json` where the official package checker would write
+/// one (`factor`: [`rcp::RcpOutcome::writes_scaling`]), and remove any
+/// stale one where it would not; [`scaling_factor`] reads it back.
+pub fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), String> {
+    let p = dir.join("scaling.json");
+    let _ = std::fs::remove_file(&p);
+    match factor {
+        Some(f) => std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
+            .map_err(|e| format!("{}: {e}", p.display())),
+        None => Ok(()),
+    }
+}
+
 /// Score one benchmark directory from its analysed runs.
 pub fn score_dir(
     ctx: &ScoreContext,
@@ -840,4 +853,21 @@ pub fn summarize(
         })
         .collect();
     (rows, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_json_is_written_read_back_and_removed_when_not_due() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(scaling_factor(dir.path()), Ok(1.0));
+        write_scaling(dir.path(), Some(1.25)).unwrap();
+        assert_eq!(scaling_factor(dir.path()), Ok(1.25));
+        // Where the official checker writes none, a stale file goes.
+        write_scaling(dir.path(), None).unwrap();
+        assert!(!dir.path().join("scaling.json").exists());
+        assert_eq!(scaling_factor(dir.path()), Ok(1.0));
+    }
 }

@@ -4,7 +4,6 @@ use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use crate::rules_env::OfficialRules;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
 use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
 use referee_rules::compliance::CheckOptions;
 use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
@@ -174,15 +173,8 @@ pub fn run(args: CheckArgs) -> i32 {
     } else {
         ProgressBar::hidden()
     };
-    let results: Vec<_> = cfg
-        .logs
-        .par_iter()
-        .map(|p| {
-            let r = crate::witness::check_file(&cfg.checker, p, &cfg.choice);
-            progress.inc(1);
-            r
-        })
-        .collect();
+    let results =
+        crate::witness::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
     progress.finish_and_clear();
 
     let stdout = std::io::stdout().lock();

@@ -8,7 +8,7 @@ use referee_rules::rcp::RcpPass;
 use referee_rules::report::rcp::{RcpDirReport, RcpReport};
 use referee_rules::report::{Detail, Format, render};
 use referee_rules::score::check_rcp_dir;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PassArg {
@@ -73,7 +73,7 @@ pub fn run(a: RcpArgs) -> i32 {
         let diags = check.diagnostics();
         let o = check.outcome;
         if a.write_scaling
-            && let Err(e) = write_scaling(dir, o.writes_scaling)
+            && let Err(e) = referee_rules::score::write_scaling(dir, o.writes_scaling)
         {
             return usage_error(e);
         }
@@ -87,16 +87,4 @@ pub fn run(a: RcpArgs) -> i32 {
         return EXIT_USAGE;
     }
     if report.passed() { EXIT_OK } else { EXIT_FAIL }
-}
-
-/// `scaling.json` where the official package checker would write one
-/// (and none where it would not).
-fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), String> {
-    let p = dir.join("scaling.json");
-    let _ = std::fs::remove_file(&p);
-    match factor {
-        Some(f) => std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
-            .map_err(|e| format!("{}: {e}", p.display())),
-        None => Ok(()),
-    }
 }
