@@ -14,16 +14,18 @@ live reading and dedup of every line, witness, atomic result file parsed as
 it is written, then the 5.0.0 rules over the parsed log), and separately the
 supervision alone (spawn → result file in place) and the closing check (what
 is left of it once the program has ended).
-Threads: the program is one Python process; referee reads stdout and stderr
-on two threads each (one reads the pipe; one hashes and writes the raw capture
-and splits lines), follows the MLLOG file on one, handles lines (deduplication,
-writing the result, parsing it as written) on one, writes and hashes the
-result on one and waits for its data to reach the disk on one (all at nice
-10; the program keeps the priority of the command); the rules then run on one.
+Threads: the program is one Python process that writes its stdout and stderr
+to files in the run directory itself; referee follows those files and the
+MLLOG file on one thread (woken by inotify; it hashes the captures and splits
+lines), handles lines (deduplication, writing the result, parsing it as
+written) on one, writes and hashes the result on one and waits for its data
+to reach the disk on one (all at nice 10; the program keeps the priority of
+the command), waits for the program's exit on one; the rules then run on one.
 
-"| cat" is the floor of any supervisor that captures the output: the
-program's stdout through a pipe to `cat`, which writes it to a file, and
-nothing else (referee also hashes, parses and writes the result file).
+"| cat" is what a supervisor that reads the output from a pipe costs at
+least: the program's stdout through a pipe to `cat`, which writes it to a
+file, and nothing else (referee no longer uses pipes; it also hashes, parses
+and writes the result file).
 
 Live-check delay: a program logs lora_rank 8 (closed division: 16) and then
 would train forever; the delay is from the moment referee read init_stop to

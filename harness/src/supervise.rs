@@ -1,8 +1,11 @@
 //! Supervising one run of an external training program (`referee run
 //! --exec`): the program runs in its own process group with stdin closed;
-//! its stdout and stderr are captured unmodified; MLLOG lines are read live
-//! from both streams and from the MLLOG file the program appends to
-//! (`COMPLIANCE_FILE`), each line counted once; the harness witnesses the
+//! its stdout and stderr are captured unmodified (the program writes them
+//! to files in the run directory itself, as under a batch system, and the
+//! harness follows the files as they grow); MLLOG lines are read live from
+//! both streams and from the MLLOG file the program appends to
+//! (`COMPLIANCE_FILE`), each line counted once; the run ends when every
+//! process of the program's group has; the harness witnesses the
 //! clock ([`crate::witness`]), runs the ruleset's rules when `init_stop`
 //! arrives (a closed-division violation stops the run at once), enforces
 //! the init and run budgets (SIGTERM to the group, SIGKILL after a grace
@@ -109,20 +112,16 @@ enum Source {
 enum Msg {
     /// Complete lines (terminators kept), read together at one moment.
     Lines(Source, Vec<u8>, Instant),
-    /// A stream reached its end.
-    Closed(Source),
+    /// The program (the process the harness started) has exited.
+    Exited(std::io::Result<std::process::ExitStatus>),
+    /// Every followed file is read to its end.
+    Closed,
 }
 
-/// Chunks in flight between the readers and the supervisor: when the
-/// supervisor falls behind, the readers wait and so, through the pipe, does
-/// the program (memory stays bounded).
+/// Chunks in flight between the follower and the supervisor: when the
+/// supervisor falls behind, the follower waits (the files hold the rest;
+/// memory stays bounded, and the program never waits).
 const CHANNEL_CHUNKS: usize = 64;
-
-/// Pipe reads in flight between a stream's reading thread and the thread
-/// that hashes, writes and splits them (each up to [`PIPE_BYTES`]): slack
-/// for that thread's pauses (a write that waits for the page cache), not a
-/// second buffer as deep as [`CHANNEL_CHUNKS`].
-const READS_IN_FLIGHT: usize = 8;
 
 fn wall_ms() -> u64 {
     SystemTime::now()
@@ -157,8 +156,8 @@ const WRITEBACK_WINDOW: u64 = 8 << 20;
 /// (Linux: a thread's own nice value). The harness's bulk work — writing,
 /// hashing and parsing the result — then runs on what the program leaves
 /// idle instead of taking turns with it on a busy machine; when it falls
-/// behind, the bounded channels make the program wait, never lose a byte.
-/// Lines are witnessed when read, and budgets are enforced, at the same
+/// behind it reads the program's output later (the files keep it), and the
+/// program never waits for it. Lines are witnessed when read, and budgets are enforced, at the same
 /// priority: a program that keeps every core busy delays them by at most
 /// the scheduler's share for a nice-10 thread (the witness's tolerance is
 /// for such delays; a late read never makes a line look written early).
@@ -343,110 +342,220 @@ impl Tee {
     }
 }
 
-/// Read `input` in large chunks, keep them unmodified in the raw capture
-/// `raw`, and send the complete lines; the last line is sent even without
-/// a terminator. Joins to the capture's sha256.
-///
-/// One thread only reads, another hashes, writes and splits lines: a
-/// program that writes more than the pipe holds in one call (a burst of
-/// log lines) waits only for the reads, not for the work done with them.
-fn pump(
-    mut input: impl Read + Send + 'static,
+/// Bytes read from a followed file at a time.
+const READ_BYTES: usize = 1 << 20;
+
+/// A file the program writes — its stdout, its stderr (the raw captures,
+/// hashed as they are read) or the MLLOG file — read as it grows.
+struct Followed {
     src: Source,
-    raw: PathBuf,
-    tx: mpsc::SyncSender<Msg>,
-) -> std::thread::JoinHandle<std::io::Result<String>> {
-    // Chunks read (buffer, length, when), and emptied buffers for reuse.
-    let (chunks, read) = mpsc::sync_channel::<(Vec<u8>, usize, Instant)>(READS_IN_FLIGHT);
-    let (spare, spares) = mpsc::channel::<Vec<u8>>();
-    let reader = std::thread::spawn(move || {
-        yield_to_the_program();
-        loop {
-            let mut buf = spares
-                .try_recv()
-                .unwrap_or_else(|_| vec![0u8; PIPE_BYTES as usize]);
-            match input.read(&mut buf) {
-                Ok(0) => break,
-                // Nobody left to take it (the capture failed): stop reading.
-                Ok(n) if chunks.send((buf, n, Instant::now())).is_err() => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-    });
-    std::thread::spawn(move || {
-        yield_to_the_program();
-        let mut file = File::create(&raw)?;
-        let mut written = WriteBack::default();
-        let mut h = Sha256::new();
-        let mut pending: Vec<u8> = Vec::new();
-        let mut receiver_gone = false;
-        for (buf, n, at) in read {
-            h.update(&buf[..n]);
-            file.write_all(&buf[..n])?;
-            written.wrote(&file, n);
-            if !receiver_gone {
-                pending.extend_from_slice(&buf[..n]);
-                if let Some(lines) = complete_lines(&mut pending) {
-                    receiver_gone = tx.send(Msg::Lines(src, lines, at)).is_err();
-                }
-            }
-            let _ = spare.send(buf);
-        }
-        let _ = reader.join();
-        if !pending.is_empty() {
-            let _ = tx.send(Msg::Lines(src, pending, Instant::now()));
-        }
-        let _ = tx.send(Msg::Closed(src));
-        Ok(hex::encode(h.finalize()))
-    })
+    path: PathBuf,
+    file: File,
+    pending: Vec<u8>,
+    /// The capture's sha256 (stdout and stderr; the MLLOG file is hashed
+    /// once it is complete).
+    hash: Option<Sha256>,
+    read: WriteBack,
 }
 
-/// Follow the MLLOG file: complete lines as they are appended, until told
-/// to stop (then whatever remains).
-fn tail(
-    path: PathBuf,
+impl Followed {
+    fn open(src: Source, path: &Path) -> Result<Followed, String> {
+        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Followed {
+            src,
+            path: path.to_path_buf(),
+            file,
+            pending: Vec::new(),
+            hash: (src != Source::File).then(Sha256::new),
+            read: WriteBack::default(),
+        })
+    }
+
+    /// Read what has been appended (up to [`READ_BYTES`]) and send its
+    /// complete lines, or with `last` everything left; false when nothing
+    /// was new.
+    fn read_some(
+        &mut self,
+        buf: &mut [u8],
+        tx: &mpsc::SyncSender<Msg>,
+        last: bool,
+    ) -> Result<bool, ()> {
+        let n = loop {
+            match self.file.read(buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // An unreadable capture ends its reading (the file keeps
+                // the bytes; its digest at the end is of the whole file).
+                Err(_) => break 0,
+            }
+        };
+        let at = Instant::now();
+        if let Some(h) = &mut self.hash {
+            h.update(&buf[..n]);
+            // The program's output is handed to the disk as it grows, so
+            // that the result's fsync has little of it left to flush.
+            self.read.wrote(&self.file, n);
+        }
+        self.pending.extend_from_slice(&buf[..n]);
+        let lines = if last && !self.pending.is_empty() {
+            Some(std::mem::take(&mut self.pending))
+        } else {
+            complete_lines(&mut self.pending)
+        };
+        if let Some(lines) = lines {
+            tx.send(Msg::Lines(self.src, lines, at)).map_err(|_| ())?;
+        }
+        Ok(n > 0)
+    }
+}
+
+/// Wakes the follower when a followed file grows (inotify) or when the
+/// supervisor tells it to finish (an eventfd); elsewhere than Linux it
+/// looks every few milliseconds.
+struct Wakeup {
+    #[cfg(target_os = "linux")]
+    inotify: std::os::fd::OwnedFd,
+    #[cfg(target_os = "linux")]
+    event: std::os::fd::OwnedFd,
+    #[cfg(not(target_os = "linux"))]
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl Wakeup {
+    #[cfg(target_os = "linux")]
+    fn new(paths: &[&Path]) -> Result<Wakeup, String> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let io = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: plain system calls; each descriptor is owned at once.
+        let (inotify, event) = unsafe {
+            let i = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            if i < 0 {
+                return Err(io("inotify"));
+            }
+            let inotify = std::os::fd::OwnedFd::from_raw_fd(i);
+            let e = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            if e < 0 {
+                return Err(io("eventfd"));
+            }
+            (inotify, std::os::fd::OwnedFd::from_raw_fd(e))
+        };
+        for p in paths {
+            let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| format!("{}: a NUL in the path", p.display()))?;
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid descriptor and a NUL-terminated path.
+            let w = unsafe {
+                libc::inotify_add_watch(inotify.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY)
+            };
+            if w < 0 {
+                return Err(io(&p.display().to_string()));
+            }
+        }
+        Ok(Wakeup { inotify, event })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn new(_: &[&Path]) -> Result<Wakeup, String> {
+        Ok(Wakeup {
+            thread: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Wait until a file grows, [`Wakeup::wake`] is called, or `limit`.
+    #[cfg(target_os = "linux")]
+    fn wait(&self, limit: Duration) {
+        use std::os::fd::AsRawFd;
+        let mut fds = [self.inotify.as_raw_fd(), self.event.as_raw_fd()].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let mut drain = [0u8; 4096];
+        // SAFETY: poll over two descriptors this struct owns, then
+        // non-blocking reads that empty them into a local buffer.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), 2, limit.as_millis() as libc::c_int);
+            for f in fds {
+                if f.revents != 0 {
+                    while libc::read(f.fd, drain.as_mut_ptr().cast(), drain.len()) > 0 {}
+                }
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn wait(&self, limit: Duration) {
+        let _ = self.thread.set(std::thread::current());
+        std::thread::park_timeout(limit.min(Duration::from_millis(5)));
+    }
+
+    fn wake(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let one = 1u64;
+            // SAFETY: an 8-byte write to the eventfd this struct owns.
+            unsafe {
+                libc::write(self.event.as_raw_fd(), (&one as *const u64).cast(), 8);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Follow the program's output files until told to finish (`done`, set
+/// once every process of the program has ended), then read what remains
+/// and send [`Msg::Closed`]. Joins to the captures' sha256 (stdout,
+/// stderr).
+///
+/// The program writes its output straight to files, as it would under a
+/// batch system: it never waits for the harness (a pipe would make it wait
+/// whenever the harness has not yet read the last megabyte), and a harness
+/// that falls behind a flood of lines only reads them later.
+fn follow_files(
+    mut files: Vec<Followed>,
     tx: mpsc::SyncSender<Msg>,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
+    done: Arc<AtomicBool>,
+    wakeup: Arc<Wakeup>,
+) -> std::thread::JoinHandle<Vec<(PathBuf, String)>> {
     std::thread::spawn(move || {
         yield_to_the_program();
-        let mut pos = 0u64;
-        let mut pending: Vec<u8> = Vec::new();
+        let mut buf = vec![0u8; READ_BYTES];
+        let mut gone = false;
         loop {
-            let stopping = stop.load(Ordering::Acquire);
-            if let Ok(mut f) = File::open(&path) {
-                use std::io::Seek;
-                if f.seek(std::io::SeekFrom::Start(pos)).is_ok() {
-                    let mut buf = Vec::new();
-                    if let Ok(n) = f.read_to_end(&mut buf) {
-                        pos += n as u64;
-                        pending.extend_from_slice(&buf);
-                    }
+            // Read after looking at `done`: once it is set, the files are
+            // complete and one more pass to their ends reads everything.
+            let finishing = done.load(Ordering::Acquire);
+            let mut grew = false;
+            for f in &mut files {
+                match f.read_some(&mut buf, &tx, false) {
+                    Ok(g) => grew |= g,
+                    Err(()) => gone = true,
                 }
             }
-            if let Some(lines) = complete_lines(&mut pending)
-                && tx
-                    .send(Msg::Lines(Source::File, lines, Instant::now()))
-                    .is_err()
-            {
-                return;
+            if gone {
+                break;
             }
-            if stopping {
-                if !pending.is_empty() {
-                    let _ = tx.send(Msg::Lines(
-                        Source::File,
-                        std::mem::take(&mut pending),
-                        Instant::now(),
-                    ));
+            if grew {
+                continue;
+            }
+            if finishing {
+                for f in &mut files {
+                    let _ = f.read_some(&mut buf, &tx, true);
                 }
-                let _ = tx.send(Msg::Closed(Source::File));
-                return;
+                let _ = tx.send(Msg::Closed);
+                break;
             }
-            // Woken early when told to stop (see `follow`).
-            std::thread::park_timeout(Duration::from_millis(10));
+            wakeup.wait(Duration::from_millis(100));
         }
+        files
+            .into_iter()
+            .filter_map(|f| Some((f.path, hex::encode(f.hash?.finalize()))))
+            .collect()
     })
 }
 
@@ -543,7 +652,8 @@ impl Arrivals {
 struct Run<'a> {
     spec: &'a ChildSpec,
     live: &'a dyn LiveRules,
-    child: Child,
+    /// The program's process (and group) id.
+    pid: u32,
     spawned: Instant,
     result: Tee,
     /// The result file as the rules' reader reads it, parsed as written.
@@ -678,7 +788,7 @@ impl Run<'_> {
         if self.stopped.is_some() {
             return;
         }
-        signal_group(&self.child, libc::SIGTERM);
+        signal_group(self.pid, libc::SIGTERM);
         self.stopped = Some((reason, Instant::now()));
     }
 
@@ -701,7 +811,7 @@ impl Run<'_> {
             && !self.killed
             && at.elapsed() > self.spec.grace
         {
-            signal_group(&self.child, libc::SIGKILL);
+            signal_group(self.pid, libc::SIGKILL);
             self.killed = true;
         }
     }
@@ -713,48 +823,39 @@ fn minutes(d: Duration) -> String {
     format!("{} min", (m * 1000.0).round() / 1000.0)
 }
 
-fn signal_group(child: &Child, sig: libc::c_int) {
+fn signal_group(pid: u32, sig: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals the process group the
     // child leads (it was spawned with process_group(0)).
     unsafe {
-        libc::kill(-(child.id() as libc::pid_t), sig);
+        libc::kill(-(pid as libc::pid_t), sig);
     }
 }
 
-/// A pipe's capacity, asked of the kernel: a program that prints in bursts
-/// (a million lines in seconds) then waits less often for the harness.
-const PIPE_BYTES: libc::c_int = 1 << 20;
-
-/// Ask for [`PIPE_BYTES`] of pipe buffer (Linux; best effort: a smaller
-/// `/proc/sys/fs/pipe-max-size` leaves the default).
-fn widen_pipe(pipe: Option<&impl std::os::fd::AsRawFd>) {
-    #[cfg(target_os = "linux")]
-    if let Some(p) = pipe {
-        // SAFETY: fcntl on a pipe descriptor this process owns.
-        unsafe {
-            libc::fcntl(p.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = pipe;
-}
-
-/// Spawn the program in its own process group with the run's variables.
-fn spawn(spec: &ChildSpec) -> Result<Child, String> {
+/// Spawn the program in its own process group with the run's variables,
+/// its stdout and stderr written to the files `out` and `err`.
+fn spawn(spec: &ChildSpec, out: &Path, err: &Path) -> Result<Child, String> {
     let (prog, args) = spec
         .command
         .split_first()
         .ok_or("--exec needs a command after `--`")?;
+    let create = |p: &Path| File::create(p).map_err(|e| format!("{}: {e}", p.display()));
     Command::new(prog)
         .args(args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(create(out)?)
+        .stderr(create(err)?)
         .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot start `{prog}`: {e}"))
+}
+
+/// Is any process of the group that `pid` leads still there?
+fn group_alive(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 only asks whether the group exists.
+    let r = unsafe { libc::kill(-(pid as libc::pid_t), 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The harness's `run_stop` for a run the program did not end itself.
@@ -795,33 +896,51 @@ pub fn supervise(
     let result = Tee::create(&partial)?;
     // Ready before the spawn: the rule files are read once, here.
     let lines = LineParser::new(live.kept_keys());
+    let (out, err) = (
+        spec.run_dir.join("stdout.txt"),
+        spec.run_dir.join("stderr.txt"),
+    );
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
-    let mut child = spawn(spec).inspect_err(|_| {
+    let mut child = spawn(spec, &out, &err).inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
     })?;
-    widen_pipe(child.stdout.as_ref());
-    widen_pipe(child.stderr.as_ref());
+    let pid = child.id();
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
-    let raw_stdout = pump(
-        child.stdout.take().expect("piped"),
-        Source::Stdout,
-        spec.run_dir.join("stdout.txt"),
-        tx.clone(),
-    );
-    let raw_stderr = pump(
-        child.stderr.take().expect("piped"),
-        Source::Stderr,
-        spec.run_dir.join("stderr.txt"),
-        tx.clone(),
-    );
-    let stop_tail = Arc::new(AtomicBool::new(false));
-    let tailer = tail(spec.compliance_file.clone(), tx, stop_tail.clone());
+    let followed = [
+        (Source::Stdout, out.as_path()),
+        (Source::Stderr, err.as_path()),
+        (Source::File, spec.compliance_file.as_path()),
+    ];
+    let opened = followed
+        .iter()
+        .map(|&(src, p)| Followed::open(src, p))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|files| {
+            let paths: Vec<&Path> = followed.iter().map(|f| f.1).collect();
+            Ok((files, Wakeup::new(&paths)?))
+        });
+    let (files, wakeup) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            signal_group(pid, libc::SIGKILL);
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    let wakeup = Arc::new(wakeup);
+    let done = Arc::new(AtomicBool::new(false));
+    let follower = follow_files(files, tx.clone(), done.clone(), wakeup.clone());
+    // The program's exit, the moment it happens.
+    std::thread::spawn(move || {
+        let _ = tx.send(Msg::Exited(child.wait()));
+    });
     on_spawn();
     let mut run = Run {
         spec,
         live,
-        child,
+        pid,
         spawned,
         result,
         lines,
@@ -858,46 +977,42 @@ pub fn supervise(
     let exit = std::thread::scope(|s| {
         s.spawn(|| {
             yield_to_the_program();
-            follow(&mut run, rx, (&stop_tail, tailer.thread()))
+            follow(&mut run, rx, (&done, &wakeup))
         })
         .join()
         .map_err(|_| "the supervisor panicked".to_string())
     })??;
-    let _ = tailer.join();
-    let mut captures = Vec::new();
-    for (name, h) in [("stdout.txt", raw_stdout), ("stderr.txt", raw_stderr)] {
-        let path = spec.run_dir.join(name);
-        let digest = h
-            .join()
-            .map_err(|_| format!("{}: the reader panicked", path.display()))?
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        captures.push((path.display().to_string(), digest));
-    }
+    let captures = follower
+        .join()
+        .map_err(|_| format!("{}: the reader panicked", spec.run_dir.display()))?
+        .into_iter()
+        .map(|(p, h)| (p.display().to_string(), h))
+        .collect();
     finish(run, exit, &partial, captures)
 }
 
-/// Read until both streams are closed and the program has exited; then
-/// drain the MLLOG file (`tailer`: the flag that stops its reader, and
-/// the reader's thread, woken to stop at once).
+/// Read until the program and every process of its group have ended and
+/// the follower has read their output to its end (`follower`: the flag
+/// that tells it to finish, and its wake-up).
 fn follow(
     run: &mut Run,
     rx: mpsc::Receiver<Msg>,
-    tailer: (&AtomicBool, &std::thread::Thread),
+    follower: (&AtomicBool, &Wakeup),
 ) -> Result<std::process::ExitStatus, String> {
     let label = run_label(run);
     let io = |e: std::io::Error| format!("writing the result of {label}: {e}");
-    let mut open_streams = 2;
     let mut exit = None;
     let mut exited: Option<Instant> = None;
-    // When the program closed its output.
-    let mut closed: Option<Instant> = None;
+    let mut finishing = false;
     let mut last_poll = Instant::now();
     loop {
-        // Once the program has closed its output its exit is usually near:
-        // look for it often for a while rather than wait for a message
-        // that will not come.
-        let soon = closed.is_some_and(|t: Instant| t.elapsed() < Duration::from_millis(200));
-        let wait = if soon { 1 } else { 50 };
+        // Once the program has exited, look for the rest of its group
+        // often (usually there is none left).
+        let wait = if exited.is_some() && !finishing {
+            1
+        } else {
+            50
+        };
         match rx.recv_timeout(Duration::from_millis(wait)) {
             Ok(Msg::Lines(src, lines, at)) => {
                 // Lines without a `\r` are one physical line each: asked
@@ -912,49 +1027,40 @@ fn follow(
                     run.take(src, &lines[start..], at, cr).map_err(io)?;
                 }
             }
-            Ok(Msg::Closed(Source::File)) => break,
-            Ok(Msg::Closed(_)) => {
-                open_streams -= 1;
-                if open_streams == 0 {
-                    closed = Some(Instant::now());
-                }
+            Ok(Msg::Exited(status)) => {
+                exit = Some(status.map_err(|e| format!("waiting for the program: {e}"))?);
+                exited = Some(Instant::now());
             }
+            Ok(Msg::Closed) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        // Budgets and the program's state, at most every 20 ms.
-        if last_poll.elapsed() < Duration::from_millis(20) && open_streams > 0 {
+        // Budgets and the program's group, at most every 20 ms while it
+        // runs.
+        if exited.is_none() && last_poll.elapsed() < Duration::from_millis(20) {
             continue;
         }
         last_poll = Instant::now();
         run.enforce();
-        if exit.is_none() {
-            exit = run.child.try_wait().map_err(|e| e.to_string())?;
-            if exit.is_some() {
-                exited = Some(Instant::now());
-            }
+        let Some(at) = exited else { continue };
+        if finishing {
+            continue;
         }
-        // A process the program left behind holds its output open: once the
-        // grace period has passed since the program exited, end its group.
-        if let Some(at) = exited
-            && open_streams > 0
-            && at.elapsed() > run.spec.grace
-            && !run.killed
-        {
-            signal_group(&run.child, libc::SIGKILL);
+        // A process the program left behind may still write its output:
+        // once the grace period has passed since the program exited, end
+        // its group, and read what was written up to then.
+        let lingering = group_alive(run.pid);
+        if lingering && at.elapsed() > run.spec.grace && !run.killed {
+            signal_group(run.pid, libc::SIGKILL);
             run.killed = true;
         }
-        if exit.is_some() && open_streams == 0 {
-            // Everything the program wrote is read: drain the MLLOG file.
-            if !tailer.0.swap(true, Ordering::AcqRel) {
-                tailer.1.unpark();
-            }
+        if !lingering || (run.killed && at.elapsed() > run.spec.grace * 2) {
+            finishing = true;
+            follower.0.store(true, Ordering::Release);
+            follower.1.wake();
         }
     }
-    match exit {
-        Some(e) => Ok(e),
-        None => run.child.wait().map_err(|e| e.to_string()),
-    }
+    exit.ok_or_else(|| format!("{label}: the program's exit was not seen"))
 }
 
 fn run_label(run: &Run) -> String {
@@ -1269,6 +1375,90 @@ mod tests {
         .join()
         .unwrap();
         assert!(niced > own || own >= 10, "{niced} vs {own}");
+    }
+
+    #[test]
+    fn the_output_is_a_file_the_program_writes_itself_and_is_hashed_as_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // `stat -L` of the program's own stdout and stderr: regular files
+        // (never a pipe, which would make it wait for the harness).
+        let spec = spec_in(
+            dir.path(),
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "stat -L -c %F /dev/stdout; stat -L -c %F /dev/stderr >&2".into(),
+            ],
+        );
+        let s = supervise(&spec, &NoRules, &mut || {}).unwrap();
+        let out = dir.path().join("run/stdout.txt");
+        let err = dir.path().join("run/stderr.txt");
+        // (empty when `stat` looks: nothing is written yet)
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "regular empty file\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&err).unwrap(),
+            "regular empty file\n"
+        );
+        // Both captures' digests are of the files as they stand.
+        for p in [&out, &err] {
+            assert_eq!(
+                s.files.get(&p.display().to_string()),
+                crate::fsutil::file_sha256(p).as_ref(),
+                "{}",
+                p.display()
+            );
+        }
+        // The result keeps both streams' lines.
+        let result = std::fs::read_to_string(&spec.result).unwrap();
+        assert!(result.starts_with("regular"), "{result}");
+        assert_eq!(result.matches("regular").count(), 2, "{result}");
+    }
+
+    #[test]
+    fn output_of_a_process_the_program_left_behind_is_read_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        // The program exits at once; a process of its group writes an
+        // MLLOG line 0.3 s later.
+        let late = r#":::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "late", "value": null, "metadata": {}}"#;
+        let spec = spec_in(
+            dir.path(),
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("(sleep 0.3; echo '{late}') & echo early"),
+            ],
+        );
+        let t = Instant::now();
+        let s = supervise(&spec, &NoRules, &mut || {}).unwrap();
+        assert!(
+            t.elapsed() >= Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+        let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
+        assert_eq!(out, format!("early\n{late}\n"));
+        let keys: Vec<&str> = s.parsed.records.iter().map(|r| r.key()).collect();
+        assert_eq!(keys, ["late", "run_stop"]);
+    }
+
+    #[test]
+    fn a_process_left_behind_past_the_grace_period_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = spec_in(
+            dir.path(),
+            vec!["sh".into(), "-c".into(), "sleep 30 & echo left".into()],
+        );
+        spec.grace = Duration::from_millis(200);
+        let t = Instant::now();
+        let s = supervise(&spec, &NoRules, &mut || {}).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // The program itself exited normally; its group was ended.
+        assert_eq!(s.exit, "exit code 0");
+        let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
+        assert_eq!(out, "left\n");
     }
 
     #[test]
