@@ -145,6 +145,13 @@ struct Tee {
     batch: Vec<u8>,
     tx: Option<mpsc::SyncSender<Vec<u8>>>,
     done: Option<std::thread::JoinHandle<std::io::Result<String>>>,
+    /// The file, for reading back what was written (records' text).
+    file: Arc<File>,
+    /// Bytes handed over so far.
+    len: u64,
+    /// The writer's answer to an empty batch: everything before it is in
+    /// the file.
+    synced: mpsc::Receiver<()>,
 }
 
 const TEE_BATCH: usize = 256 * 1024;
@@ -279,14 +286,27 @@ impl Settler {
 
 impl Tee {
     fn create(path: &Path) -> Result<Tee, String> {
-        let mut file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let err = |e: std::io::Error| format!("{}: {e}", path.display());
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(err)?;
+        let reader = Arc::new(file.try_clone().map_err(err)?);
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
+        let (sync_tx, synced) = mpsc::sync_channel::<()>(1);
         let done = std::thread::spawn(move || {
             yield_to_the_program();
             let mut h = Sha256::new();
             let mut written = WriteBack::default();
             let settler = Settler::start(&file);
             for b in rx {
+                if b.is_empty() {
+                    let _ = sync_tx.send(());
+                    continue;
+                }
                 h.update(&b);
                 file.write_all(&b)?;
                 if let Some(end) = written.wrote(&file, b.len()) {
@@ -301,15 +321,30 @@ impl Tee {
             batch: Vec::with_capacity(TEE_BATCH),
             tx: Some(tx),
             done: Some(done),
+            file: reader,
+            len: 0,
+            synced,
         })
     }
 
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.len += bytes.len() as u64;
         self.batch.extend_from_slice(bytes);
         if self.batch.len() >= TEE_BATCH {
             self.send()?;
         }
         Ok(())
+    }
+
+    /// Wait until everything handed over so far is in the file.
+    fn sync(&mut self) -> std::io::Result<()> {
+        if !self.batch.is_empty() {
+            self.send()?;
+        }
+        match &self.tx {
+            Some(tx) if tx.send(Vec::new()).is_ok() && self.synced.recv().is_ok() => Ok(()),
+            _ => Err(std::io::Error::other("the writer stopped")),
+        }
     }
 
     fn send(&mut self) -> std::io::Result<()> {
@@ -691,18 +726,32 @@ impl Run<'_> {
     /// [`Run::parsed`]. `cr`: the line may hold a `\r` (which also ends a
     /// line for the reader); without one it is a single physical line.
     fn write_result(&mut self, bytes: &[u8], cr: bool) -> std::io::Result<()> {
-        self.result.write(bytes)?;
-        let parsed = &mut self.parsed;
+        let Run {
+            result,
+            lines,
+            parsed,
+            ..
+        } = self;
+        let offset = result.len;
+        result.write(bytes)?;
+        let ended = bytes.ends_with(b"\n");
+        if !ended {
+            result.write(b"\n")?;
+        }
+        // Slim records keep where their text is in the result file.
+        let at = Some(mllog::At {
+            file: &result.file,
+            offset,
+        });
         let mut add = |item| parsed.push(item);
         if !cr && let Some(line) = bytes.strip_suffix(b"\n") {
-            if let Some(item) = self.lines.line(line) {
+            if let Some(item) = lines.line_in(line, at) {
                 add(item);
             }
-        } else if bytes.ends_with(b"\n") {
-            self.lines.chunk(bytes, &mut add);
+        } else if ended {
+            lines.chunk_in(bytes, &mut add, at);
         } else {
-            self.result.write(b"\n")?;
-            self.lines.chunk(&[bytes, b"\n"].concat(), &mut add);
+            lines.chunk_in(&[bytes, b"\n"].concat(), &mut add, at);
         }
         Ok(())
     }
@@ -760,6 +809,12 @@ impl Run<'_> {
         match key {
             "init_stop" if !self.init_stop_seen => {
                 self.init_stop_seen = true;
+                // The text of the records so far is in the file before the
+                // rules may read it.
+                if let Err(e) = self.result.sync() {
+                    self.diagnostics
+                        .push(Diagnostic::error("io", format!("writing the result: {e}")));
+                }
                 let mut so_far = self.parsed.clone();
                 so_far.count_lines(self.lines.lines_read());
                 let errors = self.live.at_init_stop(so_far);
@@ -894,8 +949,6 @@ pub fn supervise(
         .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
     let partial = crate::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
-    // Ready before the spawn: the rule files are read once, here.
-    let lines = LineParser::new(live.kept_keys());
     let (out, err) = (
         spec.run_dir.join("stdout.txt"),
         spec.run_dir.join("stderr.txt"),
@@ -937,6 +990,9 @@ pub fn supervise(
         let _ = tx.send(Msg::Exited(child.wait()));
     });
     on_spawn();
+    // The rule files are read once, here, while the program starts (its
+    // first lines wait in the channel).
+    let lines = LineParser::new(live.kept_keys());
     let mut run = Run {
         spec,
         live,

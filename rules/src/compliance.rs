@@ -145,7 +145,7 @@ pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOpt
         }
     }
 
-    let concatenated = concatenated_runs(records);
+    let concatenated = concatenated_runs(records, &index);
     records.truncate(original_len);
     let mut diagnostics: Vec<Diagnostic> = store.keyed.into_values().collect();
     diagnostics.extend(store.unkeyed);
@@ -230,7 +230,9 @@ fn exec_snippet(
 /// visits the records of its keys only (a log of a million `train_loss`
 /// lines is not walked again for every rule file).
 struct KeyIndex {
-    by_key: HashMap<String, Vec<usize>>,
+    /// Per key, the runs of consecutive records that carry it, in file
+    /// order (a flooded log is a few runs, not a million positions).
+    by_key: HashMap<std::sync::Arc<str>, Vec<std::ops::Range<usize>>>,
     /// Records at and after this position were added by rules after the
     /// index was built.
     len: usize,
@@ -238,23 +240,22 @@ struct KeyIndex {
 
 impl KeyIndex {
     fn build(records: &[Record]) -> KeyIndex {
-        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
-        // Logs repeat keys: a run of equal keys is looked up once.
-        let mut run: Option<(&str, Vec<usize>)> = None;
-        for (i, r) in records.iter().enumerate() {
-            let Some(k) = r.key.as_deref() else { continue };
-            match &mut run {
-                Some((key, at)) if *key == k => at.push(i),
-                _ => {
-                    if let Some((key, at)) = run.take() {
-                        by_key.entry(key.to_string()).or_default().extend(at);
-                    }
-                    run = Some((k, vec![i]));
-                }
+        let mut by_key: HashMap<std::sync::Arc<str>, Vec<std::ops::Range<usize>>> = HashMap::new();
+        let mut i = 0;
+        while i < records.len() {
+            let Some(k) = &records[i].key else {
+                i += 1;
+                continue;
+            };
+            let start = i;
+            i += 1;
+            // The reader shares one string between a run of equal keys.
+            while let Some(Some(next)) = records.get(i).map(|r| &r.key)
+                && (std::sync::Arc::ptr_eq(next, k) || **next == **k)
+            {
+                i += 1;
             }
-        }
-        if let Some((key, at)) = run {
-            by_key.entry(key.to_string()).or_default().extend(at);
+            by_key.entry(k.clone()).or_default().push(start..i);
         }
         KeyIndex {
             by_key,
@@ -267,7 +268,7 @@ impl KeyIndex {
         let mut at: Vec<usize> = keys
             .filter_map(|k| self.by_key.get(k.as_str()))
             .flatten()
-            .copied()
+            .flat_map(|r| r.clone())
             .collect();
         at.sort_unstable();
         at
@@ -933,7 +934,7 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
                 timestamp: rec.timestamp,
                 key: Some("aggregated_eval_accuracy".into()),
                 v: Value::Dict(v),
-                text: String::new(),
+                text: String::new().into(),
                 slim: false,
             }
         });
@@ -952,17 +953,37 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
 }
 
 /// Two or more runs in one file: an `init_start` after a `run_start`.
-fn concatenated_runs(records: &[Record]) -> Option<Diagnostic> {
+fn concatenated_runs(records: &[Record], index: &KeyIndex) -> Option<Diagnostic> {
+    // The init_start and run_start records in file order: the indexed ones,
+    // then those rules added.
+    let mut marks: Vec<(usize, bool)> = ["init_start", "run_start"]
+        .iter()
+        .filter_map(|k| index.by_key.get(*k).map(|runs| (runs, *k == "init_start")))
+        .flat_map(|(runs, init)| {
+            runs.iter()
+                .flat_map(move |r| r.clone().map(move |i| (i, init)))
+        })
+        .collect();
+    marks.sort_unstable();
+    marks.extend(
+        records
+            .iter()
+            .enumerate()
+            .skip(index.len)
+            .filter_map(|(i, r)| match r.key.as_deref() {
+                Some("init_start") => Some((i, true)),
+                Some("run_start") => Some((i, false)),
+                _ => None,
+            }),
+    );
     let mut starts: Vec<usize> = Vec::new(); // record indices where runs begin
     let mut run_started = false;
-    for (i, r) in records.iter().enumerate() {
-        match r.key.as_deref() {
-            Some("init_start") if starts.is_empty() || run_started => {
-                starts.push(i);
-                run_started = false;
-            }
-            Some("run_start") => run_started = true,
-            _ => {}
+    for (i, init) in marks {
+        if init && (starts.is_empty() || run_started) {
+            starts.push(i);
+            run_started = false;
+        } else if !init {
+            run_started = true;
         }
     }
     if starts.len() < 2 {
@@ -995,4 +1016,59 @@ fn concatenated_runs(records: &[Record]) -> Option<Diagnostic> {
         .expected("one init_start … run_stop sequence per file")
         .found(format!("{} sequences", starts.len())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(i: usize, key: &str) -> Record {
+        Record {
+            index: i as i64,
+            line: i + 1,
+            timestamp: i as f64,
+            key: Some(key.into()),
+            v: Value::None,
+            text: String::new().into(),
+            slim: false,
+        }
+    }
+
+    fn log(keys: &[&str]) -> Vec<Record> {
+        keys.iter().enumerate().map(|(i, k)| rec(i, k)).collect()
+    }
+
+    #[test]
+    fn the_key_index_holds_runs_of_equal_keys_in_file_order() {
+        let mut records = log(&["a", "b", "b", "b", "a", "c", "b"]);
+        // Equal keys in separate allocations count as equal.
+        records[2].key = Some("b".into());
+        let index = KeyIndex::build(&records);
+        assert_eq!(index.by_key["b"], [1..4, 6..7]);
+        assert_eq!(index.by_key["a"], [0..1, 4..5]);
+        let keys = ["c".to_string(), "b".to_string()];
+        assert_eq!(index.of_keys(keys.iter()), [1, 2, 3, 5, 6]);
+    }
+
+    #[test]
+    fn concatenated_runs_start_at_an_init_start_after_a_run_start() {
+        let one = log(&["init_start", "init_start", "run_start", "x", "run_stop"]);
+        assert!(concatenated_runs(&one, &KeyIndex::build(&one)).is_none());
+        let two = log(&[
+            "init_start",
+            "run_start",
+            "run_stop",
+            "init_start",
+            "init_start",
+            "run_start",
+        ]);
+        let d = concatenated_runs(&two, &KeyIndex::build(&two)).expect("two runs");
+        assert_eq!(d.line, Some(4), "{d:?}");
+        assert!(d.message.contains("2 runs"), "{}", d.message);
+        // Records rules added after the index was built count too.
+        let mut added = log(&["init_start", "run_start"]);
+        let index = KeyIndex::build(&added);
+        added.push(rec(2, "init_start"));
+        assert!(concatenated_runs(&added, &index).is_some());
+    }
 }

@@ -50,7 +50,7 @@ pub struct Record {
     /// `{"value": <value>, "metadata": <metadata>}`, the object rules call `v`.
     pub v: Value,
     /// The stripped line from the marker on (the official `full_string`).
-    pub text: String,
+    pub text: Text,
     /// The value was not kept (no rule looks at this key); [`Record::inflate`]
     /// restores it from `text`.
     pub slim: bool,
@@ -87,13 +87,103 @@ impl Record {
         if !self.slim {
             return std::borrow::Cow::Borrowed(&self.v);
         }
-        // `text` holds Latin-1 characters: turn them back into bytes.
-        let bytes: Vec<u8> = self.text.chars().map(|c| c as u32 as u8).collect();
-        match parse_marked(&bytes, self.index, self.line, &Keys::default()) {
+        match parse_marked(
+            &self.text.bytes(),
+            self.index,
+            self.line,
+            &Keys::default(),
+            None,
+        ) {
             Item::Record(full) => std::borrow::Cow::Owned(full.v),
             Item::Problem(_) => std::borrow::Cow::Borrowed(&self.v),
         }
     }
+}
+
+/// The text of a record: the stripped line from the marker on, as
+/// Latin-1 characters.
+#[derive(Clone)]
+pub enum Text {
+    Owned(String),
+    /// `len` bytes at offset `at` of a file that holds the line (the result
+    /// file a supervisor writes): what slim records of a file being written
+    /// keep, so that a million lines no rule reads cost no copy of their
+    /// text. The file is only ever appended to; the text is read again
+    /// when asked for (a failure message, a value no rule was expected to
+    /// read).
+    InFile(std::sync::Arc<std::fs::File>, u64, u32),
+}
+
+impl Text {
+    /// The text (read from its file for [`Text::InFile`]; a note of the
+    /// error when that fails).
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Text::Owned(s) => std::borrow::Cow::Borrowed(s),
+            Text::InFile(..) => match self.read() {
+                Ok(b) => std::borrow::Cow::Owned(json::latin1(&b)),
+                Err(e) => std::borrow::Cow::Owned(format!("<the line cannot be read again: {e}>")),
+            },
+        }
+    }
+
+    /// The line's bytes (Latin-1 characters turned back into bytes).
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Text::Owned(s) => std::borrow::Cow::Owned(s.chars().map(|c| c as u32 as u8).collect()),
+            Text::InFile(..) => std::borrow::Cow::Owned(self.read().unwrap_or_default()),
+        }
+    }
+
+    fn read(&self) -> std::io::Result<Vec<u8>> {
+        let Text::InFile(file, at, len) = self else {
+            return Ok(Vec::new());
+        };
+        let mut b = vec![0u8; *len as usize];
+        #[cfg(unix)]
+        std::os::unix::fs::FileExt::read_exact_at(&**file, &mut b, *at)?;
+        #[cfg(not(unix))]
+        {
+            use std::io::{Seek, SeekFrom};
+            let mut f = &**file;
+            f.seek(SeekFrom::Start(*at))?;
+            f.read_exact(&mut b)?;
+        }
+        Ok(b)
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text::Owned(s)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text::Owned(s.to_string())
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+/// Where the line given to [`LineParser::line_in`] lies in a file that
+/// holds it: slim records then keep [`Text::InFile`] instead of a copy.
+#[derive(Clone, Copy)]
+pub struct At<'a> {
+    pub file: &'a std::sync::Arc<std::fs::File>,
+    /// The offset of the line's first byte.
+    pub offset: u64,
 }
 
 /// Decides which keys keep their values (see [`Reader::keep_values`]).
@@ -182,21 +272,43 @@ impl LineParser {
     /// One physical line, without its terminator: its item when it carries
     /// the marker.
     pub fn line(&mut self, line: &[u8]) -> Option<Item> {
+        self.line_in(line, None)
+    }
+
+    /// [`LineParser::line`] of a line that lies in a file (`at`).
+    pub fn line_in(&mut self, line: &[u8], at: Option<At>) -> Option<Item> {
         self.line_no += 1;
         let pos = rfind_marker(line)?;
         let index = self.index;
         self.index += 1;
-        Some(parse_marked(&line[pos..], index, self.line_no, &self.keys))
+        let at = at.map(|a| (a.file, a.offset + pos as u64));
+        Some(parse_marked(
+            &line[pos..],
+            index,
+            self.line_no,
+            &self.keys,
+            at,
+        ))
     }
 
     /// Bytes up to and including one `\n` (or the last bytes of the
     /// input), split into physical lines as the [`Reader`] splits them (a
     /// lone `\r` also ends a line); `each` gets their items in order.
-    pub fn chunk(&mut self, chunk: &[u8], mut each: impl FnMut(Item)) {
+    pub fn chunk(&mut self, chunk: &[u8], each: impl FnMut(Item)) {
+        self.chunk_in(chunk, each, None)
+    }
+
+    /// [`LineParser::chunk`] of bytes that lie in a file (`at`: where the
+    /// chunk starts).
+    pub fn chunk_in(&mut self, chunk: &[u8], mut each: impl FnMut(Item), at: Option<At>) {
         let mut start = 0;
         while start < chunk.len() {
             let (end, next) = segment(&chunk[start..]);
-            if let Some(item) = self.line(&chunk[start..start + end]) {
+            let line_at = at.map(|a| At {
+                file: a.file,
+                offset: a.offset + start as u64,
+            });
+            if let Some(item) = self.line_in(&chunk[start..start + end], line_at) {
                 each(item);
             }
             start += next;
@@ -340,19 +452,25 @@ fn is_py_space(b: u8) -> bool {
     )
 }
 
-/// Parse the text of one line starting at its last marker.
-fn parse_marked(from_marker: &[u8], index: i64, line: usize, keys: &Keys) -> Item {
+/// Parse the text of one line starting at its last marker (`at`: where
+/// that is in a file that holds it).
+fn parse_marked(
+    from_marker: &[u8],
+    index: i64,
+    line: usize,
+    keys: &Keys,
+    at: Option<(&std::sync::Arc<std::fs::File>, u64)>,
+) -> Item {
     let mut end = from_marker.len();
     while end > 0 && is_py_space(from_marker[end - 1]) {
         end -= 1;
     }
     let stripped = &from_marker[..end];
-    let text = json::latin1(stripped);
     let problem = |message: String, official_crash: bool| {
         Item::Problem(LineProblem {
             index,
             line,
-            text: text.clone(),
+            text: json::latin1(stripped),
             message,
             official_crash,
         })
@@ -368,6 +486,12 @@ fn parse_marked(from_marker: &[u8], index: i64, line: usize, keys: &Keys) -> Ite
         && let Some(skim) = json::skim_record(doc)
         && let (key, false) = keys.get(skim.key)
     {
+        let text = match at {
+            Some((file, offset)) if u32::try_from(stripped.len()).is_ok() => {
+                Text::InFile(file.clone(), offset, stripped.len() as u32)
+            }
+            _ => Text::Owned(json::latin1(stripped)),
+        };
         return Item::Record(Record {
             index,
             line,
@@ -391,7 +515,7 @@ fn parse_marked(from_marker: &[u8], index: i64, line: usize, keys: &Keys) -> Ite
         }
         Err(e) => return problem(e.to_string(), false),
     };
-    match record_from_object(obj, text.clone(), index, line, keys) {
+    match record_from_object(obj, json::latin1(stripped), index, line, keys) {
         Ok(item) => item,
         Err((msg, crash)) => problem(msg, crash),
     }
@@ -470,7 +594,7 @@ fn record_from_object(
         timestamp,
         key,
         v,
-        text,
+        text: Text::Owned(text),
         slim,
     }))
 }
@@ -686,7 +810,7 @@ mod tests {
         assert_eq!(p.records[0].index, 0);
         assert_eq!(p.records[1].line, 3);
         assert_eq!(p.records[1].index, 1);
-        assert!(p.records[1].text.starts_with(":::MLLOG {"));
+        assert!(p.records[1].text.as_str().starts_with(":::MLLOG {"));
         assert_eq!(p.lines, 4);
     }
 

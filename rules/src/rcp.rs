@@ -28,6 +28,7 @@ use crate::stats::{np_interp, np_mean, np_std, one_sided_p, py_round};
 use crate::value::{Value, py_eq};
 use indexmap::IndexMap;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// A convergence point standing for "did not converge".
@@ -481,7 +482,7 @@ pub fn read_run(
         sd: IndexMap::new(),
     };
     for (text, line_no, rec) in lines_in_file_order(log) {
-        reader.take(text, line_no, rec)?;
+        reader.take(&text, line_no, rec)?;
     }
     Ok(RunConvergence {
         file: file.to_string(),
@@ -543,8 +544,8 @@ pub fn engine_note(outcome: &RcpOutcome) -> Option<Diagnostic> {
 
 /// Every line of a log in file order, records and unreadable lines
 /// interleaved: (text, line number, the record when it was readable).
-fn lines_in_file_order(log: &ParsedLog) -> Vec<(&str, usize, Option<&Record>)> {
-    let mut lines: Vec<(i64, &str, usize, Option<&Record>)> = log
+fn lines_in_file_order(log: &ParsedLog) -> Vec<(Cow<'_, str>, usize, Option<&Record>)> {
+    let mut lines: Vec<(i64, Cow<'_, str>, usize, Option<&Record>)> = log
         .records
         .iter()
         .filter(|r| r.index >= 0)
@@ -552,7 +553,7 @@ fn lines_in_file_order(log: &ParsedLog) -> Vec<(&str, usize, Option<&Record>)> {
         .chain(
             log.problems
                 .iter()
-                .map(|p| (p.index, p.text.as_str(), p.line, None)),
+                .map(|p| (p.index, Cow::Borrowed(p.text.as_str()), p.line, None)),
         )
         .collect();
     lines.sort_by_key(|l| l.0);

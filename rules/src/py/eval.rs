@@ -539,7 +539,7 @@ impl<'a> Scope<'a> {
                     })),
                     "value" => Ok(Cow::Borrowed(&r.v)),
                     "lineno" => Ok(Cow::Owned(Value::Int(r.index))),
-                    "full_string" => Ok(Cow::Owned(Value::Str(r.text.clone()))),
+                    "full_string" => Ok(Cow::Owned(Value::Str(r.text.as_str().into_owned()))),
                     _ => err(
                         "AttributeError",
                         format!("'LogLine' object has no attribute '{attr}'"),
