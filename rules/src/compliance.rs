@@ -933,7 +933,7 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
                 line: rec.line,
                 timestamp: rec.timestamp,
                 key: Some("aggregated_eval_accuracy".into()),
-                v: Value::Dict(v),
+                v: Value::Dict(v).into(),
                 text: String::new().into(),
                 slim: false,
             }
@@ -942,7 +942,7 @@ pub fn aggregate_eval_metrics(records: &mut Vec<Record>) -> Result<(), PyError> 
             agg.timestamp = rec.timestamp;
         }
         let metric = metadata.get("metric").expect("checked above").py_str();
-        if let Value::Dict(v) = &mut agg.v
+        if let Value::Dict(v) = &mut *agg.v
             && let Some(Value::Dict(inner)) = v.get_mut("value")
         {
             inner.insert(metric, rec.value().clone());
@@ -1028,7 +1028,7 @@ mod tests {
             line: i + 1,
             timestamp: i as f64,
             key: Some(key.into()),
-            v: Value::None,
+            v: Value::None.into(),
             text: String::new().into(),
             slim: false,
         }

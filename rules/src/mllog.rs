@@ -48,7 +48,7 @@ pub struct Record {
     /// are kept (they count as MLLOG lines) but no rule can match them.
     pub key: Option<std::sync::Arc<str>>,
     /// `{"value": <value>, "metadata": <metadata>}`, the object rules call `v`.
-    pub v: Value,
+    pub v: V,
     /// The stripped line from the marker on (the official `full_string`).
     pub text: Text,
     /// The value was not kept (no rule looks at this key); [`Record::inflate`]
@@ -78,7 +78,7 @@ impl Record {
         if !self.slim {
             return;
         }
-        self.v = self.full_v().into_owned();
+        self.v = self.full_v().into_owned().into();
         self.slim = false;
     }
 
@@ -94,9 +94,51 @@ impl Record {
             &Keys::default(),
             None,
         ) {
-            Item::Record(full) => std::borrow::Cow::Owned(full.v),
+            Item::Record(full) => std::borrow::Cow::Owned(full.v.into_inner()),
             Item::Problem(_) => std::borrow::Cow::Borrowed(&self.v),
         }
+    }
+}
+
+/// A record's `v`, boxed: a record is then 88 bytes instead of 152, and a
+/// slim record (whose `v` is `None`) holds no allocation (a flood of a
+/// million lines is a million records).
+#[derive(Clone, Default)]
+pub struct V(Option<Box<Value>>);
+
+static NO_VALUE: Value = Value::None;
+
+impl V {
+    pub fn into_inner(self) -> Value {
+        self.0.map_or(Value::None, |b| *b)
+    }
+}
+
+impl From<Value> for V {
+    fn from(v: Value) -> V {
+        match v {
+            Value::None => V(None),
+            v => V(Some(Box::new(v))),
+        }
+    }
+}
+
+impl std::ops::Deref for V {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        self.0.as_deref().unwrap_or(&NO_VALUE)
+    }
+}
+
+impl std::ops::DerefMut for V {
+    fn deref_mut(&mut self) -> &mut Value {
+        self.0.get_or_insert_with(|| Box::new(Value::None))
+    }
+}
+
+impl std::fmt::Debug for V {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -497,7 +539,7 @@ fn parse_marked(
             line,
             timestamp: skim.time_ms,
             key: Some(key),
-            v: Value::None,
+            v: V::default(),
             text,
             slim: true,
         });
@@ -593,7 +635,7 @@ fn record_from_object(
         line,
         timestamp,
         key,
-        v,
+        v: v.into(),
         text: Text::Owned(text),
         slim,
     }))

@@ -18,7 +18,7 @@ fn record(value: Value, meta: &[(&str, Value)]) -> Record {
         line: 19,
         timestamp: 1_700_000_000_000.0,
         key: Some("k".into()),
-        v: Value::Dict(v),
+        v: Value::Dict(v).into(),
         text: ":::MLLOG {}".into(),
         slim: false,
     }
@@ -242,7 +242,7 @@ fn missing_keys_and_none_raise() {
             .starts_with("KeyError: 'epoch_num'")
     );
     let r = Record {
-        v: state(&[("value", Value::None), ("metadata", Value::None)]),
+        v: state(&[("value", Value::None), ("metadata", Value::None)]).into(),
         ..record(Value::None, &[])
     };
     let e = ev_with("'samples_count' in v['metadata']", &r, &state(&[])).unwrap_err();
