@@ -181,6 +181,19 @@ impl Conv {
     /// `dw = Σ_pixels x_window ⊗ dy` (overwrites `dw`); `x` as given to
     /// [`Conv::forward`], `dy` of the output's shape (any border).
     pub fn grad_weight(&self, isa: Isa, x: &Image, dy: &Image, dw: &mut [f32]) {
+        let kc = self.k * self.cin;
+        // Transposed, `dwᵀ = dyᵀ · x_window` (rows = output channels, the
+        // window's k·cin values in vectors): where the output channels are
+        // one or two vectors, each broadcast of the plain form feeds one or
+        // two FMAs, and the kernel waits on loads; transposed, a broadcast
+        // feeds three or more. Every sum adds the same products in the same
+        // pixel order from the same start: the result is bitwise the same.
+        let transposed =
+            isa == Isa::Avx512 && self.cout <= 32 && kc.is_multiple_of(16) && kc > self.cout;
+        self.grad_weight_as(isa, x, dy, dw, transposed);
+    }
+
+    fn grad_weight_as(&self, isa: Isa, x: &Image, dy: &Image, dw: &mut [f32], transposed: bool) {
         self.check_io(x, dy);
         assert!(x.pad >= self.pad, "conv: input border too narrow");
         assert_eq!(dw.len(), self.weight_len(), "conv: weight size");
@@ -197,25 +210,42 @@ impl Conv {
                 .collect(),
         );
         let off0 = x.pad - self.pad;
+        let kc = k * c;
         let partials: Vec<Vec<f32>> = thread_ranges(x.n)
             .into_par_iter()
             .map(|imgs| {
                 let mut part = vec![0f32; dw.len()];
                 for i in imgs {
                     for ky in 0..k {
-                        let a = AMat {
+                        let xm = AMat {
                             data: &x.data,
                             base: ((i * hp + ky + off0) * wp + off0) * c,
                             row_stride: 1,
                             koff: &xoff,
                         };
-                        let b = BMat {
-                            data: &dy.data,
-                            base: dy.at(i, 0, 0),
-                            koff: &dyoff,
-                        };
-                        let out = &mut part[ky * k * c * cout..(ky + 1) * k * c * cout];
-                        igemm(isa, k * c, cout, a, b, out, cout, true);
+                        let out = &mut part[ky * kc * cout..(ky + 1) * kc * cout];
+                        if transposed {
+                            // part holds dwᵀ per kernel row: [cout, k·cin].
+                            let a = AMat {
+                                data: &dy.data,
+                                base: dy.at(i, 0, 0),
+                                row_stride: 1,
+                                koff: &dyoff,
+                            };
+                            let b = BMat {
+                                data: xm.data,
+                                base: xm.base,
+                                koff: xm.koff,
+                            };
+                            igemm(isa, cout, kc, a, b, out, kc, true);
+                        } else {
+                            let b = BMat {
+                                data: &dy.data,
+                                base: dy.at(i, 0, 0),
+                                koff: &dyoff,
+                            };
+                            igemm(isa, kc, cout, xm, b, out, cout, true);
+                        }
                     }
                 }
                 part
@@ -223,7 +253,20 @@ impl Conv {
             .collect();
         dw.fill(0.0);
         for p in &partials {
-            dw.iter_mut().zip(p).for_each(|(d, v)| *d += v);
+            if transposed {
+                for (dk, pk) in dw
+                    .chunks_exact_mut(kc * cout)
+                    .zip(p.chunks_exact(kc * cout))
+                {
+                    for (co, prow) in pk.chunks_exact(kc).enumerate() {
+                        for (j, v) in prow.iter().enumerate() {
+                            dk[j * cout + co] += v;
+                        }
+                    }
+                }
+            } else {
+                dw.iter_mut().zip(p).for_each(|(d, v)| *d += v);
+            }
         }
     }
 
@@ -433,6 +476,36 @@ mod tests {
                 g.grad_input(isa, &dy, &w, &mut dx, true);
                 let twice: Vec<f64> = dx_ref.iter().map(|v| 2.0 * v).collect();
                 close(&interior(&dx), &twice, &format!("{what} dx accumulated"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_transposed_weight_gradient_is_bitwise_the_plain_one() {
+        // The transposed form adds the same products in the same order: the
+        // calibration's curves depend on it being exact, not close.
+        for &(k, s, cin, cout, h) in &[(3, 1, 16, 16, 28), (3, 2, 16, 32, 14), (3, 1, 32, 32, 9)] {
+            let g = Conv {
+                k,
+                stride: s,
+                pad: k / 2,
+                cin,
+                cout,
+            };
+            let x = random_image(4, 5, h, cin, 1);
+            let dy = random_image(5, 5, g.out_size(h), cout, 0);
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                let mut plain = vec![0f32; g.weight_len()];
+                g.grad_weight_as(isa, &x, &dy, &mut plain, false);
+                let mut transposed = vec![0f32; g.weight_len()];
+                g.grad_weight_as(isa, &x, &dy, &mut transposed, true);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&transposed),
+                    bits(&plain),
+                    "{} k{k} s{s} {cin}->{cout}",
+                    isa.name()
+                );
             }
         }
     }
