@@ -445,73 +445,90 @@ impl Followed {
 }
 
 /// Wakes the follower when a followed file grows (inotify) or when the
-/// supervisor tells it to finish (an eventfd); elsewhere than Linux it
-/// looks every few milliseconds.
+/// supervisor tells it to finish (an eventfd); without inotify (elsewhere
+/// than Linux, or where the system's inotify limits are reached) it looks
+/// every [`POLL_MS`] milliseconds.
 struct Wakeup {
     #[cfg(target_os = "linux")]
-    inotify: std::os::fd::OwnedFd,
+    inotify: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
-    event: std::os::fd::OwnedFd,
+    event: Option<std::os::fd::OwnedFd>,
     #[cfg(not(target_os = "linux"))]
     thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
+/// How often the follower looks at the files when nothing wakes it.
+const POLL_MS: u64 = 5;
+
 impl Wakeup {
     #[cfg(target_os = "linux")]
-    fn new(paths: &[&Path]) -> Result<Wakeup, String> {
-        use std::os::fd::FromRawFd;
+    fn new(paths: &[&Path]) -> Wakeup {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
         use std::os::unix::ffi::OsStrExt;
-        let io = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
         // SAFETY: plain system calls; each descriptor is owned at once.
-        let (inotify, event) = unsafe {
-            let i = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
-            if i < 0 {
-                return Err(io("inotify"));
-            }
-            let inotify = std::os::fd::OwnedFd::from_raw_fd(i);
-            let e = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
-            if e < 0 {
-                return Err(io("eventfd"));
-            }
-            (inotify, std::os::fd::OwnedFd::from_raw_fd(e))
-        };
-        for p in paths {
-            let c = std::ffi::CString::new(p.as_os_str().as_bytes())
-                .map_err(|_| format!("{}: a NUL in the path", p.display()))?;
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid descriptor and a NUL-terminated path.
-            let w = unsafe {
-                libc::inotify_add_watch(inotify.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY)
-            };
-            if w < 0 {
-                return Err(io(&p.display().to_string()));
-            }
-        }
-        Ok(Wakeup { inotify, event })
+        let own = |fd: libc::c_int| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+        // SAFETY: as above.
+        let event = own(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) });
+        // SAFETY: as above.
+        let inotify = own(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })
+            .filter(|fd| {
+                paths.iter().all(|p| {
+                    std::ffi::CString::new(p.as_os_str().as_bytes()).is_ok_and(|c| {
+                        // SAFETY: a valid descriptor and a NUL-terminated path.
+                        unsafe {
+                            libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY)
+                                >= 0
+                        }
+                    })
+                })
+            });
+        Wakeup { inotify, event }
+    }
+
+    /// A wake-up that only looks every [`POLL_MS`] (and on [`Wakeup::wake`]).
+    #[cfg(all(test, target_os = "linux"))]
+    fn polling() -> Wakeup {
+        let mut w = Wakeup::new(&[]);
+        w.inotify = None;
+        w
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn new(_: &[&Path]) -> Result<Wakeup, String> {
-        Ok(Wakeup {
+    fn new(_: &[&Path]) -> Wakeup {
+        Wakeup {
             thread: std::sync::OnceLock::new(),
-        })
+        }
     }
 
     /// Wait until a file grows, [`Wakeup::wake`] is called, or `limit`.
     #[cfg(target_os = "linux")]
     fn wait(&self, limit: Duration) {
         use std::os::fd::AsRawFd;
-        let mut fds = [self.inotify.as_raw_fd(), self.event.as_raw_fd()].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        // Without either wake-up, look often.
+        let limit = if self.inotify.is_some() && self.event.is_some() {
+            limit
+        } else {
+            limit.min(Duration::from_millis(POLL_MS))
+        };
+        let mut fds: Vec<libc::pollfd> = [&self.inotify, &self.event]
+            .into_iter()
+            .flatten()
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         let mut drain = [0u8; 4096];
-        // SAFETY: poll over two descriptors this struct owns, then
-        // non-blocking reads that empty them into a local buffer.
+        // SAFETY: poll over descriptors this struct owns, then non-blocking
+        // reads that empty them into a local buffer.
         unsafe {
-            libc::poll(fds.as_mut_ptr(), 2, limit.as_millis() as libc::c_int);
-            for f in fds {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                limit.as_millis() as libc::c_int,
+            );
+            for f in &fds {
                 if f.revents != 0 {
                     while libc::read(f.fd, drain.as_mut_ptr().cast(), drain.len()) > 0 {}
                 }
@@ -522,7 +539,7 @@ impl Wakeup {
     #[cfg(not(target_os = "linux"))]
     fn wait(&self, limit: Duration) {
         let _ = self.thread.set(std::thread::current());
-        std::thread::park_timeout(limit.min(Duration::from_millis(5)));
+        std::thread::park_timeout(limit.min(Duration::from_millis(POLL_MS)));
     }
 
     fn wake(&self) {
@@ -530,9 +547,11 @@ impl Wakeup {
         {
             use std::os::fd::AsRawFd;
             let one = 1u64;
-            // SAFETY: an 8-byte write to the eventfd this struct owns.
-            unsafe {
-                libc::write(self.event.as_raw_fd(), (&one as *const u64).cast(), 8);
+            if let Some(event) = &self.event {
+                // SAFETY: an 8-byte write to the eventfd this struct owns.
+                unsafe {
+                    libc::write(event.as_raw_fd(), (&one as *const u64).cast(), 8);
+                }
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -969,9 +988,9 @@ pub fn supervise(
         .iter()
         .map(|&(src, p)| Followed::open(src, p))
         .collect::<Result<Vec<_>, _>>()
-        .and_then(|files| {
+        .map(|files| {
             let paths: Vec<&Path> = followed.iter().map(|f| f.1).collect();
-            Ok((files, Wakeup::new(&paths)?))
+            (files, Wakeup::new(&paths))
         });
     let (files, wakeup) = match opened {
         Ok(x) => x,
@@ -1515,6 +1534,44 @@ mod tests {
         assert_eq!(s.exit, "exit code 0");
         let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
         assert_eq!(out, "left\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_follower_wakes_when_a_file_grows_or_when_told_and_polls_without_inotify() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        File::create(&path).unwrap();
+        let w = Wakeup::new(&[path.as_path()]);
+        assert!(w.inotify.is_some() && w.event.is_some());
+        // Nothing happens: the wait lasts its limit.
+        let t = Instant::now();
+        w.wait(Duration::from_millis(150));
+        assert!(
+            t.elapsed() >= Duration::from_millis(140),
+            "{:?}",
+            t.elapsed()
+        );
+        // An append wakes it long before its limit.
+        let p = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+            f.write_all(b"line\n").unwrap();
+        });
+        let t = Instant::now();
+        w.wait(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        writer.join().unwrap();
+        // So does wake().
+        w.wake();
+        let t = Instant::now();
+        w.wait(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // Without inotify (its limits reached) it looks every POLL_MS.
+        let t = Instant::now();
+        Wakeup::polling().wait(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -434,6 +434,17 @@ mod tests {
         }
     }
 
+    /// A convolution padded by half its kernel.
+    fn same_padded(k: usize, stride: usize, cin: usize, cout: usize) -> Conv {
+        Conv {
+            k,
+            stride,
+            pad: k / 2,
+            cin,
+            cout,
+        }
+    }
+
     #[test]
     fn forward_and_both_gradients_match_a_direct_convolution() {
         // (k, stride, cin, cout, side): the shapes of mini_resnet and odd ones.
@@ -446,13 +457,7 @@ mod tests {
             (3, 1, 5, 3, 6),
             (1, 1, 4, 8, 5),
         ] {
-            let g = Conv {
-                k,
-                stride: s,
-                pad: k / 2,
-                cin,
-                cout,
-            };
+            let g = same_padded(k, s, cin, cout);
             let x = random_image(1, 2, h, cin, 1);
             let w = Rng::new(2).normal_vec(g.weight_len(), 0.5);
             let oh = g.out_size(h);
@@ -485,13 +490,7 @@ mod tests {
         // The transposed form adds the same products in the same order: the
         // calibration's curves depend on it being exact, not close.
         for &(k, s, cin, cout, h) in &[(3, 1, 16, 16, 28), (3, 2, 16, 32, 14), (3, 1, 32, 32, 9)] {
-            let g = Conv {
-                k,
-                stride: s,
-                pad: k / 2,
-                cin,
-                cout,
-            };
+            let g = same_padded(k, s, cin, cout);
             let x = random_image(4, 5, h, cin, 1);
             let dy = random_image(5, 5, g.out_size(h), cout, 0);
             for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
