@@ -164,8 +164,9 @@ const WRITEBACK_WINDOW: u64 = 8 << 20;
 /// hashing and parsing the result — then runs on what the program leaves
 /// idle instead of taking turns with it on a busy machine; when it falls
 /// behind it reads the program's output later (the files keep it), and the
-/// program never waits for it. Lines are witnessed when read, and budgets are enforced, at the same
-/// priority: a program that keeps every core busy delays them by at most
+/// program never waits for it. Lines are witnessed when read, and budgets
+/// are enforced, at the same priority: a program that keeps every core
+/// busy delays them by at most
 /// the scheduler's share for a nice-10 thread (the witness's tolerance is
 /// for such delays; a late read never makes a line look written early).
 pub(crate) fn yield_to_the_program() {
