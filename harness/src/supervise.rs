@@ -166,9 +166,9 @@ const WRITEBACK_WINDOW: u64 = 8 << 20;
 /// behind it reads the program's output later (the files keep it), and the
 /// program never waits for it. Lines are witnessed when read, and budgets
 /// are enforced, at the same priority: a program that keeps every core
-/// busy delays them by at most
-/// the scheduler's share for a nice-10 thread (the witness's tolerance is
-/// for such delays; a late read never makes a line look written early).
+/// busy delays them by at most the scheduler's share for a nice-10 thread
+/// (the witness's tolerance is for such delays; a late read never makes a
+/// line look written early).
 pub(crate) fn yield_to_the_program() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority on this thread's own id; failure leaves the
@@ -381,17 +381,16 @@ impl Tee {
 /// Bytes read from a followed file at a time.
 const READ_BYTES: usize = 1 << 20;
 
-/// A file the program writes — its stdout, its stderr (the raw captures,
-/// hashed as they are read) or the MLLOG file — read as it grows.
+/// A file the program writes — its stdout, its stderr or the MLLOG file —
+/// read as it grows, and hashed as it is read.
 struct Followed {
     src: Source,
     path: PathBuf,
     file: File,
     pending: Vec<u8>,
-    /// The capture's sha256 (stdout and stderr; the MLLOG file is hashed
-    /// once it is complete).
-    hash: Option<Sha256>,
-    read: WriteBack,
+    hash: Sha256,
+    /// What was read is handed to the disk a window at a time.
+    handed: WriteBack,
 }
 
 impl Followed {
@@ -402,8 +401,8 @@ impl Followed {
             path: path.to_path_buf(),
             file,
             pending: Vec::new(),
-            hash: (src != Source::File).then(Sha256::new),
-            read: WriteBack::default(),
+            hash: Sha256::new(),
+            handed: WriteBack::default(),
         })
     }
 
@@ -420,18 +419,16 @@ impl Followed {
             match self.file.read(buf) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // An unreadable capture ends its reading (the file keeps
-                // the bytes; its digest at the end is of the whole file).
+                // Read as nothing new this time (tried again on the next
+                // pass; the file keeps the bytes).
                 Err(_) => break 0,
             }
         };
         let at = Instant::now();
-        if let Some(h) = &mut self.hash {
-            h.update(&buf[..n]);
-            // The program's output is handed to the disk as it grows, so
-            // that the result's fsync has little of it left to flush.
-            self.read.wrote(&self.file, n);
-        }
+        self.hash.update(&buf[..n]);
+        // The program's output is handed to the disk as it grows, so that
+        // the result's fsync has little of it left to flush.
+        self.handed.wrote(&self.file, n);
         self.pending.extend_from_slice(&buf[..n]);
         let lines = if last && !self.pending.is_empty() {
             Some(std::mem::take(&mut self.pending))
@@ -450,6 +447,9 @@ impl Followed {
 /// than Linux, or where the system's inotify limits are reached) it looks
 /// every [`POLL_MS`] milliseconds.
 struct Wakeup {
+    /// Set once every process of the program has ended: the files are
+    /// complete.
+    done: AtomicBool,
     #[cfg(target_os = "linux")]
     inotify: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
@@ -483,7 +483,11 @@ impl Wakeup {
                     })
                 })
             });
-        Wakeup { inotify, event }
+        Wakeup {
+            done: AtomicBool::new(false),
+            inotify,
+            event,
+        }
     }
 
     /// A wake-up that only looks every [`POLL_MS`] (and on [`Wakeup::wake`]).
@@ -497,6 +501,7 @@ impl Wakeup {
     #[cfg(not(target_os = "linux"))]
     fn new(_: &[&Path]) -> Wakeup {
         Wakeup {
+            done: AtomicBool::new(false),
             thread: std::sync::OnceLock::new(),
         }
     }
@@ -543,6 +548,17 @@ impl Wakeup {
         std::thread::park_timeout(limit.min(Duration::from_millis(POLL_MS)));
     }
 
+    /// The files are complete: the follower reads them to their ends and
+    /// stops.
+    fn finish(&self) {
+        self.done.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn finishing(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
     fn wake(&self) {
         #[cfg(target_os = "linux")]
         {
@@ -562,10 +578,9 @@ impl Wakeup {
     }
 }
 
-/// Follow the program's output files until told to finish (`done`, set
-/// once every process of the program has ended), then read what remains
-/// and send [`Msg::Closed`]. Joins to the captures' sha256 (stdout,
-/// stderr).
+/// Follow the program's output files until told to finish
+/// ([`Wakeup::finish`], once every process of the program has ended), then
+/// read what remains and send [`Msg::Closed`]. Joins to each file's sha256.
 ///
 /// The program writes its output straight to files, as it would under a
 /// batch system: it never waits for the harness (a pipe would make it wait
@@ -574,7 +589,6 @@ impl Wakeup {
 fn follow_files(
     mut files: Vec<Followed>,
     tx: mpsc::SyncSender<Msg>,
-    done: Arc<AtomicBool>,
     wakeup: Arc<Wakeup>,
 ) -> std::thread::JoinHandle<Vec<(PathBuf, String)>> {
     std::thread::spawn(move || {
@@ -582,9 +596,9 @@ fn follow_files(
         let mut buf = vec![0u8; READ_BYTES];
         let mut gone = false;
         loop {
-            // Read after looking at `done`: once it is set, the files are
-            // complete and one more pass to their ends reads everything.
-            let finishing = done.load(Ordering::Acquire);
+            // Read after asking: once finishing, the files are complete and
+            // one more pass to their ends reads everything.
+            let finishing = wakeup.finishing();
             let mut grew = false;
             for f in &mut files {
                 match f.read_some(&mut buf, &tx, false) {
@@ -609,7 +623,7 @@ fn follow_files(
         }
         files
             .into_iter()
-            .filter_map(|f| Some((f.path, hex::encode(f.hash?.finalize()))))
+            .map(|f| (f.path, hex::encode(f.hash.finalize())))
             .collect()
     })
 }
@@ -1003,8 +1017,7 @@ pub fn supervise(
         }
     };
     let wakeup = Arc::new(wakeup);
-    let done = Arc::new(AtomicBool::new(false));
-    let follower = follow_files(files, tx.clone(), done.clone(), wakeup.clone());
+    let follower = follow_files(files, tx.clone(), wakeup.clone());
     // The program's exit, the moment it happens.
     std::thread::spawn(move || {
         let _ = tx.send(Msg::Exited(child.wait()));
@@ -1053,7 +1066,7 @@ pub fn supervise(
     let exit = std::thread::scope(|s| {
         s.spawn(|| {
             yield_to_the_program();
-            follow(&mut run, rx, (&done, &wakeup))
+            follow(&mut run, rx, &wakeup)
         })
         .join()
         .map_err(|_| "the supervisor panicked".to_string())
@@ -1068,17 +1081,16 @@ pub fn supervise(
 }
 
 /// Read until the program and every process of its group have ended and
-/// the follower has read their output to its end (`follower`: the flag
-/// that tells it to finish, and its wake-up).
+/// the follower (told through `follower`) has read their output to its end.
 fn follow(
     run: &mut Run,
     rx: mpsc::Receiver<Msg>,
-    follower: (&AtomicBool, &Wakeup),
+    follower: &Wakeup,
 ) -> Result<std::process::ExitStatus, String> {
     let label = run_label(run);
     let io = |e: std::io::Error| format!("writing the result of {label}: {e}");
-    let mut exit = None;
-    let mut exited: Option<Instant> = None;
+    // The program's exit status, and when it was seen.
+    let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     let mut finishing = false;
     let mut last_poll = Instant::now();
     loop {
@@ -1104,8 +1116,8 @@ fn follow(
                 }
             }
             Ok(Msg::Exited(status)) => {
-                exit = Some(status.map_err(|e| format!("waiting for the program: {e}"))?);
-                exited = Some(Instant::now());
+                let status = status.map_err(|e| format!("waiting for the program: {e}"))?;
+                exited = Some((status, Instant::now()));
             }
             Ok(Msg::Closed) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -1118,7 +1130,7 @@ fn follow(
         }
         last_poll = Instant::now();
         run.enforce();
-        let Some(at) = exited else { continue };
+        let Some((_, at)) = exited else { continue };
         if finishing {
             continue;
         }
@@ -1132,11 +1144,12 @@ fn follow(
         }
         if !lingering || (run.killed && at.elapsed() > run.spec.grace * 2) {
             finishing = true;
-            follower.0.store(true, Ordering::Release);
-            follower.1.wake();
+            follower.finish();
         }
     }
-    exit.ok_or_else(|| format!("{label}: the program's exit was not seen"))
+    exited
+        .map(|(status, _)| status)
+        .ok_or_else(|| format!("{label}: the program's exit was not seen"))
 }
 
 fn run_label(run: &Run) -> String {
@@ -1145,7 +1158,7 @@ fn run_label(run: &Run) -> String {
 
 /// End the result file (the harness's `run_stop` when the program did not
 /// end the run), rename it into place; the sha256 of every file written
-/// (`captures`: the raw stdout and stderr, hashed as they were written);
+/// (`captures`: stdout, stderr and the MLLOG file, hashed as they were read);
 /// the result as parsed while it was written.
 fn finish(
     mut run: Run,
@@ -1186,9 +1199,6 @@ fn finish(
     parsed.count_lines(run.lines.lines_read());
     let mut files: BTreeMap<String, String> = captures.into_iter().collect();
     files.insert(run.spec.result.display().to_string(), result_sha);
-    if let Some(h) = crate::fsutil::file_sha256(&run.spec.compliance_file) {
-        files.insert(run.spec.compliance_file.display().to_string(), h);
-    }
     run.diagnostics.extend(run.witness.check_duration());
     Ok(Supervised {
         status: status.into(),
@@ -1478,8 +1488,9 @@ mod tests {
             std::fs::read_to_string(&err).unwrap(),
             "regular empty file\n"
         );
-        // Both captures' digests are of the files as they stand.
-        for p in [&out, &err] {
+        // The captures' and the MLLOG file's digests are of the files as
+        // they stand.
+        for p in [&out, &err, &spec.compliance_file] {
             assert_eq!(
                 s.files.get(&p.display().to_string()),
                 crate::fsutil::file_sha256(p).as_ref(),

@@ -162,7 +162,7 @@ impl Text {
     pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
         match self {
             Text::Owned(s) => std::borrow::Cow::Borrowed(s),
-            Text::InFile(..) => match self.read() {
+            Text::InFile(file, at, len) => match read_at(file, *at, *len) {
                 Ok(b) => std::borrow::Cow::Owned(json::latin1(&b)),
                 Err(e) => std::borrow::Cow::Owned(format!("<the line cannot be read again: {e}>")),
             },
@@ -170,29 +170,27 @@ impl Text {
     }
 
     /// The line's bytes (Latin-1 characters turned back into bytes).
-    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+    fn bytes(&self) -> Vec<u8> {
         match self {
-            Text::Owned(s) => std::borrow::Cow::Owned(s.chars().map(|c| c as u32 as u8).collect()),
-            Text::InFile(..) => std::borrow::Cow::Owned(self.read().unwrap_or_default()),
+            Text::Owned(s) => s.chars().map(|c| c as u32 as u8).collect(),
+            Text::InFile(file, at, len) => read_at(file, *at, *len).unwrap_or_default(),
         }
     }
+}
 
-    fn read(&self) -> std::io::Result<Vec<u8>> {
-        let Text::InFile(file, at, len) = self else {
-            return Ok(Vec::new());
-        };
-        let mut b = vec![0u8; *len as usize];
-        #[cfg(unix)]
-        std::os::unix::fs::FileExt::read_exact_at(&**file, &mut b, *at)?;
-        #[cfg(not(unix))]
-        {
-            use std::io::{Seek, SeekFrom};
-            let mut f = &**file;
-            f.seek(SeekFrom::Start(*at))?;
-            f.read_exact(&mut b)?;
-        }
-        Ok(b)
+/// `len` bytes of `file` at offset `at`.
+fn read_at(file: &std::fs::File, at: u64, len: u32) -> std::io::Result<Vec<u8>> {
+    let mut b = vec![0u8; len as usize];
+    #[cfg(unix)]
+    std::os::unix::fs::FileExt::read_exact_at(file, &mut b, at)?;
+    #[cfg(not(unix))]
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = file;
+        f.seek(SeekFrom::Start(at))?;
+        f.read_exact(&mut b)?;
     }
+    Ok(b)
 }
 
 impl From<String> for Text {
