@@ -81,3 +81,8 @@ pub fn existing_dirs(paths: &[PathBuf]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Write a rendered page (`page`: what the renderer gave) to `path`.
+pub fn write_page(path: &Path, page: Result<String, String>) -> Result<(), String> {
+    std::fs::write(path, page?).map_err(|e| format!("{}: {e}", path.display()))
+}

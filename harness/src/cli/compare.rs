@@ -5,7 +5,7 @@
 //! Markdown and HTML into files); the exit code is the comparison's (0 no
 //! regression, 1 regression or convergence change, 2 bad input).
 
-use super::common::RulesetArgs;
+use super::common::{RulesetArgs, write_page};
 use super::{EXIT_USAGE, init_threads, usage_error};
 use crate::rules_env::RulesPerSide;
 use clap::Args;
@@ -118,14 +118,10 @@ pub fn run(a: CompareArgs) -> i32 {
     {
         return usage_error(e);
     }
-    if let Some(p) = &a.html {
-        let page = match html::html(&cmp) {
-            Ok(h) => h,
-            Err(e) => return usage_error(e),
-        };
-        if let Err(e) = std::fs::write(p, page) {
-            return usage_error(format!("{}: {e}", p.display()));
-        }
+    if let Some(p) = &a.html
+        && let Err(e) = write_page(p, html::html(&cmp))
+    {
+        return usage_error(e);
     }
     let format = if a.json { Format::Json } else { Format::Human };
     if render(

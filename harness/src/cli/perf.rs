@@ -6,6 +6,7 @@
 //! complete, 1 a run incomplete / NaN grad norm / without data, 2 bad
 //! flags or unreadable input).
 
+use super::common::write_page;
 use super::{EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use referee_rules::report::{Detail, Format, render};
@@ -167,14 +168,10 @@ pub fn run(a: PerfArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return usage_error(e),
     };
-    if let Some(p) = &a.html {
-        let page = match html::html(&rep) {
-            Ok(h) => h,
-            Err(e) => return usage_error(e),
-        };
-        if let Err(e) = std::fs::write(p, page) {
-            return usage_error(format!("{}: {e}", p.display()));
-        }
+    if let Some(p) = &a.html
+        && let Err(e) = write_page(p, html::html(&rep))
+    {
+        return usage_error(e);
     }
     let mut out = std::io::stdout().lock();
     let res = if a.csv {
