@@ -11,7 +11,7 @@
 # Needs root, or sudo without a password; otherwise it says what to install
 # and exits 1.
 #
-# `--cuda` also sets up a CUDA 13.4 toolchain from PyPI wheels (nvcc, the
+# `--cuda` also sets up a CUDA 13.0 toolchain from PyPI wheels (nvcc, the
 # runtime, cuBLAS, cuRAND, NVRTC, NCCL) in a throwaway venv
 # ($REFEREE_CUDA_VENV, default /tmp/referee-cuda), enough to *build*
 # `--features cuda` on a machine without a GPU, and writes
@@ -76,19 +76,24 @@ fi
 # ---------------------------------------------------------------------------
 # CUDA toolchain from PyPI. The CUDA 12 nvcc wheel (nvidia-cuda-nvcc-cu12)
 # ships only ptxas; the CUDA 13 one (nvidia-cuda-nvcc) ships the whole
-# compiler driver. cudarc 0.19 knows CUDA up to 13.4, so everything is
-# pinned to 13.4 (nvcc reads the version).
+# compiler driver. candle's kernels are compiled to PTX, which the driver
+# JIT-compiles at start: a driver accepts PTX of its own CUDA version or
+# older only, so the toolkit is pinned to 13.0 (driver R580, on which the
+# GPU proof ran: docs/clusters-and-gpus.md) by default;
+# REFEREE_CUDA_VERSION=13.4.92 (cudarc 0.19 knows CUDA up to 13.4) for
+# newer drivers.
 VENV=${REFEREE_CUDA_VENV:-/tmp/referee-cuda}
+CV=${REFEREE_CUDA_VERSION:-13.0.88}
 WHEELS=(
-  "nvidia-cuda-nvcc==13.4.92" "nvidia-cuda-crt==13.4.92" "nvidia-nvvm==13.4.92"
-  "nvidia-cuda-runtime==13.4.92" "nvidia-cuda-nvrtc==13.4.92" "nvidia-cuda-cccl"
-  "nvidia-cublas" "nvidia-curand" "nvidia-nccl-cu13"
+  "nvidia-cuda-nvcc==$CV" "nvidia-cuda-crt==$CV" "nvidia-nvvm==$CV"
+  "nvidia-cuda-runtime==$CV" "nvidia-cuda-nvrtc==$CV" "nvidia-cuda-cccl==${CV%.*}.*"
+  "nvidia-cublas==${CV%%.*}.*" "nvidia-curand" "nvidia-nccl-cu13"
 )
 if [ -f "$VENV/env.sh" ] && (. "$VENV/env.sh" && nvcc --version >/dev/null 2>&1); then
   echo "install-ci-deps: CUDA toolchain present in $VENV" >&2
   exit 0
 fi
-echo "install-ci-deps: installing a CUDA 13.4 toolchain from PyPI into $VENV" >&2
+echo "install-ci-deps: installing a CUDA $CV toolchain from PyPI into $VENV" >&2
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${WHEELS[@]}"
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod gpu;
 pub mod launch;
 pub mod logger;
+pub mod nccl_probe;
 pub mod own_benchmarks;
 pub mod packaging;
 pub mod plan;

@@ -28,9 +28,28 @@ pub struct SystemArgs {
     /// The report as Markdown.
     #[arg(long, group = "format")]
     pub markdown: bool,
+    /// Instead of the description: probe NCCL over this node's GPUs (one
+    /// communicator over all of them, a checked all-reduce, then the median
+    /// time and bandwidth of all-reduces of --nccl-mib MiB per GPU).
+    #[arg(long)]
+    pub nccl: bool,
+    /// With --nccl: MiB per GPU of the timed all-reduces.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    pub nccl_mib: u64,
 }
 
 pub fn run(a: SystemArgs) -> i32 {
+    let format = Format::from_flags(a.json, a.markdown);
+    if a.nccl {
+        let probe = match crate::nccl_probe::probe(a.nccl_mib << 20, 20) {
+            Ok(p) => p,
+            Err(e) => return usage_error(e),
+        };
+        if render(&probe, format, Detail::default(), &mut std::io::stdout().lock()).is_err() {
+            return EXIT_USAGE;
+        }
+        return if probe.sum_correct { EXIT_OK } else { EXIT_FAIL };
+    }
     let req = SystemRequest {
         from: a.from.clone(),
         sets: a.sets.clone(),
@@ -51,7 +70,6 @@ pub fn run(a: SystemArgs) -> i32 {
         }
         eprintln!("referee: wrote {}", p.display());
     }
-    let format = Format::from_flags(a.json, a.markdown);
     if render(
         &report,
         format,
