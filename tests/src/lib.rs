@@ -81,18 +81,55 @@ fn cargo_build_referee(features: Option<&str>) -> bool {
         .success()
 }
 
-/// Path of the `referee` binary of the profile these tests were built with,
-/// building it first if needed.
+/// Builds the `referee` binary with `features` and copies it to
+/// `target/<profile>/<name>`, all under an exclusive lock shared by every test
+/// binary: two tests never build into the same path at once, and each runs
+/// its own copy, which no later build replaces. `check` must hold for the
+/// copy (the right feature set). After a build with features, the default
+/// binary is built again (a re-link of cached artifacts, no compile) so that
+/// `target/<profile>/referee` stays the default build for scripts.
+fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool) -> PathBuf {
+    let (dir, _) = profile_dir();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".referee-test-build.lock"))
+        .expect("open the build lock");
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own; released when `lock` is dropped.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let what = features.map_or("the default build".to_string(), |f| format!("--features {f}"));
+    assert!(
+        cargo_build_referee(features),
+        "building referee ({what}) failed{}",
+        if features.is_some_and(|f| f.contains("mpi")) {
+            ": is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
+        } else {
+            ""
+        }
+    );
+    let built = dir.join("referee");
+    let bytes = std::fs::read(&built).expect("read the built binary");
+    assert!(check(&bytes), "{} is not {what}", built.display());
+    let tmp = dir.join(format!("{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, &bytes).expect("copy the referee binary");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let copy = dir.join(name);
+    std::fs::rename(&tmp, &copy).expect("rename the copy");
+    if features.is_some() {
+        assert!(cargo_build_referee(None), "re-linking the default referee failed");
+    }
+    copy
+}
+
+/// Path of the `referee` binary of the profile these tests were built with
+/// (a copy of this test binary's own, `referee-test`), building it first.
 pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let bin = profile_dir().0.join("referee");
-        assert!(
-            cargo_build_referee(None),
-            "building the referee binary failed"
-        );
-        assert!(bin.is_file(), "no referee binary at {}", bin.display());
-        bin
+        build_copy(None, "referee-test", |b| !memchr_find(b, b"MPI_Iallreduce"))
     })
     .clone()
 }
@@ -202,38 +239,13 @@ pub fn data_dir(datasets: &[&str]) -> PathBuf {
     dir
 }
 
-/// Path of a `referee` binary built with referee-harness's `mpi` and `gpu`
-/// features (data parallelism over MPI; GPU discovery and the NCCL back
-/// end through cudarc, which compiles without a CUDA toolkit: CI thereby
-/// builds every GPU code path that does not need nvcc), in the profile
-/// these tests were built with.
-/// It is built in the same target directory (the dependencies are shared,
-/// only referee-harness and cudarc are compiled again) and copied to `referee-mpi`,
-/// since cargo puts every feature set's binary at the same path. Panics
-/// with the fix when MPI is not installed.
+/// The MPI build of referee (`--features mpi,gpu`), `referee-mpi`.
 pub fn referee_mpi_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let (profile_dir, _) = profile_dir();
-        let built = profile_dir.join("referee");
-        let copy = profile_dir.join("referee-mpi");
-        for _ in 0..3 {
-            assert!(
-                cargo_build_referee(Some("mpi,gpu")),
-                "building referee with --features mpi,gpu failed: is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
-            );
-            let tmp = profile_dir.join(format!("referee-mpi.tmp-{}", std::process::id()));
-            std::fs::copy(&built, &tmp).expect("copy the referee binary");
-            // Another test may have rebuilt the default binary in between:
-            // keep the copy only if it is the MPI build.
-            let bytes = std::fs::read(&tmp).expect("read the copied binary");
-            if memchr_find(&bytes, b"MPI_Iallreduce") && memchr_find(&bytes, b"ncclCommInitRank") {
-                std::fs::rename(&tmp, &copy).expect("rename the MPI binary");
-                return copy;
-            }
-            let _ = std::fs::remove_file(&tmp);
-        }
-        panic!("could not obtain an MPI build of referee at {}", built.display());
+        build_copy(Some("mpi,gpu"), "referee-mpi", |b| {
+            memchr_find(b, b"MPI_Iallreduce") && memchr_find(b, b"ncclCommInitRank")
+        })
     })
     .clone()
 }

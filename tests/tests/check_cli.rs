@@ -203,23 +203,40 @@ fn bad_input_gives_diagnostics_not_crashes() {
 #[test]
 fn huge_inputs_are_handled() {
     let tmp = tempfile::tempdir().unwrap();
-    // A line of 10 MB.
+    // A line of 10 MB: run_stop itself carries a 10 MB metadata field, so a
+    // reader that dropped or cut the line would lose run_stop (FAIL), and
+    // the record count below would be one short.
     let big_value = "x".repeat(10 * 1024 * 1024);
-    let long = edited_log(tmp.path(), "long_line.txt", |mut l| {
-        l.insert(
-            5,
-            format!(r#":::MLLOG {{"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "notes", "value": "{big_value}", "metadata": {{}}}}"#),
-        );
-        l
+    let original = std::fs::read_to_string(corpus_log(PASS_LOG)).unwrap();
+    let records = original.lines().filter(|l| l.starts_with(":::MLLOG")).count();
+    let long = edited_log(tmp.path(), "long_line.txt", |l| {
+        l.into_iter()
+            .map(|line| {
+                if line.contains(r#""key": "run_stop""#) {
+                    line.replacen(
+                        r#""metadata": {"#,
+                        &format!(r#""metadata": {{"padding": "{big_value}", "#),
+                        1,
+                    )
+                } else {
+                    line
+                }
+            })
+            .collect()
     });
-    let o = referee(&["check", "--ruleset", "5.0.0", s(&long)]);
+    let text = std::fs::read_to_string(&long).unwrap();
+    assert!(text.len() > 10 * 1024 * 1024, "the fixture holds the long line");
+    let o = referee(&["check", "--ruleset", "5.0.0", "--json", s(&long)]);
     no_panic(&o);
     assert_eq!(
         o.status.code(),
         Some(0),
-        "an unknown key with a 10 MB value is allowed: {}",
+        "run_stop with a 10 MB metadata value is read and the log passes: {}",
         stdout(&o)
     );
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(v["verdict"], "PASS", "{v}");
+    assert_eq!(v["records"], records as u64, "every line read, the long one too");
 
     // A 1,000,000-line log.
     let path = tmp.path().join("million.txt");

@@ -1,10 +1,11 @@
 //! `referee compare`: the release-to-release regression gate, end to end.
 //!
 //! Throughput-mode runs of mini_llm (40 steps, window 10..40, batch size 2,
-//! one thread) are made for three sides — a baseline, the same code again,
-//! and the same code with `--step-delay-ms 50` — after a discarded warm-up
-//! run, `base` and `same` alternate (ABBA…) so that drifting machine load
-//! and the run before each hit both alike, then the `slow` runs. Time-to-train run
+//! one thread) are made for two sides after a discarded warm-up run — a
+//! baseline and the same code with `--step-delay-ms 50`; the "same code"
+//! side is the baseline's runs again with a known ±2 % spread written into
+//! their throughput events (wall-clock reruns on a shared 2-core machine
+//! differ by more than any gate worth having). Time-to-train run
 //! sets for the convergence case are written from the headers of real
 //! logs (everything up to `run_start`) followed by synthetic training
 //! blocks, evaluations and a successful `run_stop`; they pass
@@ -22,6 +23,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 const RUNS: usize = 3;
+/// The `same` side's throughput ÷ the baseline run it copies.
+const SAME_SPREAD: [f64; RUNS] = [1.02, 0.98, 1.0];
 const CONV_RUNS: usize = 5;
 
 struct Fixture {
@@ -65,8 +68,9 @@ fn run_throughput(out: &Path, seed: u64, delay_ms: u64, data: &Path) {
         out.to_str().unwrap(),
     ]);
     // Throughput-mode logs have no evaluation, so `referee run` reports
-    // them as failing the time-to-train rules (exit 1); 2 would be an error.
-    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    // them as failing the time-to-train rules: exit 1 (2 would be an error,
+    // no code a death by a signal).
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         out.join("result_0.txt").is_file() && out.join("referee_run.json").is_file(),
         "{}",
@@ -162,6 +166,44 @@ fn curve(k: usize, wobble: f64) -> Vec<f64> {
         .collect()
 }
 
+/// A copy of run directory `from` whose `throughput` events report
+/// `factor` times the throughput (and 1/`factor` the step time).
+fn scaled_copy(from: &Path, to: &Path, factor: f64) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    let log = to.join("result_0.txt");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut scaled = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let Some(json) = line.strip_prefix(":::MLLOG ") else {
+                return line.to_string();
+            };
+            let mut v: Value = serde_json::from_str(json).unwrap();
+            if v["key"] != "throughput" {
+                return line.to_string();
+            }
+            scaled += 1;
+            let t = &mut v["value"];
+            for k in ["samples_per_second", "tokens_per_second", "achieved_flops"] {
+                if let Some(x) = t[k].as_f64() {
+                    t[k] = serde_json::json!(x * factor);
+                }
+            }
+            if let Some(x) = t["step_seconds"].as_f64() {
+                t["step_seconds"] = serde_json::json!(x / factor);
+            }
+            format!(":::MLLOG {v}")
+        })
+        .collect();
+    assert!(scaled > 0, "{} has no throughput event", log.display());
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+}
+
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
@@ -169,36 +211,30 @@ fn fixture() -> &'static Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let started = std::time::Instant::now();
-        // The order is chosen so that `base` and `same` (the same code) meet
-        // the same conditions: a discarded warm-up run takes the cold start
-        // (binary and data out of the page cache), then `base` and `same`
-        // alternate ABBA, and the `slow` runs come last. Rotating all three
-        // sides put `base` first or right behind a `slow` run (50 ms sleeps
-        // per step) in every round and `same` behind one only once; on a
-        // 2-core CI VM the same code then differed by 11 % (CI 8.7 … 14.4 %)
-        // and failed the gate below, then at 10 %.
+        // A discarded warm-up run takes the cold start (binary and data out
+        // of the page cache); then the baseline and the slowed-down runs.
         run_throughput(&root.join("warmup"), 99, 0, &data);
-        let mut order = Vec::new();
         for i in 0..RUNS {
-            let pair = if i % 2 == 0 {
-                ["base", "same"]
-            } else {
-                ["same", "base"]
-            };
-            order.extend(pair.map(|side| (side, i, 0)));
+            run_throughput(&root.join("base").join(format!("run{i}")), 100 + i as u64, 0, &data);
         }
-        order.extend((0..RUNS).map(|i| ("slow", i, 50)));
-        for (side, i, delay) in order {
-            run_throughput(
-                &root.join(side).join(format!("run{i}")),
-                100 + i as u64,
-                delay,
-                &data,
+        for i in 0..RUNS {
+            run_throughput(&root.join("slow").join(format!("run{i}")), 100 + i as u64, 50, &data);
+        }
+        // `same` is the baseline's runs again with a known spread of ±2 %
+        // (as repeated runs of the same code give on a quiet machine), not
+        // more wall-clock runs: on a shared 2-core machine the means of
+        // three runs of the same code have differed by 11 %, and a gate
+        // tested on them flakes.
+        for (i, factor) in SAME_SPREAD.iter().enumerate() {
+            scaled_copy(
+                &root.join("base").join(format!("run{}", (i + 1) % RUNS)),
+                &root.join("same").join(format!("run{i}")),
+                *factor,
             );
         }
         eprintln!(
             "compare fixture: {} throughput runs in {:.1} s",
-            3 * RUNS + 1,
+            2 * RUNS + 1,
             started.elapsed().as_secs_f64()
         );
         // Time-to-train sets: the baseline converges at evaluation 4 or 5
@@ -238,19 +274,10 @@ fn json_of(o: &std::process::Output) -> Value {
 #[test]
 fn same_code_is_no_significant_change() {
     let f = fixture();
-    // One-second windows on a shared 2-core machine vary by several per
-    // cent between runs, and the means of three runs of the same code have
-    // differed by 11.5 % on a CI VM; the gate here tolerates 20 %, far
-    // below the injected slowdown's effect (asserted < -30 % below). The
-    // verdict rule at the default 5 % is unit-tested in referee-submission.
-    let o = referee(&[
-        "compare",
-        "--json",
-        "--threshold",
-        "20",
-        &f.side("base"),
-        &f.side("same"),
-    ]);
+    // The same code with a ±2 % spread between runs (SAME_SPREAD): no
+    // significant change at the default 5 % threshold, whatever the
+    // machine's speed (the baseline's own timings are real).
+    let o = referee(&["compare", "--json", &f.side("base"), &f.side("same")]);
     let j = json_of(&o);
     assert_eq!(o.status.code(), Some(0), "{j:#}\n{}", stderr(&o));
     assert_eq!(j["groups"].as_array().unwrap().len(), 1);
@@ -263,7 +290,9 @@ fn same_code_is_no_significant_change() {
     assert_eq!(sps["decides"], true);
     assert_eq!(sps["ci"]["resamples"], 10_000);
     assert!(sps["mann_whitney"]["p_two_sided"].as_f64().is_some());
-    assert_eq!(j["threshold_pct"], 20.0);
+    assert_eq!(j["threshold_pct"], 5.0);
+    let change = sps["relative_change"].as_f64().unwrap();
+    assert!(change.abs() <= 0.021, "within the injected spread: {sps:#}");
     assert_eq!(j["confidence"], 0.95);
     assert_eq!(j["exit_code"], 0);
     assert_eq!(j["force"], false);
@@ -488,7 +517,14 @@ fn different_definitions_need_force() {
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
 
     let forced = referee(&["compare", "--force", "--json", &f.side("base"), other]);
-    assert_ne!(forced.status.code(), Some(2), "{}", stderr(&forced));
+    // Compared (0: no significant change, 1: one either way, as the noise
+    // of these runs falls); not an error (2), not a death by a signal.
+    assert!(
+        matches!(forced.status.code(), Some(0 | 1)),
+        "{:?} {}",
+        forced.status.code(),
+        stderr(&forced)
+    );
     let j = json_of(&forced);
     assert_eq!(j["force"], true);
     assert!(
@@ -554,10 +590,12 @@ fn two_real_submissions_compare_with_summarize_scores() {
         a.to_str().unwrap(),
         b.to_str().unwrap(),
     ]);
-    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    // MI325X against MI300X: faster (an improvement does not fail the gate).
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j = json_of(&o);
     let g = &j["groups"][0];
     assert_eq!(g["benchmark"], "llama2_70b_lora");
+    assert_eq!(g["verdict"], "improvement", "{g:#}");
     assert_eq!(g["baseline"]["ruleset"], "5.0.0");
     assert_eq!(g["baseline"]["org"], "AMD");
 

@@ -342,15 +342,26 @@ fn a_hung_rank_times_out() {
         reason.contains("no answer from the other ranks for 5 s"),
         "{reason}"
     );
-    // Whatever happened to it, rank 1 is gone (mpirun cleans up).
-    // SAFETY: signal 0 only checks existence.
-    let alive = unsafe { libc::kill(pid, 0) } == 0;
-    if alive {
-        // SAFETY: our own stopped child; let it die.
+    // mpirun ended the stopped rank 1: within a few seconds it no longer
+    // runs (gone, or a zombie waiting for its reaper).
+    let gone = |pid: i32| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = gone(pid);
+    if !ended {
+        // SAFETY: our own stopped child; do not leave it behind.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
     }
+    assert!(ended, "rank 1 (pid {pid}) still runs after mpirun exited");
 }
 
 /// GPU ranks on a machine without GPUs (or with a build without candle's

@@ -161,6 +161,7 @@ fn every_branch_matches_the_official_checker() {
     let ruleset = "5.1.0";
     let ctx = official_score_context(ruleset);
     let tmp = tempfile::tempdir().unwrap();
+    let mut factors_compared = 0;
     for (name, gbs, points, want_pass, want_msg) in branch_cases() {
         let dir = tmp.path().join(name);
         make_dir(&dir, "llama31_8b", gbs, &points);
@@ -179,15 +180,28 @@ fn every_branch_matches_the_official_checker() {
             ours.message, theirs.message,
             "{name}: message differs from the official checker"
         );
-        if let Some(f) = theirs.factor {
-            assert!(
-                (ours.norm_factor - f).abs() < 1e-12,
-                "{name}: factor {} vs official {f}",
-                ours.norm_factor
-            );
-            assert_eq!(ours.writes_scaling, Some(ours.norm_factor));
+        // The official checker prints the factor of every result it
+        // normalises; a passing result without that line must be one that
+        // referee does not normalise either (factor 1), so a change in the
+        // official output cannot make the comparison vanish unnoticed.
+        match theirs.factor {
+            Some(f) => {
+                factors_compared += 1;
+                assert!(
+                    (ours.norm_factor - f).abs() < 1e-12,
+                    "{name}: factor {} vs official {f}",
+                    ours.norm_factor
+                );
+                assert_eq!(ours.writes_scaling, Some(ours.norm_factor));
+            }
+            None if theirs.passed => assert_eq!(
+                ours.norm_factor, 1.0,
+                "{name}: referee normalises, the official checker printed no factor"
+            ),
+            None => {}
         }
     }
+    assert!(factors_compared > 0, "no official factor was compared");
     // The normalised case: all runs at 159,744 samples against RCP mean
     // 161,109.33 → factor 161109.33 / 159744 (the spec's observed value).
     let o = check_dir(&ctx, &tmp.path().join("exact_normalised"), false);

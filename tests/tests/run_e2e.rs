@@ -136,6 +136,27 @@ fn committed_rule_files_are_current() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // A stale copy is named, with exit 1: one rule file edited, the other
+    // missing.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = repo_root().join("workloads/rules");
+    let llm = std::fs::read_to_string(src.join("mini_llm.yaml")).unwrap();
+    std::fs::write(
+        tmp.path().join("mini_llm.yaml"),
+        llm.replacen("eval_accuracy", "eval_acuracy", 1),
+    )
+    .unwrap();
+    let o = Command::new(referee_bin())
+        .args(["rules", "export", "--check", "--dir"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("out of date"), "{err}");
+    assert!(err.contains("mini_llm.yaml"), "the edited file is named: {err}");
+    assert!(err.contains("mini_resnet.yaml"), "the missing file is named: {err}");
 }
 
 #[test]

@@ -214,7 +214,13 @@ fn the_job_runs_under_a_fake_srun_and_leaves_a_packageable_run_dir() {
         .unwrap();
     // Built (exit 0), or built and then found wanting (exit 1: no run
     // reached the target); 2 would mean it could not read the directory.
-    assert_ne!(p.status.code(), Some(2), "{}\n{}", stdout(&p), stderr(&p));
+    assert!(
+        matches!(p.status.code(), Some(0 | 1)),
+        "{:?}\n{}\n{}",
+        p.status.code(),
+        stdout(&p),
+        stderr(&p)
+    );
     let copied = walk(&pkg)
         .into_iter()
         .filter(|p| {

@@ -41,11 +41,12 @@ fn undiscoverable_fields_are_listed_and_fail_the_check_until_given() {
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(
-        cores,
-        std::thread::available_parallelism().unwrap().get(),
-        "vCPUs as the OS counts them"
-    );
+    // The machine's online CPUs (sysconf), not this process's share of them
+    // (available_parallelism is lower in a CPU-limited container).
+    // SAFETY: sysconf reads a constant.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    assert!(online > 0);
+    assert_eq!(cores, online as usize, "vCPUs as the OS counts them");
     for f in ["submitter", "status", "system_name", "framework", "cooling"] {
         assert_eq!(r["sources"][f], "missing", "{f}");
         assert_eq!(fields[f], "", "{f} is left empty, not guessed");

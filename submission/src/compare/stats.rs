@@ -815,9 +815,17 @@ mod tests {
         let fwd = t.candidate_vs_baseline.unwrap();
         assert_eq!(fwd.n_ref, 3);
         assert_eq!(fwd.reference_mean, 7168.0);
-        assert_eq!(
-            fwd.min_acceptable_mean,
-            min_acceptable_mean(7168.0, np_std(&base), 3.0, 5)
+        // Independently: the population std of `base` is sqrt(566231.04);
+        // both sides' df is 3 - 1 (n_ref 3, n_sub 5 - 2), so the pooled
+        // standard error is sqrt(566231.04 · 2/3) = 614.4, and the mean at
+        // which the one-sided p reaches 0.05 is 7168 + t.ppf(0.05, 4) · 614.4
+        // with t.ppf(0.05, 4) = -2.131846786326649 (scipy.stats.t), found
+        // by bisection to within 1e-4.
+        let want = 7168.0 - 2.131846786326649 * 614.4;
+        assert!(
+            (fwd.min_acceptable_mean - want).abs() < 2e-4,
+            "{} vs {want}",
+            fwd.min_acceptable_mean
         );
         // Mirror: the candidate needs more samples.
         let t = convergence_test(&fast, &base, 0.05);
