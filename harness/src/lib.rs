@@ -25,4 +25,5 @@ pub mod slurm;
 pub mod supervise;
 pub mod sysinfo;
 pub mod system;
+pub mod tsa;
 pub mod witness;
