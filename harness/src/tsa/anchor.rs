@@ -20,7 +20,7 @@ impl Stamp {
         json!({
             "token": file,
             "request_nonce": self.request_nonce,
-            "time": self.info.gen_time.to_rfc3339(),
+            "time": super::verify::stamp(&self.info.gen_time),
             "accuracy_ms": self.info.accuracy_ms,
         })
     }

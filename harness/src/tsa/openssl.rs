@@ -36,6 +36,9 @@ fn openssl(args: &[&OsStr]) -> Result<Vec<u8>, TsaError> {
             .chain(stderr.lines())
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with("Using configuration"))
+            // `…:ts_verify_cert:…:Verify error:unable to get local issuer
+            // certificate` → the reason.
+            .map(|l| l.rsplit_once("Verify error:").map_or(l, |(_, why)| why))
             .collect();
         return Err(TsaError::Openssl {
             args: shown(),

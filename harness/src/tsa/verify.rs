@@ -46,7 +46,7 @@ pub struct RunAnchor {
     pub problems: Vec<String>,
 }
 
-fn stamp(t: &DateTime<Utc>) -> String {
+pub(super) fn stamp(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
@@ -379,11 +379,12 @@ pub fn verify_run(
     a
 }
 
-/// The digest a run entry says its result file has.
+/// The digest a run entry says its result file has: the one its witness
+/// is found by (`log_sha256`), else the one time-stamped.
 fn entry_digest(entry: &Value) -> Option<&str> {
-    entry["tsa"]["result_sha256"]
+    entry["log_sha256"]
         .as_str()
-        .or_else(|| entry["log_sha256"].as_str())
+        .or_else(|| entry["tsa"]["result_sha256"].as_str())
 }
 
 fn read_record(path: &Path) -> Option<Value> {
