@@ -285,7 +285,10 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
             Outcome::Failed => StepStatus::Failed,
             Outcome::NotAnchored => StepStatus::NotDone,
         };
-        md.push_str(&format!("\n**Time-stamps**: {} — {detail}\n\n", status.as_str()));
+        md.push_str(&format!(
+            "\n**Time-stamps**: {} — {detail}\n\n",
+            status.as_str()
+        ));
         steps.push(Step::new("time-stamps", status, detail));
     }
     let mut rerunner = Rerunner::new(req, md, rules.scoring)?;

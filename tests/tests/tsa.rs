@@ -38,16 +38,38 @@ fn make_authority(dir: &Path, name: &str) -> PathBuf {
     openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", &ca_subject, "-addext",
-            "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            &ca_subject,
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ],
     );
     openssl(
         dir,
         &[
-            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tsa.key", "-out", "tsa.csr",
-            "-subj", &tsa_subject,
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "tsa.key",
+            "-out",
+            "tsa.csr",
+            "-subj",
+            &tsa_subject,
         ],
     );
     std::fs::write(
@@ -58,8 +80,21 @@ fn make_authority(dir: &Path, name: &str) -> PathBuf {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", "tsa.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "tsa.pem", "-days", "2", "-extfile", "ext.cnf",
+            "x509",
+            "-req",
+            "-in",
+            "tsa.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "tsa.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
         ],
     );
     std::fs::write(dir.join("tsaserial"), "01\n").unwrap();
@@ -121,8 +156,20 @@ fn exec(cwd: &Path, out: &Path, runs: usize, extra: &[&str]) -> (i32, Value, Str
         .display()
         .to_string();
     let mut args = vec![
-        "run", "--exec", "--benchmark", "llama2_70b_lora", "--ruleset", "5.0.0", "--runs", &runs,
-        "--cache-clear-cmd", "true", "--json", "-q", "--out", out.to_str().unwrap(),
+        "run",
+        "--exec",
+        "--benchmark",
+        "llama2_70b_lora",
+        "--ruleset",
+        "5.0.0",
+        "--runs",
+        &runs,
+        "--cache-clear-cmd",
+        "true",
+        "--json",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", &py, &fake]);
@@ -154,7 +201,12 @@ fn anchored() -> &'static Anchored {
         let (code, summary, err) = exec(&cwd, &out, 10, &["--tsa", &tsa.url]);
         assert_eq!(code, 0, "{summary:#}\n{err}");
         let pk = root.join("pkg");
-        let p = referee(&["package", out.to_str().unwrap(), "--out", pk.to_str().unwrap()]);
+        let p = referee(&[
+            "package",
+            out.to_str().unwrap(),
+            "--out",
+            pk.to_str().unwrap(),
+        ]);
         assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
         Anchored {
             org: pk.join("referee"),
@@ -175,7 +227,12 @@ fn signed_copy(name: &str, damage: impl Fn(&Path)) -> PathBuf {
     let key = a.root.join(format!("{name}.key"));
     let k = referee(&["keygen", "--out", key.to_str().unwrap()]);
     assert!(k.status.success(), "{}", stderr(&k));
-    let s = referee(&["sign", dst.to_str().unwrap(), "--key", key.to_str().unwrap()]);
+    let s = referee(&[
+        "sign",
+        dst.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
     assert!(s.status.success(), "{}", stderr(&s));
     dst
 }
@@ -198,34 +255,69 @@ fn anchored_runs_derive_their_seeds_package_their_tokens_and_verify() {
     assert_eq!(record["seeds"], serde_json::json!(seeds));
     // check --tsa-ca on the run directory: every log anchored.
     let ca = a.ca.to_str().unwrap();
-    let c = referee(&["check", "--ruleset", "5.0.0", "--tsa-ca", ca, a.out.to_str().unwrap()]);
+    let c = referee(&[
+        "check",
+        "--ruleset",
+        "5.0.0",
+        "--tsa-ca",
+        ca,
+        a.out.to_str().unwrap(),
+    ]);
     assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
     let notes = stdout(&c).matches("note[tsa-anchored]").count();
     assert_eq!(notes, 10, "{}", stdout(&c));
-    assert!(stdout(&c).contains("anchored by /CN=Test TSA between"), "{}", stdout(&c));
+    assert!(
+        stdout(&c).contains("anchored by /CN=Test TSA between"),
+        "{}",
+        stdout(&c)
+    );
     assert!(stdout(&c).contains("init + run took at most"));
     // The package carries the tokens beside its record, signed with it.
-    let imp = a.org.join("benchmarks/llama2_70b_lora/implementations/work");
+    let imp = a
+        .org
+        .join("benchmarks/llama2_70b_lora/implementations/work");
     assert!(imp.join("referee_run_0.run_9.end.tsr").is_file());
     let org = signed_copy("intact", |_| {});
     let manifest = std::fs::read_to_string(org.join("MANIFEST")).unwrap();
-    assert!(manifest.contains("referee_run_0.run_0.start.tsr"), "{manifest}");
+    assert!(
+        manifest.contains("referee_run_0.run_0.start.tsr"),
+        "{manifest}"
+    );
     let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca]);
     assert_eq!(v.status.code(), Some(0), "{}{}", stdout(&v), stderr(&v));
-    assert_eq!(stdout(&v).matches("anchored by /CN=Test TSA").count(), 10, "{}", stdout(&v));
+    assert_eq!(
+        stdout(&v).matches("anchored by /CN=Test TSA").count(),
+        10,
+        "{}",
+        stdout(&v)
+    );
     assert!(stdout(&v).contains("time-stamps: VERIFIED (10 anchored runs, 0 not anchored"));
     let j = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca, "--json"]);
     let j: Value = serde_json::from_str(&stdout(&j)).unwrap();
     assert_eq!(j["time_stamps"]["ok"], true, "{j:#}");
     let first = &j["time_stamps"]["anchored"][0]["authorities"][0];
-    assert!(first["at_most_seconds"].as_f64().unwrap() > 0.0, "{first:#}");
+    assert!(
+        first["at_most_seconds"].as_f64().unwrap() > 0.0,
+        "{first:#}"
+    );
     // audit --tsa-ca: the time-stamps step passes.
     let o = referee(&[
-        "audit", org.to_str().unwrap(), "--json", "--tsa-ca", ca, "--out",
+        "audit",
+        org.to_str().unwrap(),
+        "--json",
+        "--tsa-ca",
+        ca,
+        "--out",
         a.root.join("audit-intact").to_str().unwrap(),
     ]);
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
-    let step = r["steps"].as_array().unwrap().iter().find(|s| s["step"] == "time-stamps").unwrap();
+    let r: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "time-stamps")
+        .unwrap();
     assert_eq!(step["status"], "passed", "{r:#}");
 }
 
@@ -301,28 +393,69 @@ fn the_attack_that_beats_the_witness_is_caught_by_the_tokens() {
     // Without the tokens, the edit passes: signature, witness, rules.
     let c = referee(&["check", "--ruleset", "5.0.0", log.to_str().unwrap()]);
     assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
-    assert!(stdout(&c).contains("note[witness-verified]"), "{}", stdout(&c));
+    assert!(
+        stdout(&c).contains("note[witness-verified]"),
+        "{}",
+        stdout(&c)
+    );
     let v = referee(&["verify", org.to_str().unwrap()]);
     assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
     // With them: the end token's imprint no longer matches, both times named.
     let ca = a.ca.to_str().unwrap();
-    let c = referee(&["check", "--ruleset", "5.0.0", "--tsa-ca", ca, log.to_str().unwrap()]);
+    let c = referee(&[
+        "check",
+        "--ruleset",
+        "5.0.0",
+        "--tsa-ca",
+        ca,
+        log.to_str().unwrap(),
+    ]);
     assert_eq!(c.status.code(), Some(1), "{}", stdout(&c));
     let out = stdout(&c);
-    assert!(out.contains("error[tsa-token]") && out.contains("message imprint mismatch"), "{out}");
-    assert!(out.contains("changed after the end token: they were time-stamped between 20"), "{out}");
+    assert!(
+        out.contains("error[tsa-token]") && out.contains("message imprint mismatch"),
+        "{out}"
+    );
+    assert!(
+        out.contains("changed after the end token: they were time-stamped between 20"),
+        "{out}"
+    );
     let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca]);
     assert_eq!(v.status.code(), Some(1), "{}", stdout(&v));
-    assert!(stdout(&v).contains("FAILED time-stamps of"), "{}", stdout(&v));
-    assert!(stdout(&v).contains("time-stamps: FAILED (9 anchored runs"), "{}", stdout(&v));
+    assert!(
+        stdout(&v).contains("FAILED time-stamps of"),
+        "{}",
+        stdout(&v)
+    );
+    assert!(
+        stdout(&v).contains("time-stamps: FAILED (9 anchored runs"),
+        "{}",
+        stdout(&v)
+    );
     let o = referee(&[
-        "audit", org.to_str().unwrap(), "--json", "--tsa-ca", ca, "--out",
+        "audit",
+        org.to_str().unwrap(),
+        "--json",
+        "--tsa-ca",
+        ca,
+        "--out",
         a.root.join("audit-shortened").to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let step = r["steps"].as_array().unwrap().iter().find(|s| s["step"] == "time-stamps").unwrap();
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "time-stamps")
+        .unwrap();
     assert_eq!(step["status"], "failed", "{r:#}");
-    assert!(step["detail"].as_str().unwrap().contains("imprint mismatch"), "{step}");
+    assert!(
+        step["detail"]
+            .as_str()
+            .unwrap()
+            .contains("imprint mismatch"),
+        "{step}"
+    );
     assert_eq!(r["verdict"], "FAIL");
 }
 
@@ -331,9 +464,18 @@ fn a_token_from_another_ca_is_rejected_and_a_package_without_tokens_is_not_ancho
     let a = anchored();
     let other = make_authority(&a.root.join("other-ca"), "Other TSA");
     let org = signed_copy("other-ca-check", |_| {});
-    let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", other.to_str().unwrap()]);
+    let v = referee(&[
+        "verify",
+        org.to_str().unwrap(),
+        "--tsa-ca",
+        other.to_str().unwrap(),
+    ]);
     assert_eq!(v.status.code(), Some(1), "{}", stdout(&v));
-    assert!(stdout(&v).contains("does not verify against CA"), "{}", stdout(&v));
+    assert!(
+        stdout(&v).contains("does not verify against CA"),
+        "{}",
+        stdout(&v)
+    );
     assert!(!stdout(&v).contains("anchored by"), "{}", stdout(&v));
     // Tokens removed (and the run entries' time-stamps with them), re-signed.
     let bare = signed_copy("stripped", |org| {
@@ -353,13 +495,28 @@ fn a_token_from_another_ca_is_rejected_and_a_package_without_tokens_is_not_ancho
     let ca = a.ca.to_str().unwrap();
     let v = referee(&["verify", bare.to_str().unwrap(), "--tsa-ca", ca]);
     assert_eq!(v.status.code(), Some(1), "{}", stdout(&v));
-    assert_eq!(stdout(&v).matches("not anchored: ").count(), 10, "{}", stdout(&v));
+    assert_eq!(
+        stdout(&v).matches("not anchored: ").count(),
+        10,
+        "{}",
+        stdout(&v)
+    );
     let o = referee(&[
-        "audit", bare.to_str().unwrap(), "--json", "--tsa-ca", ca, "--out",
+        "audit",
+        bare.to_str().unwrap(),
+        "--json",
+        "--tsa-ca",
+        ca,
+        "--out",
         a.root.join("audit-stripped").to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let step = r["steps"].as_array().unwrap().iter().find(|s| s["step"] == "time-stamps").unwrap();
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "time-stamps")
+        .unwrap();
     assert_eq!(step["status"], "not_done", "{r:#}");
     assert_ne!(r["verdict"], "PASS");
 }
@@ -368,13 +525,23 @@ fn a_token_from_another_ca_is_rejected_and_a_package_without_tokens_is_not_ancho
 fn an_unreachable_authority_stops_the_session_before_it_starts() {
     let tmp = tempfile::tempdir().unwrap();
     // A loopback port that was just closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let out = tmp.path().join("runs");
     let url = format!("http://127.0.0.1:{port}/");
     let (code, _, err) = exec(tmp.path(), &out, 1, &["--tsa", &url]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains(&format!("time-stamping authority {url} cannot be reached")), "{err}");
-    assert!(!out.exists(), "nothing is written before the authority answers");
+    assert!(
+        err.contains(&format!("time-stamping authority {url} cannot be reached")),
+        "{err}"
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written before the authority answers"
+    );
 }
 
 #[test]
@@ -386,9 +553,17 @@ fn with_a_chosen_seed_the_record_says_the_start_is_not_proved() {
     assert_eq!(code, 0, "{summary:#}\n{err}");
     assert_eq!(summary["runs"][0]["tsa"]["seed"], "chosen");
     let c = referee(&[
-        "check", "--ruleset", "5.0.0", "--tsa-ca", tsa.ca.to_str().unwrap(),
+        "check",
+        "--ruleset",
+        "5.0.0",
+        "--tsa-ca",
+        tsa.ca.to_str().unwrap(),
         out.join("result_0.txt").to_str().unwrap(),
     ]);
     assert_eq!(c.status.code(), Some(0), "{}", stdout(&c));
-    assert!(stdout(&c).contains("seed chosen, not derived: the start is not proved"), "{}", stdout(&c));
+    assert!(
+        stdout(&c).contains("seed chosen, not derived: the start is not proved"),
+        "{}",
+        stdout(&c)
+    );
 }

@@ -122,12 +122,17 @@ pub fn run_verify(a: VerifyArgs) -> i32 {
     match sign::verify_dir(&a.dir, a.allowed_signers.as_deref()) {
         Ok(report) => {
             // The runs' time-stamps (crate::tsa), with --tsa-ca.
-            let tsa = match a.tsa_ca.as_deref().map(|ca| crate::tsa::verify_tree(&a.dir, ca)) {
+            let tsa = match a
+                .tsa_ca
+                .as_deref()
+                .map(|ca| crate::tsa::verify_tree(&a.dir, ca))
+            {
                 Some(Err(e)) => return usage_error(e),
                 t => t.and_then(Result::ok),
             };
             if a.json {
-                let mut v: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&report.to_json()).expect("json");
                 if let Some(t) = &tsa {
                     v["time_stamps"] = serde_json::to_value(t).expect("json");
                 }
@@ -138,7 +143,11 @@ pub fn run_verify(a: VerifyArgs) -> i32 {
                     println!("{t}");
                 }
             }
-            if report.ok && tsa.is_none_or(|t| t.ok) { EXIT_OK } else { EXIT_FAIL }
+            if report.ok && tsa.is_none_or(|t| t.ok) {
+                EXIT_OK
+            } else {
+                EXIT_FAIL
+            }
         }
         Err(e) => {
             if a.json {

@@ -42,7 +42,9 @@ pub enum TsaError {
     #[error("time-stamping authority {url} did not grant a time-stamp: {status}")]
     NotGranted { url: String, status: String },
     /// The authority's token does not answer the request sent.
-    #[error("time-stamping authority {url} answered another request: {what}: expected {expected}, found {found}")]
+    #[error(
+        "time-stamping authority {url} answered another request: {what}: expected {expected}, found {found}"
+    )]
     WrongAnswer {
         url: String,
         what: &'static str,
@@ -50,7 +52,9 @@ pub enum TsaError {
         found: String,
     },
     /// `openssl` could not be started.
-    #[error("`openssl {args}` could not start: {source} (referee needs OpenSSL's command-line tool: Debian package `openssl`)")]
+    #[error(
+        "`openssl {args}` could not start: {source} (referee needs OpenSSL's command-line tool: Debian package `openssl`)"
+    )]
     OpensslMissing {
         args: String,
         source: std::io::Error,

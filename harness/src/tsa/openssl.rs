@@ -222,15 +222,19 @@ fn parse_reply(text: &str, tsr: &Path) -> Result<TokenInfo, TsaError> {
         });
     }
     let time = field(text, "Time stamp:").ok_or_else(|| bad("a `Time stamp:` line", text))?;
-    let gen_time = parse_time(time).ok_or_else(|| bad("a time such as `Nov 26 13:42:44 2026 GMT`", time))?;
+    let gen_time =
+        parse_time(time).ok_or_else(|| bad("a time such as `Nov 26 13:42:44 2026 GMT`", time))?;
     let acc = field(text, "Accuracy:").unwrap_or("unspecified");
-    let accuracy_ms = parse_accuracy(acc).ok_or_else(|| bad("an accuracy such as `0x01 seconds, unspecified millis, unspecified micros`", acc))?;
+    let accuracy_ms = parse_accuracy(acc).ok_or_else(|| {
+        bad(
+            "an accuracy such as `0x01 seconds, unspecified millis, unspecified micros`",
+            acc,
+        )
+    })?;
     let nonce = field(text, "Nonce:")
         .filter(|n| *n != "unspecified")
         .map(str::to_string);
-    let hash_algorithm = field(text, "Hash Algorithm:")
-        .unwrap_or("")
-        .to_string();
+    let hash_algorithm = field(text, "Hash Algorithm:").unwrap_or("").to_string();
     let imprint = message_data(text);
     if imprint.is_empty() {
         return Err(bad("a `Message data:` hex dump", text));
@@ -338,8 +342,13 @@ Extensions:
         );
         assert_eq!(t.name("http://x"), "/CN=Test TSA");
         // A line cut short is an error naming what was expected, not a panic.
-        let cut = REPLY.replace("Time stamp: Nov  6 13:42:44.25 2026 GMT", "Time stamp: soon");
-        let e = parse_reply(&cut, Path::new("x.tsr")).unwrap_err().to_string();
+        let cut = REPLY.replace(
+            "Time stamp: Nov  6 13:42:44.25 2026 GMT",
+            "Time stamp: soon",
+        );
+        let e = parse_reply(&cut, Path::new("x.tsr"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("x.tsr") && e.contains("soon"), "{e}");
         assert_eq!(parse_accuracy("unspecified"), Some(0));
     }

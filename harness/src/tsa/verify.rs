@@ -345,9 +345,13 @@ pub fn verify_run(
         let lo = start.gen_time - chrono::Duration::milliseconds(start.accuracy_ms as i64);
         // A time in whole seconds may have been cut from anywhere in its
         // second: the end bound takes the whole second.
-        let resolution_ms = if end.gen_time.timestamp_subsec_nanos() == 0 { 999 } else { 0 };
-        let hi = end.gen_time
-            + chrono::Duration::milliseconds((end.accuracy_ms + resolution_ms) as i64);
+        let resolution_ms = if end.gen_time.timestamp_subsec_nanos() == 0 {
+            999
+        } else {
+            0
+        };
+        let hi =
+            end.gen_time + chrono::Duration::milliseconds((end.accuracy_ms + resolution_ms) as i64);
         if end.gen_time < start.gen_time {
             p.push(format!(
                 "the end token ({}) is older than the start token ({})",
@@ -505,7 +509,8 @@ pub fn annotate(rep: &mut LogReport, log: &Path, ca: &Path) {
         Ok(Some(a)) => {
             rep.verdict = referee_rules::Verdict::Fail;
             for m in &a.problems {
-                rep.diagnostics.push(Diagnostic::error("tsa-token", m.clone()));
+                rep.diagnostics
+                    .push(Diagnostic::error("tsa-token", m.clone()));
             }
         }
         Ok(None) => {
@@ -542,7 +547,12 @@ pub fn audit_outcome(dir: &Path, ca: &Path) -> (Outcome, String) {
         Err(e) => return (Outcome::Failed, e.to_string()),
     };
     let mut lines: Vec<String> = report.anchored.iter().flat_map(RunAnchor::lines).collect();
-    lines.extend(report.not_anchored.iter().map(|l| format!("not anchored: {l}")));
+    lines.extend(
+        report
+            .not_anchored
+            .iter()
+            .map(|l| format!("not anchored: {l}")),
+    );
     let outcome = if report.ok {
         Outcome::Passed
     } else if report.anchored.is_empty() {
