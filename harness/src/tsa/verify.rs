@@ -563,3 +563,43 @@ pub fn audit_outcome(dir: &Path, ca: &Path) -> (Outcome, String) {
     };
     (outcome, lines.join("; "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_names_from_a_record_stay_beside_it() {
+        let out = Path::new("/o/referee_run.json");
+        assert_eq!(
+            token_path(out, "run_0.start.tsr"),
+            Some(PathBuf::from("/o/run_0.start.tsr"))
+        );
+        let pkg = Path::new("/p/implementations/work/referee_run_3.json");
+        assert_eq!(
+            token_path(pkg, "run_0.end.1.tsr"),
+            Some(PathBuf::from(
+                "/p/implementations/work/referee_run_3.run_0.end.1.tsr"
+            ))
+        );
+        // A record is untrusted input: no name leads elsewhere.
+        for bad in [
+            "../x.tsr",
+            "/etc/x.tsr",
+            "a/b.tsr",
+            ".hidden.tsr",
+            "run_0.json",
+            "",
+        ] {
+            assert_eq!(token_path(out, bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_seed_is_derived_from_the_token_alone() {
+        let a = derive_seed(b"token one");
+        assert_eq!(a, derive_seed(b"token one"));
+        assert_ne!(a, derive_seed(b"token two"));
+        assert!(a < 1 << 31);
+    }
+}
