@@ -567,3 +567,124 @@ fn with_a_chosen_seed_the_record_says_the_start_is_not_proved() {
         stdout(&c)
     );
 }
+
+/// `referee run mini_llm --tsa URL --json` into `out`: referee's own
+/// benchmark, two training steps (it ends before the target: exit 1).
+fn run_mini_llm(out: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let data = referee_tests::data_dir(&["shakespeare"]);
+    let mut args = vec![
+        "run",
+        "mini_llm",
+        "--runs",
+        "1",
+        "-j",
+        "1",
+        "--no-cache-clear",
+        "--json",
+        "--quiet",
+        "--set",
+        "total_steps=2",
+        "--set",
+        "warmup_steps=1",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = referee(&args);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let summary = serde_json::from_str(&stdout(&o)).unwrap_or(Value::Null);
+    (o.status.code().unwrap(), summary, stderr(&o))
+}
+
+#[test]
+fn an_anchored_run_of_an_own_benchmark_verifies_and_a_shortened_time_ms_is_caught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tsa = start_authority(&tmp.path().join("tsa"), "Test TSA");
+    let out = tmp.path().join("runs");
+    let (code, summary, err) = run_mini_llm(&out, &["--tsa", &tsa.url]);
+    assert_eq!(code, 1, "two steps end before the target: {err}");
+    for phase in ["start", "end"] {
+        assert!(out.join(format!("run_0.{phase}.tsr")).is_file(), "{phase}");
+    }
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+            .unwrap();
+    let run = &record["runs"][0];
+    assert_eq!(run["tsa"]["seed"], "derived", "{run:#}");
+    // No witness: the end token covers the result file and `null`.
+    assert_eq!(run["tsa"]["witness_sha256"], sha256_hex(b"null").as_str());
+    let log = out.join("result_0.txt");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(run["tsa"]["result_sha256"], sha256_hex(text.as_bytes()).as_str());
+    // The seed the run used (and logged) is the derived one, on record.
+    assert_eq!(record["seeds"], serde_json::json!([run["seed"]]));
+    assert_eq!(summary["runs"][0]["seed"], run["seed"]);
+    let logged = format!("\"key\": \"seed\", \"value\": {}", run["seed"]);
+    assert!(text.contains(&logged), "{logged}");
+    let ca = tsa.ca.to_str().unwrap();
+    let c = referee(&["check", "--tsa-ca", ca, log.to_str().unwrap()]);
+    let o = stdout(&c);
+    assert!(
+        o.contains("note[tsa-anchored]")
+            && o.contains("anchored by /CN=Test TSA between")
+            && o.contains("seed derived from the start token"),
+        "{o}"
+    );
+    assert!(!o.contains("error[tsa-"), "{o}");
+    // A shortened time_ms in the result log: the end token is over the
+    // original bytes.
+    let stop = text
+        .lines()
+        .find(|l| l.contains("\"key\": \"run_stop\""))
+        .unwrap();
+    let t1: u64 = time_ms_text(stop).parse().unwrap();
+    let shortened = stop.replacen(
+        &format!("\"time_ms\": {t1}"),
+        &format!("\"time_ms\": {}", t1 - 1),
+        1,
+    );
+    std::fs::write(&log, text.replacen(stop, &shortened, 1)).unwrap();
+    let c = referee(&["check", "--tsa-ca", ca, log.to_str().unwrap()]);
+    let o = stdout(&c);
+    assert_eq!(c.status.code(), Some(1), "{o}");
+    assert!(
+        o.contains("error[tsa-token]") && o.contains("message imprint mismatch"),
+        "{o}"
+    );
+    assert!(!o.contains("note[tsa-anchored]"), "{o}");
+    assert!(o.contains("changed after the end token"), "{o}");
+    // The record's digest edited to match: the token still says otherwise.
+    let rec = out.join("referee_run.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let edited = std::fs::read(&log).unwrap();
+    v["runs"][0]["tsa"]["result_sha256"] = sha256_hex(&edited).into();
+    std::fs::write(&rec, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let c = referee(&["check", "--tsa-ca", ca, log.to_str().unwrap()]);
+    let o = stdout(&c);
+    assert_eq!(c.status.code(), Some(1), "{o}");
+    assert!(o.contains("message imprint mismatch"), "{o}");
+}
+
+#[test]
+fn an_own_benchmark_with_an_unreachable_authority_stops_before_it_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = tmp.path().join("runs");
+    let url = format!("http://127.0.0.1:{port}/");
+    let (code, _, err) = run_mini_llm(&out, &["--tsa", &url]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("time-stamping authority {url} cannot be reached")),
+        "{err}"
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written before the authority answers"
+    );
+}

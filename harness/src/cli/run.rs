@@ -221,6 +221,7 @@ impl RunArgs {
             steps: self.steps,
             window: self.window.clone(),
             step_delay_ms: self.step_delay_ms,
+            tsa: self.tsa.clone(),
         }
     }
 }
@@ -310,9 +311,6 @@ pub fn run(a: RunArgs) -> i32 {
     }
     if !a.command.is_empty() {
         return usage_error("a command after `--` runs only with --exec");
-    }
-    if !a.tsa.is_empty() {
-        return usage_error("--tsa time-stamps runs of --exec only, for now (docs/tsa.md)");
     }
     let placement = match Placement::from_env(|k| std::env::var(k).ok()) {
         Ok(p) => p,
