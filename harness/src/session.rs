@@ -92,13 +92,17 @@ pub fn execute(
     let max_samples = plan.bench.max_samples(&plan.config);
     let mut results = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
-        let seed = tsa.start(i, &plan.out_dir, *seed).map_err(|e| e.to_string())?;
+        let seed = tsa
+            .start(i, &plan.out_dir, *seed)
+            .map_err(|e| e.to_string())?;
         let run_observer = observer.run_starting(i, cfg.seeds.len(), max_samples);
         let mut r = run_once(plan, i, seed, clock.clone(), coll, run_observer.as_ref())?;
         if let Some(log) = &r.log {
             // No witness: the end token covers the result file and `null`.
             let witness = crate::tsa::witness_bytes::<()>(None);
-            r.tsa = tsa.finish(i, &plan.out_dir, log, &witness).map_err(|e| e.to_string())?;
+            r.tsa = tsa
+                .finish(i, &plan.out_dir, log, &witness)
+                .map_err(|e| e.to_string())?;
         }
         observer.run_finished(run_observer, &r, &run_line(cfg, &r));
         results.push(r);

@@ -617,7 +617,10 @@ fn an_anchored_run_of_an_own_benchmark_verifies_and_a_shortened_time_ms_is_caugh
     assert_eq!(run["tsa"]["witness_sha256"], sha256_hex(b"null").as_str());
     let log = out.join("result_0.txt");
     let text = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(run["tsa"]["result_sha256"], sha256_hex(text.as_bytes()).as_str());
+    assert_eq!(
+        run["tsa"]["result_sha256"],
+        sha256_hex(text.as_bytes()).as_str()
+    );
     // The seed the run used (and logged) is the derived one, on record.
     assert_eq!(record["seeds"], serde_json::json!([run["seed"]]));
     assert_eq!(summary["runs"][0]["seed"], run["seed"]);
