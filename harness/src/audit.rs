@@ -61,6 +61,8 @@ pub struct AuditRequest {
     /// The rules the package is judged with (the ruleset read from the
     /// package's path or logs unless given).
     pub rules: crate::rules_env::RulesRequest,
+    /// Verify the runs' RFC 3161 time-stamps against this CA (crate::tsa).
+    pub tsa_ca: Option<PathBuf>,
 }
 
 /// How a step of the audit ended.
@@ -274,6 +276,20 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
             step.detail
         ));
         steps.push(step);
+    }
+    if let Some(ca) = &req.tsa_ca {
+        use crate::tsa::verify::Outcome;
+        let (outcome, detail) = crate::tsa::verify::audit_outcome(&req.dir, ca);
+        let status = match outcome {
+            Outcome::Passed => StepStatus::Passed,
+            Outcome::Failed => StepStatus::Failed,
+            Outcome::NotAnchored => StepStatus::NotDone,
+        };
+        md.push_str(&format!(
+            "\n**Time-stamps**: {} — {detail}\n\n",
+            status.as_str()
+        ));
+        steps.push(Step::new("time-stamps", status, detail));
     }
     let mut rerunner = Rerunner::new(req, md, rules.scoring)?;
     rerunner.rerun_all()?;
@@ -754,6 +770,7 @@ impl<'a> Rerunner<'a> {
                 .as_u64()
                 .unwrap_or(crate::witness::DEFAULT_TOLERANCE_MS),
             grace: std::time::Duration::from_secs(10),
+            tsa: Vec::new(),
         };
         let mut cfg = crate::exec::ExecConfig::resolve(req)?;
         cfg.cwd = cwd;

@@ -71,6 +71,8 @@ pub struct ExecRequest {
     pub tolerance_ms: u64,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
+    pub tsa: Vec<String>,
 }
 
 /// How the page cache is cleared before each run.
@@ -225,6 +227,9 @@ pub struct ExecRun {
     pub supervised_seconds: f64,
     pub witness: Witness,
     pub provenance: Value,
+    /// The run's time-stamps (crate::tsa), with `--tsa`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tsa: Option<Value>,
     /// The closing check of its log (reported beside the runs, not in the
     /// run record).
     #[serde(skip)]
@@ -381,6 +386,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         stop_delay_ms: s.stop_delay_ms,
         supervised_seconds: s.supervised_seconds,
         witness: s.witness,
+        tsa: None,
     })
 }
 
@@ -402,11 +408,17 @@ pub trait ExecObserver {
 
 /// Run every run, write the records, check every log.
 pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSummary, String> {
+    // Time-stamps (crate::tsa): run 0's before anything is written.
+    let mut tsa = crate::tsa::Anchors::new(&cfg.req.tsa, cfg.req.seed.is_some())
+        .map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     let mut runs = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
+        let seed = &tsa.start(i, &cfg.out, *seed).map_err(|e| e.to_string())?;
         observer.run_starting(i, cfg.seeds.len(), *seed);
-        let r = run_one(cfg, i, *seed)?;
+        let mut r = run_one(cfg, i, *seed)?;
+        let witness = crate::tsa::witness_bytes(Some(&r.witness));
+        r.tsa = (tsa.finish(i, &cfg.out, &r.log, &witness)).map_err(|e| e.to_string())?;
         observer.run_finished(&r);
         runs.push(r);
     }
@@ -426,7 +438,7 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
         "system": cfg.system,
         "command": cfg.req.command,
         "working_directory": cfg.cwd.display().to_string(),
-        "seeds": cfg.seeds,
+        "seeds": runs.iter().map(|r| r.seed).collect::<Vec<_>>(),
         "witness_tolerance_ms": cfg.req.tolerance_ms,
         "code": crate::provenance::CodeIdentity::current(),
         "runs": runs,

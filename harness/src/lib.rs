@@ -26,4 +26,5 @@ pub mod slurm;
 pub mod supervise;
 pub mod sysinfo;
 pub mod system;
+pub mod tsa;
 pub mod witness;

@@ -76,6 +76,8 @@ pub struct RunRequest {
     pub window: Option<String>,
     /// Milliseconds added to every training step (to test regression gates).
     pub step_delay_ms: u64,
+    /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
+    pub tsa: Vec<String>,
 }
 
 /// A session of runs, resolved and validated.
@@ -86,6 +88,10 @@ pub struct SessionConfig {
     pub placement: Placement,
     /// The GPU of this rank (None on CPU).
     pub gpu: Option<GpuInfo>,
+    /// RFC 3161 time-stamping authorities (crate::tsa) and whether the
+    /// seed was chosen (`--seed`) rather than derived from their tokens.
+    pub tsa: Vec<String>,
+    pub seed_chosen: bool,
 }
 
 impl SessionConfig {
@@ -177,6 +183,8 @@ impl SessionConfig {
             seeds,
             placement,
             gpu,
+            tsa: a.tsa.clone(),
+            seed_chosen: a.seed.is_some(),
         })
     }
 }

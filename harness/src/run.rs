@@ -118,6 +118,9 @@ pub struct RunResult {
     pub throughput: Throughput,
     pub initial_weights_sha256: String,
     pub log: Option<PathBuf>,
+    /// The run's time-stamps (crate::tsa), with `--tsa`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tsa: Option<serde_json::Value>,
 }
 
 /// Progress notifications (the CLI draws a progress bar from them).
@@ -847,6 +850,7 @@ fn finish(
         throughput,
         initial_weights_sha256: weights,
         log: final_path,
+        tsa: None,
     })
 }
 

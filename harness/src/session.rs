@@ -80,6 +80,10 @@ pub fn execute(
 ) -> Result<Vec<RunResult>, String> {
     let plan = &cfg.plan;
     let leader = coll.rank() == 0;
+    // Time-stamps (crate::tsa): only rank 0 asks the authorities, run 0's
+    // start before anything is written; run_once broadcasts its seed.
+    let urls: &[String] = if leader { &cfg.tsa } else { &[] };
+    let mut tsa = crate::tsa::Anchors::new(urls, cfg.seed_chosen).map_err(|e| e.to_string())?;
     if leader {
         std::fs::create_dir_all(&plan.out_dir)
             .map_err(|e| format!("{}: {e}", plan.out_dir.display()))?;
@@ -88,8 +92,18 @@ pub fn execute(
     let max_samples = plan.bench.max_samples(&plan.config);
     let mut results = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
+        let seed = tsa
+            .start(i, &plan.out_dir, *seed)
+            .map_err(|e| e.to_string())?;
         let run_observer = observer.run_starting(i, cfg.seeds.len(), max_samples);
-        let r = run_once(plan, i, *seed, clock.clone(), coll, run_observer.as_ref())?;
+        let mut r = run_once(plan, i, seed, clock.clone(), coll, run_observer.as_ref())?;
+        if let Some(log) = &r.log {
+            // No witness: the end token covers the result file and `null`.
+            let witness = crate::tsa::witness_bytes::<()>(None);
+            r.tsa = tsa
+                .finish(i, &plan.out_dir, log, &witness)
+                .map_err(|e| e.to_string())?;
+        }
         observer.run_finished(run_observer, &r, &run_line(cfg, &r));
         results.push(r);
     }
@@ -167,7 +181,8 @@ fn run_record(cfg: &SessionConfig, results: &[RunResult]) -> Value {
         },
         "step_delay_ms": plan.step_delay_ms,
         "throughput_mode": plan.throughput.map(|t| serde_json::json!({"steps": t.steps, "window": [t.window.0, t.window.1]})),
-        "seeds": cfg.seeds,
+        // The seeds the runs used (derived from time-stamps with --tsa).
+        "seeds": results.iter().map(|r| r.seed).collect::<Vec<_>>(),
         "command": std::env::args().collect::<Vec<_>>(),
         "runs": results,
     })

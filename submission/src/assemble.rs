@@ -466,6 +466,15 @@ fn build(
                 &imp.join(format!("referee_run_{k}.json")),
                 &pretty(&r.record),
             )?;
+            // Time-stamp tokens beside the record (`referee run --tsa`) as
+            // referee_run_K.NAME.tsr, where the record's names find them.
+            for f in std::fs::read_dir(&r.path).into_iter().flatten().flatten() {
+                let name = f.file_name().to_string_lossy().to_string();
+                if name.ends_with(".tsr") && f.file_type().is_ok_and(|t| t.is_file()) {
+                    let dst = imp.join(format!("referee_run_{k}.{name}"));
+                    std::fs::copy(f.path(), &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+                }
+            }
         }
         write(&imp.join("config.json"), &pretty(&rs[0].configuration()))?;
         if let Some(code) = &spec.code {

@@ -22,6 +22,10 @@ pub struct AuditArgs {
     /// allowed_signers file (OpenSSH format) the signing key must be in.
     #[arg(long, value_name = "FILE")]
     pub allowed_signers: Option<PathBuf>,
+    /// Verify the runs' RFC 3161 time-stamps against this CA certificate
+    /// (PEM) and report the anchored interval of each (docs/tsa.md).
+    #[arg(long, value_name = "FILE")]
+    pub tsa_ca: Option<PathBuf>,
     /// Re-run even if the code or the data differ from the original's
     /// (recorded in the report).
     #[arg(long)]
@@ -68,6 +72,7 @@ pub fn run(a: AuditArgs) -> i32 {
             .clone()
             .unwrap_or_else(referee_datasets::default_data_dir),
         rules: a.rules.request(),
+        tsa_ca: a.tsa_ca.clone(),
     };
     let report = match audit(&req) {
         Ok(r) => r,

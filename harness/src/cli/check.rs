@@ -67,6 +67,10 @@ pub struct CheckArgs {
     /// Worker threads (default: all cores).
     #[arg(short = 'j', long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Verify each log's RFC 3161 time-stamps against this CA certificate
+    /// (PEM); a log that is not anchored fails (docs/tsa.md).
+    #[arg(long, value_name = "FILE")]
+    pub tsa_ca: Option<PathBuf>,
 }
 
 /// The validated, resolved form of `CheckArgs`.
@@ -79,6 +83,7 @@ struct CheckConfig {
     show_pass: bool,
     rules: String,
     threads: usize,
+    tsa_ca: Option<PathBuf>,
 }
 
 fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
@@ -92,6 +97,9 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+    }
+    if let Some(ca) = a.tsa_ca.as_deref().filter(|c| !c.is_file()) {
+        return Err(format!("--tsa-ca {}: no such file", ca.display()));
     }
     let usage = a.usage.as_str();
     let needs_official = a.ruleset.is_some()
@@ -154,6 +162,7 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         show_pass: !a.failures_only,
         rules,
         threads: init_threads(a.threads),
+        tsa_ca: a.tsa_ca,
     })
 }
 
@@ -173,8 +182,15 @@ pub fn run(args: CheckArgs) -> i32 {
     } else {
         ProgressBar::hidden()
     };
-    let results =
+    let mut results =
         crate::witness::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
+    if let Some(ca) = &cfg.tsa_ca {
+        for (log, r) in cfg.logs.iter().zip(results.iter_mut()) {
+            if let Ok(rep) = r {
+                crate::tsa::verify::annotate(rep, log, ca);
+            }
+        }
+    }
     progress.finish_and_clear();
 
     let stdout = std::io::stdout().lock();

@@ -128,6 +128,12 @@ pub struct RunArgs {
     /// Print the run summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// An RFC 3161 time-stamping authority (repeatable): a token before
+    /// each run (its seed derived from it unless --seed) and one after it,
+    /// over the result file and the witness, kept beside the run record
+    /// (docs/tsa.md). An authority that cannot be reached stops the session.
+    #[arg(long = "tsa", value_name = "URL")]
+    pub tsa: Vec<String>,
     /// Add this many milliseconds to every training step (for testing
     /// regression gates such as `referee compare`; recorded in the run record).
     #[arg(long, default_value_t = 0, value_name = "MS")]
@@ -187,6 +193,7 @@ impl RunArgs {
             },
             tolerance_ms: self.witness_tolerance_ms,
             grace: std::time::Duration::from_secs_f64(self.grace_seconds),
+            tsa: self.tsa.clone(),
         })
     }
 
@@ -214,6 +221,7 @@ impl RunArgs {
             steps: self.steps,
             window: self.window.clone(),
             step_delay_ms: self.step_delay_ms,
+            tsa: self.tsa.clone(),
         }
     }
 }

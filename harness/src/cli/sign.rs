@@ -58,6 +58,10 @@ pub struct VerifyArgs {
     /// printed for a human to compare.
     #[arg(long, value_name = "FILE")]
     pub allowed_signers: Option<PathBuf>,
+    /// Also verify the runs' RFC 3161 time-stamps against this CA
+    /// certificate (PEM) and report each run's anchored interval (docs/tsa.md).
+    #[arg(long, value_name = "FILE")]
+    pub tsa_ca: Option<PathBuf>,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -117,12 +121,33 @@ pub fn run_verify(a: VerifyArgs) -> i32 {
     init_threads(a.threads);
     match sign::verify_dir(&a.dir, a.allowed_signers.as_deref()) {
         Ok(report) => {
+            // The runs' time-stamps (crate::tsa), with --tsa-ca.
+            let tsa = match a
+                .tsa_ca
+                .as_deref()
+                .map(|ca| crate::tsa::verify_tree(&a.dir, ca))
+            {
+                Some(Err(e)) => return usage_error(e),
+                t => t.and_then(Result::ok),
+            };
             if a.json {
-                println!("{}", report.to_json());
+                let mut v: serde_json::Value =
+                    serde_json::from_str(&report.to_json()).expect("json");
+                if let Some(t) = &tsa {
+                    v["time_stamps"] = serde_json::to_value(t).expect("json");
+                }
+                println!("{v}");
             } else {
                 println!("{report}");
+                if let Some(t) = &tsa {
+                    println!("{t}");
+                }
             }
-            if report.ok { EXIT_OK } else { EXIT_FAIL }
+            if report.ok && tsa.is_none_or(|t| t.ok) {
+                EXIT_OK
+            } else {
+                EXIT_FAIL
+            }
         }
         Err(e) => {
             if a.json {
