@@ -192,16 +192,15 @@ fn broken_links(files: &[PathBuf]) -> (Vec<String>, usize) {
                     problems.push(format!("{at}: an empty link"));
                 } else if !resolved.exists() {
                     problems.push(format!("{at}: no such file"));
-                } else if let Some(anchor) = anchor {
-                    if resolved.extension().is_some_and(|x| x == "md") {
-                        let target_text = std::fs::read_to_string(&resolved).unwrap();
-                        let known = anchors(&target_text);
-                        if !known.contains(anchor) {
-                            problems.push(format!(
-                                "{at}: no heading with the anchor #{anchor} there (its anchors: {})",
-                                known.into_iter().collect::<Vec<_>>().join(", ")
-                            ));
-                        }
+                } else if let Some(anchor) = anchor
+                    && resolved.extension().is_some_and(|x| x == "md")
+                {
+                    let known = anchors(&std::fs::read_to_string(&resolved).unwrap());
+                    if !known.contains(anchor) {
+                        problems.push(format!(
+                            "{at}: no heading with the anchor #{anchor} there (its anchors: {})",
+                            known.into_iter().collect::<Vec<_>>().join(", ")
+                        ));
                     }
                 }
             }
