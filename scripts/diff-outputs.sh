@@ -11,8 +11,9 @@
 # corpus under 5.0.0 and under 5.1.0 (its failure paths), summarize (text,
 # --json, --csv, --markdown), package-check --json over every submitter, rcp (text and
 # --json) over every benchmark directory of three submitters, compare
-# --json, text and --markdown of two systems' llama2_70b_lora results; perf
-# (--json, text, --markdown) of the perf fixtures (tests/fixtures/perf); and,
+# --json, text, --markdown and --html of two systems' llama2_70b_lora results
+# (and --html of two framework logs); perf
+# (--json, text, --markdown, --html) of the perf fixtures (tests/fixtures/perf); and,
 # with timestamps, digests, durations and paths masked, `run --exec --json`
 # of the fake training program (tests/fixtures/exec/fake_lora.py, the 10 runs the benchmark needs)
 # and `audit --rerun 1 --json` of those runs packaged and signed (the package and its
@@ -55,11 +56,14 @@ cases=(
   "rcp_json|rcp --ruleset 5.0.0 --json ${rcp_dirs[*]}"
   "compare_json|compare --json $lora_a $lora_b"
   "compare|compare $lora_a $lora_b --markdown $work/MD"
+  "compare_html|compare $lora_a $lora_b --html $work/MD"
   "perf_json|perf --json --system DGX-H100 --seq-len 8192 --against published $perf/$nemo $perf/megatron/complete.out"
   "perf_scaling_json|perf --json $perf/scaling"
   "perf_status_json|perf --json $perf/status"
   "perf|perf --gpu H100 $perf/megatron/complete.out $perf/scaling"
   "perf_md|perf --markdown --gpu H100 --seq-len 8192 --against published $perf/$nemo"
+  "perf_html|perf --gpu H100 $perf/megatron/complete.out $perf/scaling --html $work/MD"
+  "compare_logs_html|compare --force $perf/scaling/run_08gpus.out $perf/scaling/run_16gpus.out --html $work/MD"
 )
 
 # What differs from one run of a program to the next: the work folder's

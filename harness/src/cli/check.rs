@@ -174,7 +174,7 @@ pub fn run(args: CheckArgs) -> i32 {
         ProgressBar::hidden()
     };
     let results =
-        crate::witness::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
+        crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
     progress.finish_and_clear();
 
     let stdout = std::io::stdout().lock();

@@ -25,6 +25,11 @@
 //! Benchmark definitions must agree (ruleset, usage, quality target,
 //! dataset fingerprints, run mode) unless `force` is set, which every
 //! report then states.
+//!
+//! It owns the pairing, the statistics and the verdicts; it reads
+//! framework logs through [`crate::perf`] and scores as `referee_rules`
+//! does, and must not know how a command parses its flags or where its
+//! output goes (the harness's `cli`).
 
 mod group;
 pub mod html;

@@ -8,23 +8,30 @@
 //! * [`window`]: the window rule, mean and sample sd, the status.
 //! * [`fields`]: model, system, GPU count, batch sizes, sequence length,
 //!   parallelism, precision, and where each came from.
-//! * [`peaks`]: the GPU dense peak table (the one `referee run` uses).
+//! * [`peaks`]: the GPU dense peak table (the one `referee run` uses),
+//!   keyed by [`precision`].
 //! * [`reference`]: the shipped published rows and the matching.
 //! * [`scaling`]: weak/strong scaling efficiency.
 //! * [`report`], [`html`]: the report (human, JSON, Markdown, CSV) and the
 //!   HTML page.
+//!
+//! It owns the reading of throughput logs and must not know how a command
+//! parses its flags or where its output goes (the harness's `cli`), nor
+//! of `referee compare`, which reads its rows.
 
 pub mod fields;
 pub mod formats;
 pub mod html;
 pub mod peaks;
+pub mod precision;
 pub mod reference;
 pub mod report;
 pub mod scaling;
 pub mod window;
 
-use fields::{ConfigFile, Field, Fields, Precision, Source, Stated};
+use fields::{ConfigFile, Field, Fields, Source, Stated};
 use formats::{Format, NO_RANK, Problem, Scan};
+use precision::Precision;
 use rayon::prelude::*;
 use reference::{RefMatch, Reference};
 use scaling::{ScalingGroup, ScalingInput};

@@ -12,7 +12,8 @@
 //! system and GPU count stated by the run and equal — is an exact match;
 //! anything else is labelled "looser" with every difference named.
 
-use super::fields::{Fields, Precision};
+use super::fields::Fields;
+use super::precision::Precision;
 use serde::Serialize;
 use std::path::Path;
 
