@@ -1,11 +1,10 @@
 //! High-level compliance checking of log files: ruleset selection, file
-//! discovery, parallel checking.
+//! discovery, one log at a time (the harness checks many in parallel).
 
 use crate::compliance::{self, CheckOptions};
 use crate::diag::{Diagnostic, Verdict};
 use crate::mllog;
 use crate::ruleset::RuleLibrary;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,15 +55,6 @@ impl std::fmt::Display for CheckError {
     }
 }
 
-/// Keys the engine itself reads, whatever the rule files say.
-const ENGINE_KEYS: &[&str] = &[
-    "init_start",
-    "run_start",
-    "submission_benchmark",
-    "submission_division",
-    "eval_accuracy",
-];
-
 pub struct Checker {
     pub lib: Arc<RuleLibrary>,
     pub opts: CheckOptions,
@@ -89,7 +79,7 @@ impl Checker {
             RulesetChoice::Official { usage, version } => {
                 let universe = self.lib.key_universe(&format!("{usage}_{version}"));
                 Some(Arc::new(move |k: &str| {
-                    universe.contains(k) || ENGINE_KEYS.contains(&k)
+                    universe.contains(k) || crate::lifecycle::engine_reads(k)
                 }))
             }
             _ => None,
@@ -204,18 +194,6 @@ impl Checker {
             records: out.records,
             rule_files: out.rule_files,
         })
-    }
-
-    /// Check many files in parallel; results come back in input order.
-    pub fn check_files(
-        &self,
-        paths: &[PathBuf],
-        choice: &RulesetChoice,
-    ) -> Vec<Result<LogReport, CheckError>> {
-        paths
-            .par_iter()
-            .map(|p| self.check_file(p, choice))
-            .collect()
     }
 }
 

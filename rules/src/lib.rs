@@ -4,14 +4,16 @@
 //!
 //! Layout: [`mllog`] reads logs; [`ruleset`] finds and compiles rule files;
 //! [`py`] is the sandboxed interpreter of their Python subset;
-//! [`compliance`] runs a rule chain over one log; [`checker`] checks files
-//! in parallel; [`diag`] is the diagnostic type every check emits.
+//! [`compliance`] runs a rule chain over one log; [`checker`] checks a file
+//! (the harness checks many); [`lifecycle`] lists the keys referee acts on of
+//! its own accord; [`diag`] is the diagnostic type every check emits.
 
 pub mod checker;
 pub mod compliance;
 pub mod diag;
 pub mod json;
 pub mod layout;
+pub mod lifecycle;
 pub mod mllog;
 pub mod package_check;
 pub mod py;

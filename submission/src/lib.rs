@@ -2,6 +2,7 @@
 
 pub mod assemble;
 pub mod compare;
+pub mod figures;
 pub mod manifest;
 pub mod perf;
 pub mod sign;

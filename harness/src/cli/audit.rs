@@ -4,7 +4,7 @@
 
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
 use crate::audit::{AuditRequest, audit};
-use crate::plan::utc_stamp;
+use crate::outdir::utc_stamp;
 use clap::Args;
 use referee_rules::report::{Detail, Format, render};
 use std::path::PathBuf;

@@ -183,7 +183,7 @@ pub fn run(args: CheckArgs) -> i32 {
         ProgressBar::hidden()
     };
     let mut results =
-        crate::witness::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
+        crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
     if let Some(ca) = &cfg.tsa_ca {
         for (log, r) in cfg.logs.iter().zip(results.iter_mut()) {
             if let Ok(rep) = r {

@@ -5,7 +5,7 @@ use super::common::RulesetArgs;
 use super::run::DivisionArg;
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
 use crate::packaging::{PackagingRequest, package_runs};
-use crate::plan::Division;
+use crate::session::plan::Division;
 use clap::Args;
 use referee_rules::report::{Detail, Format, render};
 use std::path::PathBuf;

@@ -10,7 +10,8 @@ use super::common::write_page;
 use super::{EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use referee_rules::report::{Detail, Format, render};
-use referee_submission::perf::fields::{self, Precision, Source, Stated};
+use referee_submission::perf::fields::{self, Source, Stated};
+use referee_submission::perf::precision::Precision;
 use referee_submission::perf::{self, PerfRequest, html, reference, report, window};
 use std::path::PathBuf;
 

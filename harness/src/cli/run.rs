@@ -5,12 +5,12 @@
 //! (crate::exec), resolved by [`ExecConfig::resolve`].
 
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, usage_error};
-use crate::collective::Collective;
 use crate::exec::{CacheClearMethod, ExecConfig, ExecProgress, ExecRequest};
-use crate::launch::Placement;
-use crate::plan::{Division, Mode, RunRequest, SessionConfig};
 use crate::rules_env::RulesRequest;
-use crate::run::{Observer, RunResult};
+use crate::session::collective::Collective;
+use crate::session::launch::Placement;
+use crate::session::plan::{Division, Mode, RunRequest, SessionConfig};
+use crate::session::run::{Observer, RunResult};
 use crate::session::{self, SessionObserver};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,7 +64,7 @@ pub struct RunArgs {
     pub cache_clear_cmd: Option<String>,
     /// With --exec: allowance (ms) for clock skew and output buffering
     /// when the witness compares a line's time_ms with the harness's clock.
-    #[arg(long, default_value_t = crate::witness::DEFAULT_TOLERANCE_MS, value_name = "MS")]
+    #[arg(long, default_value_t = crate::exec::witness::DEFAULT_TOLERANCE_MS, value_name = "MS")]
     pub witness_tolerance_ms: u64,
     /// With --exec: seconds between SIGTERM and SIGKILL when a run is stopped.
     #[arg(long, default_value_t = 30.0, value_name = "S")]
@@ -328,11 +328,13 @@ pub fn run(a: RunArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    let mut coll: Box<dyn Collective> =
-        match crate::collective::for_device(&placement, cfg.gpu.as_ref().map(|g| g.ordinal)) {
-            Ok(c) => c,
-            Err(e) => return usage_error(e),
-        };
+    let mut coll: Box<dyn Collective> = match crate::session::collective::for_device(
+        &placement,
+        cfg.gpu.as_ref().map(|g| g.ordinal),
+    ) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
     let progress = ProgressBars {
         show: !a.quiet && std::io::stderr().is_terminal(),
         leader: coll.rank() == 0,

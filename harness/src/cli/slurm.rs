@@ -87,7 +87,7 @@ pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
         return Err("--runs must be at least 1".into());
     }
     // The same validation `referee run` applies, now rather than on the cluster.
-    crate::plan::resolve_config(bench, None, &a.sets, a.division == DivisionArg::Closed)?;
+    crate::session::plan::resolve_config(bench, None, &a.sets, a.division == DivisionArg::Closed)?;
     let minutes = a
         .time
         .unwrap_or((spec.budget_minutes * runs as f64).ceil() as u64 + 15);

@@ -41,7 +41,7 @@ pub struct SystemArgs {
 pub fn run(a: SystemArgs) -> i32 {
     let format = Format::from_flags(a.json, a.markdown);
     if a.nccl {
-        let probe = match crate::nccl_probe::probe(a.nccl_mib << 20, 20) {
+        let probe = match crate::session::nccl_probe::probe(a.nccl_mib << 20, 20) {
             Ok(p) => p,
             Err(e) => return usage_error(e),
         };

@@ -4,7 +4,7 @@
 
 use super::openssl::{self, TokenInfo};
 use super::{TsaError, derive_seed, end_digest, sha256, witness_bytes};
-use crate::witness::Witness;
+use crate::exec::witness::Witness;
 use chrono::{DateTime, SecondsFormat, Utc};
 use referee_rules::checker::LogReport;
 use referee_rules::diag::Diagnostic;

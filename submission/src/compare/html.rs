@@ -7,9 +7,12 @@
 //! writes every label as an SVG `<text>` element with a generic family
 //! (`sans-serif`) that the browser renders with whatever font it has.
 
-use super::report::{detail_lines, fig, not_compared_lines, pct, setting, settings_line};
+use super::report::{detail_lines, not_compared_lines, pct, setting, settings_line};
 use super::{Comparison, GroupComparison, Mode, RunRecord, RunSet};
-use crate::perf::html::{StepSeries, esc, padded, step_time_svg};
+use crate::figures::fig;
+use crate::perf::html::{
+    StepSeries, draw_legend, esc, legend_mark, padded, plot_chart, step_time_svg,
+};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -71,12 +74,12 @@ pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
     let r: PlotResult = (|| {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: evaluations", g.benchmark), ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, y0..y1)?;
+        let mut chart = plot_chart(
+            &root,
+            format!("{}: evaluations", g.benchmark),
+            x0..x1,
+            y0..y1,
+        )?;
         chart
             .configure_mesh()
             .light_line_style(TRANSPARENT)
@@ -92,9 +95,7 @@ pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
                     TARGET_COLOR.stroke_width(1),
                 ))?
                 .label(format!("target {}", fig(t)))
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], TARGET_COLOR.stroke_width(1))
-                });
+                .legend(legend_mark(TARGET_COLOR.stroke_width(1)));
         }
         for (s, color, name) in sides {
             let mut first = true;
@@ -106,19 +107,12 @@ pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
                     let n = s.runs.iter().filter(|r| !r.evals.is_empty()).count();
                     series
                         .label(format!("{name} ({n} run{})", if n == 1 { "" } else { "s" }))
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                        });
+                        .legend(legend_mark(color.stroke_width(2)));
                     first = false;
                 }
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        draw_legend(&mut chart)?;
         root.present()?;
         Ok(())
     })();
@@ -257,12 +251,12 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         root.fill(&WHITE)?;
         // x: the baseline's column is centred at 0.5, the candidate's at
         // 1.5; ticks every 0.5 and only the two centres are labelled.
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: {}", g.benchmark, d.title), ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0f64..2.0f64, y0..y1)?;
+        let mut chart = plot_chart(
+            &root,
+            format!("{}: {}", g.benchmark, d.title),
+            0.0f64..2.0f64,
+            y0..y1,
+        )?;
         chart
             .configure_mesh()
             .disable_x_mesh()

@@ -109,6 +109,9 @@ fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<
 /// samples/s, tokens/s and MFU of one `throughput` event.
 type Rates = (f64, Option<f64>, Option<f64>);
 
+/// A throughput event: (samples_count, samples/s, tokens/s, mfu).
+type Block = (f64, f64, Option<f64>, Option<f64>);
+
 /// What referee reads from a log besides its score.
 #[derive(Debug, Default, Clone)]
 struct LogFacts {
@@ -120,8 +123,8 @@ struct LogFacts {
     eval_key: Option<String>,
     evals_samples: Vec<(f64, f64)>,
     evals_epochs: Vec<(f64, f64)>,
-    /// (samples_count, samples/s, tokens/s, mfu) per throughput event.
-    blocks: Vec<(f64, f64, Option<f64>, Option<f64>)>,
+    /// One per throughput event.
+    blocks: Vec<Block>,
     /// The throughput-mode event (samples/s, tokens/s, mfu) and its window.
     window: Option<(Rates, (u64, u64))>,
     fingerprints: BTreeMap<String, String>,
@@ -210,24 +213,17 @@ fn run_throughput(f: &LogFacts) -> (Option<f64>, Option<f64>, Option<f64>) {
     if let Some(((sps, tps, mfu), _)) = f.window {
         return (Some(sps), tps, mfu);
     }
-    let (mut samples, mut seconds, mut prev) = (0.0, 0.0, 0.0);
-    let mut tokens_per_sample = None;
-    let mut mfu_per_sps = None;
-    for &(sc, sps, tps, mfu) in &f.blocks {
-        let n = sc - prev;
-        prev = sc;
-        if n <= 0.0 || sps <= 0.0 {
-            continue;
-        }
-        samples += n;
-        seconds += n / sps;
-        tokens_per_sample = tokens_per_sample.or(tps.map(|t| t / sps));
-        mfu_per_sps = mfu_per_sps.or(mfu.map(|m| m / sps));
-    }
-    if seconds <= 0.0 {
+    let (rate, counted) = crate::perf::weighted_block_rate(f.blocks.iter().map(|b| (b.0, b.1)));
+    let Some(sps) = rate else {
         return (None, None, None);
-    }
-    let sps = samples / seconds;
+    };
+    let first = |per: fn(&Block) -> Option<f64>| {
+        counted
+            .iter()
+            .find_map(|&i| per(&f.blocks[i]).map(|x| x / f.blocks[i].1))
+    };
+    let tokens_per_sample = first(|b| b.2);
+    let mfu_per_sps = first(|b| b.3);
     (
         Some(sps),
         tokens_per_sample.map(|t| t * sps),
@@ -394,11 +390,6 @@ fn build_set(key: GroupKey, members: &[usize], ctx: &ScoreContext, r: &SideLogs)
     };
     let score = score_dir(ctx, &bd, &division, &runs_an, &org);
     let mut set = RunSet {
-        org,
-        system,
-        benchmark: benchmark.clone(),
-        mode,
-        kind: first.kind,
         dirs: dirs
             .iter()
             .map(|&i| r.sources[i].dir.display().to_string())
@@ -406,14 +397,6 @@ fn build_set(key: GroupKey, members: &[usize], ctx: &ScoreContext, r: &SideLogs)
         usage: ctx.usage.clone(),
         ruleset: ctx.ruleset.clone(),
         division,
-        target: None,
-        dataset_fingerprints: BTreeMap::new(),
-        code: BTreeSet::new(),
-        config_sha256: BTreeSet::new(),
-        step_delay_ms: BTreeSet::new(),
-        throughput_windows: BTreeSet::new(),
-        eval_key: None,
-        eval_unit: "samples",
         convergence_unit: if ctx
             .facts
             .benchmark(&ctx.usage, &benchmark)
@@ -427,9 +410,8 @@ fn build_set(key: GroupKey, members: &[usize], ctx: &ScoreContext, r: &SideLogs)
         scaling_factor: score.scaling_factor,
         max_dropped: score.max_dropped,
         dropped: score.dropped,
-        runs: Vec::new(),
-        perf_config: None,
         score: Some(score),
+        ..RunSet::empty(org, system, benchmark.clone(), mode, first.kind)
     };
     for &i in &dirs {
         if let Some(rec) = &r.sources[i].record {
@@ -583,11 +565,6 @@ fn framework_set(model: String, system: String, runs: &[&PerfRow]) -> RunSet {
     let configs: BTreeSet<String> = runs.iter().map(|r| perf_config(r)).collect();
     let formats: BTreeSet<&str> = runs.iter().map(|r| r.format.as_str()).collect();
     RunSet {
-        org: String::new(),
-        system,
-        benchmark: model,
-        mode: Mode::Throughput,
-        kind: SourceKind::FrameworkLog,
         dirs: runs
             .iter()
             .map(|r| {
@@ -600,23 +577,16 @@ fn framework_set(model: String, system: String, runs: &[&PerfRow]) -> RunSet {
             .collect(),
         usage: "framework log".into(),
         ruleset: formats.into_iter().collect::<Vec<_>>().join("+"),
-        division: String::new(),
-        target: None,
-        dataset_fingerprints: BTreeMap::new(),
-        code: BTreeSet::new(),
-        config_sha256: BTreeSet::new(),
-        step_delay_ms: BTreeSet::new(),
-        throughput_windows: BTreeSet::new(),
-        eval_key: None,
-        eval_unit: "samples",
-        convergence_unit: "samples",
-        score_minutes: None,
-        scaling_factor: 1.0,
-        max_dropped: 0,
         dropped: runs.iter().filter(|r| !r.complete()).count(),
         runs: runs.iter().map(|r| framework_run(r)).collect(),
         perf_config: Some(configs.into_iter().collect::<Vec<_>>().join("; ")),
-        score: None,
+        ..RunSet::empty(
+            String::new(),
+            system,
+            model,
+            Mode::Throughput,
+            SourceKind::FrameworkLog,
+        )
     }
 }
 

@@ -25,6 +25,11 @@
 //! Benchmark definitions must agree (ruleset, usage, quality target,
 //! dataset fingerprints, run mode) unless `force` is set, which every
 //! report then states.
+//!
+//! It owns the pairing, the statistics and the verdicts; it reads
+//! framework logs through [`crate::perf`] and scores as `referee_rules`
+//! does, and must not know how a command parses its flags or where its
+//! output goes (the harness's `cli`).
 
 mod group;
 pub mod html;
@@ -209,6 +214,44 @@ pub struct RunSet {
 }
 
 impl RunSet {
+    /// A side's set before anything is read into it: no runs, no
+    /// identities seen, samples on both axes, no score.
+    pub fn empty(
+        org: String,
+        system: String,
+        benchmark: String,
+        mode: Mode,
+        kind: SourceKind,
+    ) -> RunSet {
+        RunSet {
+            org,
+            system,
+            benchmark,
+            mode,
+            kind,
+            dirs: Vec::new(),
+            usage: String::new(),
+            ruleset: String::new(),
+            division: String::new(),
+            target: None,
+            dataset_fingerprints: BTreeMap::new(),
+            code: BTreeSet::new(),
+            config_sha256: BTreeSet::new(),
+            step_delay_ms: BTreeSet::new(),
+            throughput_windows: BTreeSet::new(),
+            eval_key: None,
+            eval_unit: "samples",
+            convergence_unit: "samples",
+            score_minutes: None,
+            scaling_factor: 1.0,
+            max_dropped: 0,
+            dropped: 0,
+            runs: Vec::new(),
+            perf_config: None,
+            score: None,
+        }
+    }
+
     pub fn label(&self) -> String {
         if self.org.is_empty() {
             format!("{}/{}", self.system, self.benchmark)
@@ -500,31 +543,17 @@ mod tests {
 
     fn set(org: &str, system: &str, bench: &str, mode: Mode) -> RunSet {
         RunSet {
-            org: org.into(),
-            system: system.into(),
-            benchmark: bench.into(),
-            mode,
-            kind: SourceKind::ResultsDir,
-            dirs: vec![],
             usage: "training".into(),
             ruleset: "5.0.0".into(),
             division: "closed".into(),
-            target: None,
-            dataset_fingerprints: BTreeMap::new(),
-            code: BTreeSet::new(),
-            config_sha256: BTreeSet::new(),
-            step_delay_ms: BTreeSet::new(),
-            throughput_windows: BTreeSet::new(),
-            eval_key: None,
-            eval_unit: "samples",
-            convergence_unit: "samples",
-            score_minutes: None,
-            scaling_factor: 1.0,
             max_dropped: 1,
-            dropped: 0,
-            runs: vec![],
-            perf_config: None,
-            score: None,
+            ..RunSet::empty(
+                org.into(),
+                system.into(),
+                bench.into(),
+                mode,
+                SourceKind::ResultsDir,
+            )
         }
     }
 

@@ -2,7 +2,8 @@
 //! JSON (the serde form) — through the report layer's [`Report`] trait.
 
 use super::{Comparison, GroupComparison, MetricComparison};
-use referee_rules::report::{Detail, Report};
+use crate::figures::{fig, write_aligned};
+use referee_rules::report::{Detail, Report, md_escape};
 use std::fmt::Write as _;
 
 /// `+5.2 %`.
@@ -11,24 +12,6 @@ pub fn pct(x: f64) -> String {
         format!("{:+.1} %", x * 100.0)
     } else {
         "—".into()
-    }
-}
-
-/// A figure with a sensible number of digits.
-pub fn fig(x: f64) -> String {
-    let a = x.abs();
-    if !x.is_finite() {
-        "—".into()
-    } else if a == 0.0 {
-        "0".into()
-    } else if a >= 1e5 {
-        format!("{x:.0}")
-    } else if a >= 100.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
     }
 }
 
@@ -298,28 +281,8 @@ pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Res
         writeln!(out, "  {l}")?;
     }
     writeln!(out)?;
-    let head = header(c);
-    let rows = rows(c);
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(&r.cells) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    writeln!(out, "{}", line(&head))?;
-    for r in &rows {
-        writeln!(out, "{}", line(&r.cells))?;
-    }
+    let rows: Vec<Vec<String>> = rows(c).into_iter().map(|r| r.cells).collect();
+    write_aligned(out, &header(c), &rows)?;
     for g in &c.groups {
         writeln!(out)?;
         writeln!(out, "{}", g.label)?;
@@ -345,10 +308,6 @@ pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Res
     writeln!(out)?;
     writeln!(out, "{}", summary_line(c))?;
     Ok(())
-}
-
-fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
 }
 
 /// The Markdown form.

@@ -17,36 +17,9 @@ pub const BOOTSTRAP_SEED: u64 = 20_250_601;
 /// Runs a side needs before a confidence interval means anything.
 pub const MIN_RUNS: usize = 2;
 
-/// splitmix64: a tiny, platform-independent pseudo-random stream.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-shift with rejection: unbiased).
-    pub fn below(&mut self, n: usize) -> usize {
-        assert!(n > 0, "below(0)");
-        let n = n as u64;
-        let threshold = n.wrapping_neg() % n;
-        loop {
-            let m = (self.next_u64() as u128) * (n as u128);
-            if (m as u64) >= threshold {
-                return (m >> 64) as usize;
-            }
-        }
-    }
-}
+/// The bootstrap's stream: the workspace's one splitmix64
+/// (`referee_datasets::rng`, pinned by its tests).
+pub use referee_datasets::rng::SplitMix64;
 
 /// numpy's default quantile (linear interpolation, "type 7") of sorted data.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
@@ -101,10 +74,10 @@ pub fn bootstrap_relative_change(
     let mut rc = vec![0.0; candidate.len()];
     for _ in 0..resamples {
         for x in rb.iter_mut() {
-            *x = baseline[rng.below(baseline.len())];
+            *x = baseline[rng.below(baseline.len() as u64) as usize];
         }
         for x in rc.iter_mut() {
-            *x = candidate[rng.below(candidate.len())];
+            *x = candidate[rng.below(candidate.len() as u64) as usize];
         }
         if let (Some(b), Some(c)) = (stat_b(&rb), stat_c(&rc)) {
             let change = c / b - 1.0;
@@ -568,7 +541,7 @@ mod tests {
         let mut counts = [0usize; 3];
         let mut r = SplitMix64::new(1);
         for _ in 0..30_000 {
-            counts[r.below(3)] += 1;
+            counts[r.below(3) as usize] += 1;
         }
         for c in counts {
             assert!((9_500..10_500).contains(&c), "{counts:?}");

@@ -6,6 +6,7 @@
 //! flag, from a config file, or derived from other fields by a stated
 //! formula, and the report says which.
 
+use super::precision::Precision;
 use referee_rules::yaml::{self, Node};
 use serde::Serialize;
 use std::path::Path;
@@ -60,45 +61,37 @@ impl<T> Field<T> {
     }
 }
 
-/// Numeric precision of the run's matrix multiplies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    Bf16,
-    Fp8,
-    Fp16,
-    Fp32,
-    Nvfp4,
-}
-
-impl Precision {
-    /// `bf16`, `BF16`, `fp8`, `mxfp8` (an FP8 recipe), `fp16`, `fp32`, `nvfp4`.
-    pub fn parse(s: &str) -> Option<Precision> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "bf16" | "bfloat16" => Some(Precision::Bf16),
-            "fp8" | "mxfp8" | "fp8-cs" | "fp8-ds" | "fp8-mx" => Some(Precision::Fp8),
-            "fp16" | "float16" => Some(Precision::Fp16),
-            "fp32" | "float32" => Some(Precision::Fp32),
-            "nvfp4" | "fp4" => Some(Precision::Nvfp4),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Precision::Bf16 => "BF16",
-            Precision::Fp8 => "FP8",
-            Precision::Fp16 => "FP16",
-            Precision::Fp32 => "FP32",
-            Precision::Nvfp4 => "NVFP4",
-        }
-    }
-}
-
-/// The integer fields, in report order.
-pub const COUNTS: &[&str] = &[
-    "gpus", "gbs", "mbs", "seq_len", "tp", "pp", "cp", "vp", "ep", "fsdp", "ga",
+/// The integer fields, in report order, with their labels.
+pub const COUNTS: &[(&str, &str)] = &[
+    ("gpus", "GPUs"),
+    ("gbs", "GBS"),
+    ("mbs", "MBS"),
+    ("seq_len", "sequence length"),
+    ("tp", "TP"),
+    ("pp", "PP"),
+    ("cp", "CP"),
+    ("vp", "VP"),
+    ("ep", "EP"),
+    ("fsdp", "FSDP"),
+    ("ga", "GA"),
 ];
+
+/// The parallelism fields (from `tp` on), with their labels.
+pub const PARALLELISM: &[(&str, &str)] = COUNTS.split_at(4).1;
+
+/// Is `name` one of the integer fields?
+fn is_count(name: &str) -> bool {
+    COUNTS.iter().any(|(n, _)| *n == name)
+}
+
+/// `TP4 PP8 CP2 VP8 EP1 GA32`: the parallelism fields that `count` has.
+pub fn parallelism_text(count: impl Fn(&str) -> Option<u64>) -> String {
+    PARALLELISM
+        .iter()
+        .filter_map(|(n, l)| count(n).map(|v| format!("{l}{v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// Values stated by one source (flags, a config file, a log, a file name);
 /// every field optional.
@@ -123,9 +116,9 @@ impl Stated {
     }
 
     pub fn set_count(&mut self, name: &str, v: u64) {
-        let name = COUNTS
+        let (name, _) = COUNTS
             .iter()
-            .find(|c| **c == name)
+            .find(|(c, _)| *c == name)
             .expect("a known count field");
         self.counts.retain(|(n, _)| n != name);
         self.counts.push((name, v));
@@ -183,7 +176,7 @@ pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
                     format!("{at}: precision `{text}`: expected bf16, fp8, fp16, fp32 or nvfp4")
                 })?)
             }
-            k if COUNTS.contains(&k) => {
+            k if is_count(k) => {
                 let n: u64 = text.parse().map_err(|_| {
                     format!("{at}: `{k}` is `{text}` where a whole number was expected")
                 })?;
@@ -192,7 +185,11 @@ pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
             other => {
                 return Err(format!(
                     "{at}: unknown field `{other}` (known: model, system, gpu, task, precision, window, {})",
-                    COUNTS.join(", ")
+                    COUNTS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
         }
@@ -349,21 +346,7 @@ impl Fields {
 
     /// `TP1 PP1 CP2 VP1 EP1 FSDP0 GA32`: the parallelism fields stated.
     pub fn parallelism(&self) -> String {
-        let mut parts = Vec::new();
-        for (name, label) in [
-            ("tp", "TP"),
-            ("pp", "PP"),
-            ("cp", "CP"),
-            ("vp", "VP"),
-            ("ep", "EP"),
-            ("fsdp", "FSDP"),
-            ("ga", "GA"),
-        ] {
-            if let Some(v) = self.value(name) {
-                parts.push(format!("{label}{v}"));
-            }
-        }
-        parts.join(" ")
+        parallelism_text(|n| self.value(n))
     }
 }
 
@@ -399,7 +382,7 @@ pub fn resolve(layers: &[(&Stated, Source)]) -> Fields {
         source: x.source,
         note: x.note,
     });
-    for name in COUNTS {
+    for (name, _) in COUNTS {
         *f.count_mut(name) = pick(layers, |s| s.count(name));
     }
     derive(&mut f);

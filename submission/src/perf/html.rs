@@ -5,8 +5,9 @@
 //! drawn by plotters' SVG backend (labels as `<text>` the browser renders).
 
 use super::PerfReport;
-use super::report::{cells, detail_lines, fig, header, scaling_lines, summary_line};
+use super::report::{cells, detail_lines, header, scaling_lines, summary_line};
 use super::scaling::ScalingGroup;
+use crate::figures::fig;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
@@ -59,6 +60,49 @@ pub struct StepSeries<'a> {
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
+/// A plot's chart: `caption` over `x` × `y`, with the plots' margins.
+pub(crate) type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The chart of every plot on `root`: `caption` over `x` × `y`.
+pub(crate) fn plot_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: impl AsRef<str>,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, y)?)
+}
+
+/// A legend entry's mark: a short line drawn in `style`.
+pub(crate) fn legend_mark(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style)
+}
+
+/// The legend of `chart`, upper right.
+pub(crate) fn draw_legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> PlotResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
 /// Step time against iteration, one polyline per series; the window (if
 /// given) shaded. `None` when no series has a point.
 pub fn step_time_svg(
@@ -83,12 +127,7 @@ pub fn step_time_svg(
     let r: PlotResult = (|| {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, y0..y1)?;
+        let mut chart = plot_chart(&root, title, x0..x1, y0..y1)?;
         chart
             .configure_mesh()
             .light_line_style(TRANSPARENT)
@@ -108,17 +147,12 @@ pub fn step_time_svg(
             let line: Vec<(f64, f64)> = s.points.iter().map(|(i, v)| (*i as f64, *v)).collect();
             let drawn = chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
             if let Some(l) = &s.label {
-                drawn.label(l.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                drawn
+                    .label(l.clone())
+                    .legend(legend_mark(color.stroke_width(2)));
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        draw_legend(&mut chart)?;
         root.present()?;
         Ok(())
     })();
@@ -151,18 +185,11 @@ pub fn scaling_svg(g: &ScalingGroup) -> Result<String, String> {
     let r: PlotResult = (|| {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "{} · {} · {}: {} scaling",
-                    g.model, g.system, g.precision, g.kind
-                ),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, y0..y1)?;
+        let caption = format!(
+            "{} · {} · {}: {} scaling",
+            g.model, g.system, g.precision, g.kind
+        );
+        let mut chart = plot_chart(&root, caption, x0..x1, y0..y1)?;
         chart
             .configure_mesh()
             .light_line_style(TRANSPARENT)

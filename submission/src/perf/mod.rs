@@ -8,23 +8,30 @@
 //! * [`window`]: the window rule, mean and sample sd, the status.
 //! * [`fields`]: model, system, GPU count, batch sizes, sequence length,
 //!   parallelism, precision, and where each came from.
-//! * [`peaks`]: the GPU dense peak table (the one `referee run` uses).
+//! * [`peaks`]: the GPU dense peak table (the one `referee run` uses),
+//!   keyed by [`precision`].
 //! * [`reference`]: the shipped published rows and the matching.
 //! * [`scaling`]: weak/strong scaling efficiency.
 //! * [`report`], [`html`]: the report (human, JSON, Markdown, CSV) and the
 //!   HTML page.
+//!
+//! It owns the reading of throughput logs and must not know how a command
+//! parses its flags or where its output goes (the harness's `cli`), nor
+//! of `referee compare`, which reads its rows.
 
 pub mod fields;
 pub mod formats;
 pub mod html;
 pub mod peaks;
+pub mod precision;
 pub mod reference;
 pub mod report;
 pub mod scaling;
 pub mod window;
 
-use fields::{ConfigFile, Field, Fields, Precision, Source, Stated};
+use fields::{ConfigFile, Field, Fields, Source, Stated};
 use formats::{Format, NO_RANK, Problem, Scan};
+use precision::Precision;
 use rayon::prelude::*;
 use reference::{RefMatch, Reference};
 use scaling::{ScalingGroup, ScalingInput};
@@ -763,9 +770,23 @@ fn mllog_row(
 /// Samples ÷ seconds over blocks (each block's samples since the previous
 /// block at its rate), and each block's rate.
 fn block_rate(blocks: &[(f64, f64, usize)]) -> (f64, Vec<f64>) {
+    let (rate, counted) = weighted_block_rate(blocks.iter().map(|b| (b.0, b.1)));
+    (
+        rate.unwrap_or(0.0),
+        counted.into_iter().map(|i| blocks[i].1).collect(),
+    )
+}
+
+/// The rate of a run logged in blocks, each as (`samples_count` so far,
+/// samples/s): the samples since the previous block at the block's rate,
+/// total samples ÷ total seconds (`None` without a second); and the indices
+/// of the blocks that count (new samples at a positive rate).
+pub fn weighted_block_rate(
+    blocks: impl IntoIterator<Item = (f64, f64)>,
+) -> (Option<f64>, Vec<usize>) {
     let (mut samples, mut seconds, mut prev) = (0.0, 0.0, 0.0);
-    let mut rates = Vec::new();
-    for &(sc, sps, _) in blocks {
+    let mut counted = Vec::new();
+    for (i, (sc, sps)) in blocks.into_iter().enumerate() {
         let n = sc - prev;
         prev = sc;
         if n <= 0.0 || sps <= 0.0 {
@@ -773,16 +794,9 @@ fn block_rate(blocks: &[(f64, f64, usize)]) -> (f64, Vec<f64>) {
         }
         samples += n;
         seconds += n / sps;
-        rates.push(sps);
+        counted.push(i);
     }
-    (
-        if seconds > 0.0 {
-            samples / seconds
-        } else {
-            0.0
-        },
-        rates,
-    )
+    ((seconds > 0.0).then(|| samples / seconds), counted)
 }
 
 /// Analyse the NeMo/Megatron logs among `paths` (files, or directories

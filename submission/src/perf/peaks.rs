@@ -11,7 +11,7 @@
 //! the vendors' data sheets (dense figures; a precision a part has no
 //! tensor-core support for is absent).
 
-use super::fields::Precision;
+use super::precision::Precision;
 use serde::Serialize;
 
 /// One part's peaks, TFLOP/s per GPU (dense).

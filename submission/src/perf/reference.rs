@@ -12,7 +12,8 @@
 //! system and GPU count stated by the run and equal — is an exact match;
 //! anything else is labelled "looser" with every difference named.
 
-use super::fields::{Fields, Precision};
+use super::fields::{Fields, PARALLELISM, parallelism_text};
+use super::precision::Precision;
 use serde::Serialize;
 use std::path::Path;
 
@@ -64,11 +65,7 @@ impl RefRow {
 
     /// `TP4 PP8 CP2 VP8 EP1 GA32`.
     pub fn parallelism(&self) -> String {
-        PARALLEL
-            .iter()
-            .filter_map(|(n, l)| self.count(n).map(|v| format!("{l}{v}")))
-            .collect::<Vec<_>>()
-            .join(" ")
+        parallelism_text(|n| self.count(n))
     }
 
     /// The GPT3-175B rows hold one figure where the page has two columns.
@@ -76,16 +73,6 @@ impl RefRow {
         self.model == "GPT3-175B" && self.model_tflops_per_gpu.is_none()
     }
 }
-
-const PARALLEL: &[(&str, &str)] = &[
-    ("tp", "TP"),
-    ("pp", "PP"),
-    ("cp", "CP"),
-    ("vp", "VP"),
-    ("ep", "EP"),
-    ("fsdp", "FSDP"),
-    ("ga", "GA"),
-];
 
 const COLUMNS: &[&str] = &[
     "source",
@@ -353,7 +340,7 @@ fn differences(r: &RefRow, f: &Fields) -> ((u8, u8, u64, usize), Vec<String>) {
         }
     };
     let mut par = Vec::new();
-    for (n, l) in PARALLEL {
+    for (n, l) in PARALLELISM {
         if let (Some(a), Some(b)) = (f.value(n), r.count(n))
             && a != b
         {

@@ -1,28 +1,11 @@
 //! The perf report's forms: human (a table, then each run's details), JSON
 //! (the serde form), Markdown, and CSV (one line per run).
 
-use super::fields::{Field, Fields, Source};
+use super::fields::{COUNTS, Field, Fields, Source};
 use super::{PerfReport, PerfRow};
+use crate::figures::{fig, write_aligned};
 use referee_rules::report::{Detail, Report, md_escape};
 use std::io::{self, Write};
-
-/// A figure with a sensible number of digits.
-pub fn fig(x: f64) -> String {
-    let a = x.abs();
-    if !x.is_finite() {
-        "—".into()
-    } else if a == 0.0 {
-        "0".into()
-    } else if a >= 1e4 {
-        format!("{x:.0}")
-    } else if a >= 100.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
-    }
-}
 
 fn opt(x: Option<f64>) -> String {
     x.map(fig).unwrap_or_else(|| "—".into())
@@ -157,19 +140,7 @@ pub fn fields_line(f: &Fields) -> String {
     .into_iter()
     .flatten()
     .collect();
-    for (name, label) in [
-        ("gpus", "GPUs"),
-        ("gbs", "GBS"),
-        ("mbs", "MBS"),
-        ("seq_len", "sequence length"),
-        ("tp", "TP"),
-        ("pp", "PP"),
-        ("cp", "CP"),
-        ("vp", "VP"),
-        ("ep", "EP"),
-        ("fsdp", "FSDP"),
-        ("ga", "GA"),
-    ] {
+    for (name, label) in COUNTS {
         if let Some(l) = field_line(label, &f.count(name).cloned()) {
             parts.push(l);
         }
@@ -348,34 +319,6 @@ pub fn scaling_lines(r: &PerfReport) -> Vec<String> {
     v
 }
 
-fn aligned(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
-    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| -> String {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    writeln!(
-        out,
-        "{}",
-        line(head.iter().map(|h| h.to_string()).collect())
-    )?;
-    for r in rows {
-        writeln!(out, "{}", line(r.clone()))?;
-    }
-    Ok(())
-}
-
 impl Report for PerfReport {
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         writeln!(out, "referee perf")?;
@@ -384,7 +327,7 @@ impl Report for PerfReport {
         }
         writeln!(out)?;
         let rows: Vec<Vec<String>> = self.rows.iter().map(|r| cells(self, r)).collect();
-        aligned(out, &header(self), &rows)?;
+        write_aligned(out, &header(self), &rows)?;
         for r in &self.rows {
             writeln!(out)?;
             writeln!(out, "{}", r.file)?;

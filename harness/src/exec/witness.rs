@@ -16,24 +16,11 @@
 //! and so in a signed package) and [`verify`] checks a log against it
 //! again later: an edited `time_ms`, or an edited witness, is caught.
 
-use referee_rules::checker::{CheckError, Checker, LogReport, RulesetChoice};
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::Record;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
 
-/// Keys whose lines are witnessed one by one (every line is checked live).
-pub const WITNESSED_KEYS: [&str; 8] = [
-    "init_start",
-    "init_stop",
-    "run_start",
-    "run_stop",
-    "eval_start",
-    "eval_stop",
-    "eval_accuracy",
-    "cache_clear",
-];
+use std::path::{Path, PathBuf};
 
 /// Default allowance for clock skew and output buffering.
 pub const DEFAULT_TOLERANCE_MS: u64 = 2_000;
@@ -213,7 +200,7 @@ pub struct FoundWitness {
 /// it (a `referee run --exec` output directory), or, in a package
 /// (`ORG/results/SYSTEM/BENCHMARK/result_i.txt`), every
 /// `ORG/benchmarks/BENCHMARK/implementations/*/referee_run_*.json`.
-fn candidate_records(log: &Path) -> Vec<PathBuf> {
+pub(crate) fn candidate_records(log: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Some(dir) = log.parent() else {
         return out;
@@ -256,7 +243,7 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
 }
 
 /// The witness of the log whose sha256 is `digest` among `records`.
-fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, String> {
+pub(crate) fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, String> {
     for path in records {
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -287,105 +274,6 @@ fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, 
     Ok(None)
 }
 
-/// [`check_file`] of many logs in parallel; results come back in input
-/// order, and `done` is called as each log is checked (for progress).
-pub fn check_files(
-    checker: &Checker,
-    logs: &[PathBuf],
-    choice: &RulesetChoice,
-    done: &(dyn Fn() + Sync),
-) -> Vec<Result<LogReport, CheckError>> {
-    use rayon::prelude::*;
-    logs.par_iter()
-        .map(|p| {
-            let r = check_file(checker, p, choice);
-            done();
-            r
-        })
-        .collect()
-}
-
-/// `referee check` of one log. When referee supervised the run that wrote
-/// it (`referee run --exec`), the report gains the verdict of the
-/// harness's witness of its clock, kept in its run record (a note when
-/// they agree; errors and FAIL when not). The log is read once: its sha256,
-/// which finds the run record, is taken as the checker reads it, and the
-/// witness is compared with the checker's records.
-pub fn check_file(
-    checker: &Checker,
-    log: &Path,
-    choice: &RulesetChoice,
-) -> Result<LogReport, CheckError> {
-    let records = candidate_records(log);
-    if records.is_empty() {
-        return checker.check_file(log, choice);
-    }
-    let Ok(file) = std::fs::File::open(log) else {
-        // The checker reports why the log cannot be read.
-        return checker.check_file(log, choice);
-    };
-    let mut hashed = Hashed {
-        inner: file,
-        sha: Sha256::new(),
-    };
-    let mut parsed = checker.read_from(log, &mut hashed, choice)?;
-    let digest = hex::encode(hashed.sha.finalize());
-    let mut rep = checker
-        .check_parsed(&log.display().to_string(), &mut parsed, choice)
-        .map_err(|message| CheckError {
-            path: log.to_path_buf(),
-            message,
-        })?;
-    let verified = find_in(records, &digest).map(|found| {
-        found.map(|f| {
-            let diags = verify(&f.witness, &parsed.records);
-            (f, diags)
-        })
-    });
-    add_to_report(&mut rep, verified);
-    Ok(rep)
-}
-
-/// A reader that hashes what it reads.
-struct Hashed<R> {
-    inner: R,
-    sha: Sha256,
-}
-
-impl<R: std::io::Read> std::io::Read for Hashed<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.sha.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
-/// The witness's verdict on a log (see [`verify_log`]) in its report.
-fn add_to_report(
-    rep: &mut LogReport,
-    verified: Result<Option<(FoundWitness, Vec<Diagnostic>)>, String>,
-) {
-    match verified {
-        Ok(None) => {}
-        Ok(Some((found, diags))) if diags.is_empty() => rep.diagnostics.push(Diagnostic::note(
-            "witness-verified",
-            format!(
-                "the clock agrees with the harness's witness in {}",
-                found.record.display()
-            ),
-        )),
-        Ok(Some((_, diags))) => {
-            rep.verdict = referee_rules::Verdict::Fail;
-            rep.diagnostics.extend(diags);
-        }
-        Err(e) => {
-            rep.verdict = referee_rules::Verdict::Fail;
-            rep.diagnostics
-                .push(Diagnostic::error("witness-record", e).expected("a readable run record"));
-        }
-    }
-}
-
 /// `log` verified against its witness, when it has one: the diagnostics
 /// (none when they agree) and where the witness came from.
 pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>, String> {
@@ -394,7 +282,7 @@ pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>,
     };
     let parsed = referee_rules::mllog::read_file_keeping(
         log,
-        std::sync::Arc::new(|k: &str| WITNESSED_KEYS.contains(&k)),
+        std::sync::Arc::new(|k: &str| referee_rules::lifecycle::is_witnessed(k)),
     )
     .map_err(|e| format!("{}: {e}", log.display()))?;
     let diags = verify(&found.witness, &parsed.records);

@@ -39,10 +39,10 @@ pub struct NcclProbe {
 /// Runs the probe over `bytes` per GPU (f32 elements), `iterations` timed.
 #[cfg(any(feature = "cuda", feature = "gpu"))]
 pub fn probe(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
-    if let Some(p) = crate::gpu::driver_problem() {
+    if let Some(p) = crate::session::gpu::driver_problem() {
         return Err(p);
     }
-    crate::gpu::require_nccl()?;
+    crate::session::gpu::require_nccl()?;
     match std::panic::catch_unwind(|| probe_inner(bytes, iterations.max(1))) {
         Ok(r) => r,
         Err(_) => Err("the CUDA driver or NCCL panicked during the probe".into()),
@@ -51,7 +51,7 @@ pub fn probe(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
 
 #[cfg(not(any(feature = "cuda", feature = "gpu")))]
 pub fn probe(_bytes: u64, _iterations: usize) -> Result<NcclProbe, String> {
-    Err(crate::gpu::driver_problem()
+    Err(crate::session::gpu::driver_problem()
         .unwrap_or_else(|| "this referee build has no GPU support".into()))
 }
 
@@ -61,11 +61,11 @@ fn probe_inner(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
     use cudarc::nccl::{Comm, ReduceOp, result as nccl};
     use std::time::Instant;
 
-    let first = crate::gpu::probe(0)?;
+    let first = crate::session::gpu::probe(0)?;
     let n = first.count;
     let mut devices = vec![first.name.clone()];
     for i in 1..n {
-        devices.push(crate::gpu::probe(i)?.name);
+        devices.push(crate::session::gpu::probe(i)?.name);
     }
     let nccl_version = nccl::get_nccl_version().map_err(|e| format!("ncclGetVersion: {e:?}"))?;
     let mut streams = Vec::with_capacity(n);

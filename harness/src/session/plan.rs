@@ -6,11 +6,11 @@
 //! directory and one seed per run — before anything runs. Every later step
 //! reads only the resolved form.
 
-use crate::gpu::GpuInfo;
-use crate::launch::Placement;
+use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
-use crate::run::{RunPlan, ThroughputPlan};
-use crate::sysinfo::HostFacts;
+use crate::session::gpu::GpuInfo;
+use crate::session::launch::Placement;
+use crate::session::run::{RunPlan, ThroughputPlan};
 use referee_datasets::rng::run_seeds;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -132,7 +132,10 @@ impl SessionConfig {
             referee_workloads::parse_device(&a.device, placement.local_rank).map_err(at)?;
         let device = referee_workloads::open_device(ordinal, a.device.trim())
             .map_err(|e| at(e.to_string()))?;
-        let gpu = ordinal.map(crate::gpu::probe).transpose().map_err(at)?;
+        let gpu = ordinal
+            .map(crate::session::gpu::probe)
+            .transpose()
+            .map_err(at)?;
         let engine = referee_workloads::Engine::for_device(&device).map_err(|e| e.to_string())?;
         let data_dir = a
             .data_dir
@@ -242,11 +245,6 @@ pub fn dataset_fingerprints(
         out.insert(ds.to_string(), m.fingerprint);
     }
     Ok(out)
-}
-
-/// `YYYYMMDD-HHMMSS` in UTC: names of default output directories.
-pub fn utc_stamp() -> String {
-    chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
 }
 
 /// Parse a `--set` value as YAML (numbers, booleans, lists, strings).
@@ -360,50 +358,6 @@ pub fn resolve_config(
         .validate(&cfg)
         .map_err(|e| format!("invalid configuration of {}: {e}", bench.spec().name))?;
     Ok(cfg)
-}
-
-/// How many result files `dir` holds already (a log is never overwritten).
-pub fn result_count(dir: &Path) -> usize {
-    if !dir.is_dir() {
-        return 0;
-    }
-    referee_rules::layout::result_files(dir)
-        .map(|f| f.len())
-        .unwrap_or(0)
-}
-
-/// `HOSTNAME_Ncpu`: the system name when none is given.
-pub fn default_system_name() -> String {
-    let host = HostFacts::probe();
-    sanitize(&format!("{}_{}cpu", host.hostname, host.logical_cpus))
-}
-
-/// A base seed from the OS (when none is given).
-pub fn os_seed() -> u64 {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut b);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    u64::from_le_bytes(b) ^ t
-}
-
-fn sanitize(s: &str) -> String {
-    let t: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if t.is_empty() { "local".into() } else { t }
 }
 
 fn parse_window(w: &str) -> Result<(u64, u64), String> {

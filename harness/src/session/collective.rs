@@ -99,10 +99,10 @@ pub(crate) fn poll_until(
         if done()? {
             return Ok(());
         }
-        if let Some(sig) = crate::launch::termination_signal() {
+        if let Some(sig) = crate::session::launch::termination_signal() {
             return Err(format!(
                 "{what}: interrupted by {} while waiting for the other ranks (the launcher stops every rank when one fails or the job is cancelled)",
-                crate::launch::signal_name(sig)
+                crate::session::launch::signal_name(sig)
             ));
         }
         if start.elapsed() > timeout {
@@ -122,7 +122,9 @@ pub(crate) fn poll_until(
 }
 
 /// The collective for this process's placement, for CPU training.
-pub fn from_placement(p: &crate::launch::Placement) -> Result<Box<dyn Collective>, String> {
+pub fn from_placement(
+    p: &crate::session::launch::Placement,
+) -> Result<Box<dyn Collective>, String> {
     for_device(p, None)
 }
 
@@ -130,7 +132,7 @@ pub fn from_placement(p: &crate::launch::Placement) -> Result<Box<dyn Collective
 /// CPU; `Some(ordinal)`: that GPU): [`Local`] for one process; MPI for CPU
 /// ranks; NCCL (bootstrapped over MPI) for GPU ranks.
 pub fn for_device(
-    p: &crate::launch::Placement,
+    p: &crate::session::launch::Placement,
     gpu_ordinal: Option<usize>,
 ) -> Result<Box<dyn Collective>, String> {
     if p.world_size == 1 {
@@ -223,7 +225,7 @@ mod mpi_backend {
     impl Mpi {
         /// Initialise MPI and check that it agrees with the launcher's
         /// environment.
-        pub fn init(p: &crate::launch::Placement) -> Result<Self, String> {
+        pub fn init(p: &crate::session::launch::Placement) -> Result<Self, String> {
             let universe = mpi::initialize().ok_or(
                 "MPI was already initialised in this process (one referee run per process)",
             )?;
@@ -475,7 +477,7 @@ mod nccl_backend {
         pub fn init(mut mpi: Mpi, ordinal: usize) -> Result<Self, String> {
             let rank = mpi.rank();
             let world = mpi.world_size();
-            crate::gpu::require_nccl()?;
+            crate::session::gpu::require_nccl()?;
             let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
                 .map_err(|_| format!("cuda:{ordinal}: the CUDA driver panicked"))?
                 .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
@@ -608,19 +610,19 @@ mod tests {
 
     #[test]
     fn a_single_process_is_local() {
-        let c = from_placement(&crate::launch::Placement::single()).unwrap();
+        let c = from_placement(&crate::session::launch::Placement::single()).unwrap();
         assert_eq!((c.rank(), c.world_size(), c.backend()), (0, 1, "local"));
     }
 
     #[cfg(not(feature = "mpi"))]
     #[test]
     fn many_processes_need_the_mpi_feature() {
-        let p = crate::launch::Placement {
+        let p = crate::session::launch::Placement {
             rank: 1,
             world_size: 2,
             local_rank: 1,
             nodes: 1,
-            launcher: crate::launch::Launcher::OpenMpi,
+            launcher: crate::session::launch::Launcher::OpenMpi,
         };
         let e = from_placement(&p).err().unwrap();
         assert!(e.contains("--features mpi"), "{e}");

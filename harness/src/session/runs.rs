@@ -6,11 +6,11 @@
 //! The session never prints: progress goes to a [`SessionObserver`] (the
 //! command line draws bars from it), results come back as values.
 
-use crate::clock::{Clock, SystemClock};
-use crate::collective::Collective;
-use crate::plan::SessionConfig;
-use crate::run::{Observer, RunResult, run_once};
-use crate::sysinfo::{HostFacts, SystemIdentity, system_description};
+use crate::session::clock::{Clock, SystemClock};
+use crate::session::collective::Collective;
+use crate::session::plan::SessionConfig;
+use crate::session::run::{Observer, RunResult, run_once};
+use crate::system::{HostFacts, SystemIdentity, system_description};
 use referee_rules::checker::{LogReport, RulesetChoice};
 use referee_rules::report::{Detail, Report, md_escape};
 use referee_rules::score::olympic_mean;
@@ -34,7 +34,7 @@ pub struct QuietSession;
 
 impl SessionObserver for QuietSession {
     fn run_starting(&self, _: usize, _: usize, _: u64) -> Box<dyn Observer> {
-        Box::new(crate::run::Quiet)
+        Box::new(crate::session::run::Quiet)
     }
     fn run_finished(&self, _: Box<dyn Observer>, _: &RunResult, _: &str) {}
 }

@@ -3,7 +3,7 @@
 //! lifecycle as referee's own benchmarks: seeds from one base seed, the
 //! page cache cleared before each run and logged by the harness, a fresh
 //! run directory, budgets, live rules, the witnessed clock
-//! ([`crate::witness`]), atomic result files, provenance, and the closing
+//! ([`super::witness`]), atomic result files, provenance, and the closing
 //! check of every log with the ruleset's rules.
 //!
 //! The program is told what it needs through the variables existing
@@ -12,207 +12,28 @@
 //! `LOGDIR`, `NEXP`, `DATESTAMP`, `PYTHONUNBUFFERED=1`, plus
 //! `REFEREE_RUN_INDEX` and `REFEREE_OUT_DIR`.
 
-use crate::cache::{CacheClear, drop_page_cache};
-use crate::plan::{Division, utc_stamp};
-use crate::rules_env::{RulesRequest, resolve_rules};
-use crate::supervise::{ChildSpec, LiveRules, Supervised, supervise};
-use crate::witness::Witness;
-use referee_datasets::rng::run_seeds;
+use super::config::{CacheClearMethod, ExecConfig, InitRules};
+use super::process::yield_to_the_program;
+use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
+use super::witness::Witness;
+use crate::outdir::utc_stamp;
+use crate::session::cache::{CacheClear, drop_page_cache};
+use crate::session::plan::Division;
 use referee_rules::diag::Diagnostic;
-use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
+use referee_rules::report::{Detail, Report, md_escape, write_diagnostic};
 use referee_rules::score::{ScoreContext, olympic_mean};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Keys logged while the clock runs: a rule about one of them cannot be
-/// decided at `init_stop`.
-const RUN_PHASE_KEYS: [&str; 14] = [
-    "run_start",
-    "run_stop",
-    "eval_start",
-    "eval_stop",
-    "eval_accuracy",
-    "epoch_start",
-    "epoch_stop",
-    "block_start",
-    "block_stop",
-    "train_loss",
-    "tracked_stats",
-    "samples_count",
-    "epoch_count",
-    "first_epoch_num",
-];
-
-/// What the user asked for.
-#[derive(Debug, Clone)]
-pub struct ExecRequest {
-    /// The program and its arguments.
-    pub command: Vec<String>,
-    /// An official benchmark (`llama2_70b_lora`) or one of referee's.
-    pub benchmark: String,
-    /// The rules (an official ruleset needs `ruleset`).
-    pub rules: RulesRequest,
-    /// Runs (default: the benchmark's count in the ruleset).
-    pub runs: Option<usize>,
-    pub seed: Option<u64>,
-    pub division: Division,
-    pub org: String,
-    pub system: Option<String>,
-    /// The whole run's budget (default: the benchmark's, else 24 h).
-    pub budget_minutes: Option<f64>,
-    pub out: Option<PathBuf>,
-    /// `sync; drop_caches` by default; a command of the user's (e.g.
-    /// `sudo /sbin/drop-caches`, or a per-node `srun …`); or none.
-    pub cache_clear: CacheClearMethod,
-    pub tolerance_ms: u64,
-    /// Between SIGTERM and SIGKILL.
-    pub grace: Duration,
-    /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
-    pub tsa: Vec<String>,
-}
-
-/// How the page cache is cleared before each run.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CacheClearMethod {
-    /// `sync`, then write 3 to `/proc/sys/vm/drop_caches`.
-    DropCaches,
-    /// A shell command; exit status 0 means cleared.
-    Command(String),
-    Skip,
-}
-
-/// The request resolved: rules loaded, seeds drawn, directories chosen.
-pub struct ExecConfig {
-    pub req: ExecRequest,
-    pub scoring: ScoreContext,
-    pub rules: String,
-    pub seeds: Vec<u64>,
-    pub out: PathBuf,
-    pub system: String,
-    pub init_budget: Duration,
-    pub run_budget: Duration,
-    pub cwd: PathBuf,
-}
-
-impl ExecConfig {
-    /// Resolve: the rules of the benchmark, the number of runs, seeds, the
-    /// output directory (never one that holds results).
-    pub fn resolve(req: ExecRequest) -> Result<ExecConfig, String> {
-        if req.command.is_empty() {
-            return Err("--exec needs the training command after `--`".into());
-        }
-        let own = crate::own_benchmarks::find(&req.benchmark).is_some();
-        if !own && req.rules.ruleset.is_none() {
-            return Err(format!(
-                "`{}` is not one of referee's benchmarks: give --ruleset X.Y.Z (e.g. 5.0.0) to run it under the official rules",
-                req.benchmark
-            ));
-        }
-        let mut rules_req = req.rules.clone();
-        if own && rules_req.ruleset.is_none() {
-            rules_req.ruleset = Some(referee_workloads::bench::RULESET.to_string());
-        }
-        let rules = resolve_rules(&rules_req, &[])?;
-        let allowed = rules
-            .scoring
-            .facts
-            .allowed(&rules.scoring.usage, &rules.scoring.ruleset);
-        let facts = rules
-            .scoring
-            .facts
-            .benchmark(&rules.scoring.usage, &req.benchmark)
-            .filter(|_| allowed.contains(&req.benchmark))
-            .ok_or_else(|| {
-                format!(
-                    "`{}` is not a benchmark of {} (benchmarks: {})",
-                    req.benchmark,
-                    rules.description,
-                    allowed.join(", ")
-                )
-            })?;
-        let runs = req.runs.unwrap_or(facts.result_files);
-        if runs == 0 {
-            return Err("--runs must be at least 1".into());
-        }
-        let out = req.out.clone().unwrap_or_else(|| {
-            PathBuf::from("out").join(format!("{}-{}", req.benchmark, utc_stamp()))
-        });
-        let existing = crate::plan::result_count(&out);
-        if existing > 0 {
-            return Err(format!(
-                "{} already holds {existing} result file(s); choose another --out (a log is never overwritten)",
-                out.display()
-            ));
-        }
-        let budget = req.budget_minutes.unwrap_or(24.0 * 60.0);
-        if budget <= 0.0 {
-            return Err("--budget-minutes must be positive".into());
-        }
-        let init_minutes = referee_rules::ruleset_facts::init_budget_minutes(req.division.as_str());
-        // Compile the rule chain now, so that the live check at init_stop
-        // costs only its evaluation.
-        InitRules {
-            scoring: &rules.scoring,
-        }
-        .at_init_stop(referee_rules::mllog::ParsedLog::default());
-        Ok(ExecConfig {
-            seeds: run_seeds(req.seed.unwrap_or_else(crate::plan::os_seed), runs),
-            system: req
-                .system
-                .clone()
-                .unwrap_or_else(crate::plan::default_system_name),
-            out,
-            init_budget: Duration::from_secs(init_minutes * 60),
-            run_budget: Duration::from_secs_f64(budget * 60.0),
-            cwd: std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?,
-            scoring: rules.scoring,
-            rules: rules.description,
-            req,
-        })
-    }
-}
-
-/// The ruleset's rules on the lines read by `init_stop`.
-struct InitRules<'a> {
-    scoring: &'a ScoreContext,
-}
-
-impl LiveRules for InitRules<'_> {
-    fn at_init_stop(&self, mut parsed: referee_rules::mllog::ParsedLog) -> Vec<Diagnostic> {
-        let Ok(report) =
-            self.scoring
-                .checker
-                .check_parsed("(live)", &mut parsed, &self.scoring.choice)
-        else {
-            return Vec::new();
-        };
-        report
-            .diagnostics
-            .into_iter()
-            .filter(|d| d.is_error())
-            .filter(|d| {
-                d.key
-                    .as_deref()
-                    .is_some_and(|k| !RUN_PHASE_KEYS.contains(&k))
-            })
-            .collect()
-    }
-
-    fn kept_keys(&self) -> Option<std::sync::Arc<referee_rules::mllog::KeepFn>> {
-        self.scoring.checker.kept_keys(&self.scoring.choice)
-    }
-}
 
 /// One supervised run, as recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecRun {
     pub index: usize,
     pub seed: u64,
-    pub status: String,
+    pub status: RunStatus,
     pub reason: Option<String>,
     pub exit: String,
     pub log: PathBuf,
@@ -272,14 +93,14 @@ fn cache_clear_line(c: &CacheClear, method: &str) -> String {
     if matches!(c, CacheClear::Skipped) {
         meta.push(("reason", V::str("skipped on request")));
     }
-    crate::logger::MlLogger::render(
+    crate::session::logger::MlLogger::render(
         "",
-        &crate::logger::Event {
+        &crate::session::logger::Event {
             time_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            event_type: crate::logger::POINT_IN_TIME,
+            event_type: crate::session::logger::POINT_IN_TIME,
             key: "cache_clear",
             value: &V::Bool(c.dropped()),
             meta: &meta,
@@ -350,7 +171,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         crate::provenance::prepare_identity();
         let cwd = cfg.cwd.clone();
         git = Some(std::thread::spawn(move || {
-            crate::supervise::yield_to_the_program();
+            yield_to_the_program();
             crate::provenance::git_identity(&cwd)
         }));
     })?;
@@ -443,8 +264,8 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
         "code": crate::provenance::CodeIdentity::current(),
         "runs": runs,
     });
-    let host = crate::sysinfo::HostFacts::probe();
-    let id = crate::sysinfo::SystemIdentity {
+    let host = crate::system::HostFacts::probe();
+    let id = crate::system::SystemIdentity {
         submitter: &cfg.req.org,
         division: cfg.req.division.as_str(),
         status: "Research, Development, or Internal (RDI)",
@@ -452,7 +273,7 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
         framework: "",
         nodes: 1,
     };
-    let system = crate::sysinfo::system_description(&id, &host, None);
+    let system = crate::system::system_description(&id, &host, None);
     for (name, v) in [("referee_run.json", &record), ("system.json", &system)] {
         let p = cfg.out.join(name);
         crate::fsutil::write_atomic(
@@ -464,12 +285,31 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
     Ok(())
 }
 
+/// The verdict on one log (serialised as `PASS`, `FAIL`, `ERROR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum LogVerdict {
+    Pass,
+    Fail,
+    /// The log could not be checked.
+    Error,
+}
+
+impl std::fmt::Display for LogVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogVerdict::Pass => "PASS",
+            LogVerdict::Fail => "FAIL",
+            LogVerdict::Error => "ERROR",
+        })
+    }
+}
+
 /// The verdict of one log: its compliance, and its witness.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecLogCheck {
     pub path: String,
-    /// `PASS`, `FAIL` or `ERROR`.
-    pub verdict: &'static str,
+    pub verdict: LogVerdict,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -492,12 +332,12 @@ fn closing_check(cfg: &ExecConfig, runs: Vec<ExecRun>) -> ExecSummary {
     let checks: Vec<ExecLogCheck> = runs.iter().map(|r| r.check.clone()).collect();
     let passed = runs
         .iter()
-        .all(|r| r.check.verdict == "PASS" && r.status == "success");
+        .all(|r| r.check.verdict == LogVerdict::Pass && r.status == RunStatus::Success);
     // A run counts when it reached the target and its log passed (a log
     // whose clock the witness contradicts does not).
     let times: Vec<f64> = runs
         .iter()
-        .filter(|r| r.status == "success" && r.check.verdict == "PASS")
+        .filter(|r| r.status == RunStatus::Success && r.check.verdict == LogVerdict::Pass)
         .filter_map(|r| r.time_to_train_minutes)
         .collect();
     let dropped = runs.len() - times.len();
@@ -531,7 +371,7 @@ fn check_log(
 ) -> ExecLogCheck {
     let path = log.display().to_string();
     // The witness compares its lines with the log's.
-    let mut diagnostics = crate::witness::verify(witness, &parsed.records);
+    let mut diagnostics = super::witness::verify(witness, &parsed.records);
     let rep = match scoring
         .checker
         .check_parsed(&path, &mut parsed, &scoring.choice)
@@ -540,7 +380,7 @@ fn check_log(
         Err(e) => {
             return ExecLogCheck {
                 path,
-                verdict: "ERROR",
+                verdict: LogVerdict::Error,
                 diagnostics: vec![Diagnostic::error("io", e)],
             };
         }
@@ -552,7 +392,11 @@ fn check_log(
     std::thread::spawn(move || drop(parsed));
     ExecLogCheck {
         path,
-        verdict: pass_fail(ok),
+        verdict: if ok {
+            LogVerdict::Pass
+        } else {
+            LogVerdict::Fail
+        },
         diagnostics,
     }
 }
@@ -598,8 +442,16 @@ impl Report for ExecSummary {
 
 impl ExecSummary {
     fn score_line(&self) -> String {
-        let reached = self.runs.iter().filter(|r| r.status == "success").count();
-        let passed = self.checks.iter().filter(|c| c.verdict == "PASS").count();
+        let reached = self
+            .runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Success)
+            .count();
+        let passed = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == LogVerdict::Pass)
+            .count();
         let head = match self.score_minutes {
             Some(s) => format!("olympic mean time to train {}", fmt_minutes(s)),
             None => "no score".to_string(),

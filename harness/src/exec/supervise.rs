@@ -6,7 +6,7 @@
 //! both streams and from the MLLOG file the program appends to
 //! (`COMPLIANCE_FILE`), each line counted once; the run ends when every
 //! process of the program's group has; the harness witnesses the
-//! clock ([`crate::witness`]), runs the ruleset's rules when `init_stop`
+//! clock ([`super::witness`]), runs the ruleset's rules when `init_stop`
 //! arrives (a closed-division violation stops the run at once), enforces
 //! the init and run budgets (SIGTERM to the group, SIGKILL after a grace
 //! period), and finalises the result file atomically: the program's whole
@@ -18,18 +18,17 @@
 //! keys and times from the same records, and a program that floods its log
 //! does not wait for a second pass at the end.
 
-use crate::witness::{WITNESSED_KEYS, Witness, WitnessedLine};
+use super::dedup::{Arrivals, payload};
+use super::follower::{CHANNEL_CHUNKS, Followed, Msg, Source, Wakeup, follow_files};
+use super::process::{group_alive, signal_group, spawn, yield_to_the_program};
+use super::witness::{Witness, WitnessedLine};
+use super::writeback::Tee;
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::{self, KeepFn, LineParser, ParsedLog};
-use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -74,12 +73,34 @@ pub trait LiveRules: Sync {
     }
 }
 
+/// How a run ended: `success` (the program logged run_stop with status
+/// success), otherwise `aborted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Success,
+    Aborted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Success => "success",
+            RunStatus::Aborted => "aborted",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a supervised run ended.
 #[derive(Debug)]
 pub struct Supervised {
-    /// `success` (the program logged run_stop with status success),
-    /// otherwise `aborted`.
-    pub status: String,
+    pub status: RunStatus,
     /// Why it is aborted (the program's own status, or what the harness did).
     pub reason: Option<String>,
     /// The program's exit code, or the signal that ended it.
@@ -101,620 +122,11 @@ pub struct Supervised {
     pub parsed: ParsedLog,
 }
 
-/// Where a line came from.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Source {
-    Stdout = 0,
-    Stderr = 1,
-    File = 2,
-}
-
-enum Msg {
-    /// Complete lines (terminators kept), read together at one moment.
-    Lines(Source, Vec<u8>, Instant),
-    /// The program (the process the harness started) has exited.
-    Exited(std::io::Result<std::process::ExitStatus>),
-    /// Every followed file is read to its end.
-    Closed,
-}
-
-/// Chunks in flight between the follower and the supervisor: when the
-/// supervisor falls behind, the follower waits (the files hold the rest;
-/// memory stays bounded, and the program never waits).
-const CHANNEL_CHUNKS: usize = 64;
-
 fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// Split off the complete lines of `pending` (up to its last newline).
-fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
-    let last = memchr::memrchr(b'\n', pending)?;
-    let rest = pending.split_off(last + 1);
-    Some(std::mem::replace(pending, rest))
-}
-
-/// A file written and hashed on a thread of its own: the supervisor hands
-/// it bytes in batches and gets the sha256 of everything at the end.
-/// Written ranges are handed to the disk as they accumulate, so the final
-/// `fsync` of a large file has little left to do.
-struct Tee {
-    batch: Vec<u8>,
-    tx: Option<mpsc::SyncSender<Vec<u8>>>,
-    done: Option<std::thread::JoinHandle<std::io::Result<String>>>,
-    /// The file, for reading back what was written (records' text).
-    file: Arc<File>,
-    /// Bytes handed over so far.
-    len: u64,
-    /// The writer's answer to an empty batch: everything before it is in
-    /// the file.
-    synced: mpsc::Receiver<()>,
-}
-
-const TEE_BATCH: usize = 256 * 1024;
-
-/// Bytes between two hand-overs of written data to the disk.
-const WRITEBACK_WINDOW: u64 = 8 << 20;
-
-/// Give the calling thread a lower scheduling priority than the program's
-/// (Linux: a thread's own nice value). The harness's bulk work — writing,
-/// hashing and parsing the result — then runs on what the program leaves
-/// idle instead of taking turns with it on a busy machine; when it falls
-/// behind it reads the program's output later (the files keep it), and the
-/// program never waits for it. Lines are witnessed when read, and budgets
-/// are enforced, at the same priority: a program that keeps every core
-/// busy delays them by at most the scheduler's share for a nice-10 thread
-/// (the witness's tolerance is for such delays; a late read never makes a
-/// line look written early).
-pub(crate) fn yield_to_the_program() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on this thread's own id; failure leaves the
-    // priority as it was.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
-    }
-}
-
-/// Bytes written to a file, handed to the disk a window at a time (so
-/// that an `fsync` — of this file, or of another on the same file system,
-/// which may have to flush this one's data first — has little left to do).
-#[derive(Default)]
-struct WriteBack {
-    written: u64,
-    /// Handed to the disk up to here (writing started).
-    handed: u64,
-}
-
-impl WriteBack {
-    /// `n` more bytes written to `file`: the end of a window handed to the
-    /// disk, if one was.
-    fn wrote(&mut self, file: &File, n: usize) -> Option<u64> {
-        self.written += n as u64;
-        if self.written - self.handed < WRITEBACK_WINDOW {
-            return None;
-        }
-        write_back(file, self.handed, self.written, false);
-        self.handed = self.written;
-        Some(self.handed)
-    }
-}
-
-/// Start writing back `[from, to)` of `file`, and with `wait` wait until
-/// it is written (Linux; elsewhere the final `fsync` does it all). Data
-/// only: the file's metadata is made durable by the final `fsync`, in one
-/// journal commit rather than one per window.
-fn write_back(file: &File, from: u64, to: u64, wait: bool) {
-    #[cfg(target_os = "linux")]
-    if to > from {
-        use std::os::fd::AsRawFd;
-        let flags = if wait {
-            libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER
-        } else {
-            libc::SYNC_FILE_RANGE_WRITE
-        };
-        // SAFETY: sync_file_range on a descriptor this process owns, over
-        // a range already written; failure only leaves the work to fsync.
-        unsafe {
-            libc::sync_file_range(
-                file.as_raw_fd(),
-                from as libc::off64_t,
-                (to - from) as libc::off64_t,
-                flags,
-            );
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, from, to, wait);
-}
-
-/// Makes a growing file's data durable as it grows: a thread of its own
-/// waits until each window handed to the disk is written, so the final
-/// `fsync` — on the way to the result's rename — has only the last window
-/// and the file's metadata left (one journal commit; an `fdatasync` per
-/// window would commit the journal each time). No other thread ever waits
-/// for it: a slow disk delays the end of the supervision, never the
-/// program.
-struct Settler {
-    tx: Option<mpsc::SyncSender<u64>>,
-    done: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Settler {
-    fn start(file: &File) -> Settler {
-        let Ok(f) = file.try_clone() else {
-            // Without a second handle the final fsync does it all.
-            return Settler {
-                tx: None,
-                done: None,
-            };
-        };
-        // A few windows pending at most: the ends only grow, so a window
-        // not sent is covered by the next one that is.
-        let (tx, rx) = mpsc::sync_channel::<u64>(4);
-        let done = std::thread::spawn(move || {
-            yield_to_the_program();
-            let mut durable = 0;
-            for end in rx {
-                write_back(&f, durable, end, true);
-                durable = end;
-            }
-        });
-        Settler {
-            tx: Some(tx),
-            done: Some(done),
-        }
-    }
-
-    /// The file is handed to the disk up to `end`.
-    fn handed(&self, end: u64) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.try_send(end);
-        }
-    }
-
-    fn stop(mut self) {
-        self.tx = None;
-        if let Some(h) = self.done.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-impl Tee {
-    fn create(path: &Path) -> Result<Tee, String> {
-        let err = |e: std::io::Error| format!("{}: {e}", path.display());
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(err)?;
-        let reader = Arc::new(file.try_clone().map_err(err)?);
-        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
-        let (sync_tx, synced) = mpsc::sync_channel::<()>(1);
-        let done = std::thread::spawn(move || {
-            yield_to_the_program();
-            let mut h = Sha256::new();
-            let mut written = WriteBack::default();
-            let settler = Settler::start(&file);
-            for b in rx {
-                if b.is_empty() {
-                    let _ = sync_tx.send(());
-                    continue;
-                }
-                h.update(&b);
-                file.write_all(&b)?;
-                if let Some(end) = written.wrote(&file, b.len()) {
-                    settler.handed(end);
-                }
-            }
-            settler.stop();
-            file.sync_all()?;
-            Ok(hex::encode(h.finalize()))
-        });
-        Ok(Tee {
-            batch: Vec::with_capacity(TEE_BATCH),
-            tx: Some(tx),
-            done: Some(done),
-            file: reader,
-            len: 0,
-            synced,
-        })
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.len += bytes.len() as u64;
-        self.batch.extend_from_slice(bytes);
-        if self.batch.len() >= TEE_BATCH {
-            self.send()?;
-        }
-        Ok(())
-    }
-
-    /// Wait until everything handed over so far is in the file.
-    fn sync(&mut self) -> std::io::Result<()> {
-        if !self.batch.is_empty() {
-            self.send()?;
-        }
-        match &self.tx {
-            Some(tx) if tx.send(Vec::new()).is_ok() && self.synced.recv().is_ok() => Ok(()),
-            _ => Err(std::io::Error::other("the writer stopped")),
-        }
-    }
-
-    fn send(&mut self) -> std::io::Result<()> {
-        let b = std::mem::replace(&mut self.batch, Vec::with_capacity(TEE_BATCH));
-        match &self.tx {
-            Some(tx) if tx.send(b).is_ok() => Ok(()),
-            _ => Err(self
-                .join()
-                .err()
-                .unwrap_or_else(|| std::io::Error::other("the writer stopped"))),
-        }
-    }
-
-    fn join(&mut self) -> std::io::Result<String> {
-        self.tx = None;
-        match self.done.take() {
-            Some(h) => h
-                .join()
-                .map_err(|_| std::io::Error::other("the writer panicked"))?,
-            None => Err(std::io::Error::other("the writer already ended")),
-        }
-    }
-
-    /// Everything written, flushed and synced: its sha256.
-    fn finish(mut self) -> std::io::Result<String> {
-        if !self.batch.is_empty() {
-            self.send()?;
-        }
-        self.join()
-    }
-}
-
-/// Bytes read from a followed file at a time.
-const READ_BYTES: usize = 1 << 20;
-
-/// A file the program writes — its stdout, its stderr or the MLLOG file —
-/// read as it grows, and hashed as it is read.
-struct Followed {
-    src: Source,
-    path: PathBuf,
-    file: File,
-    pending: Vec<u8>,
-    hash: Sha256,
-    /// What was read is handed to the disk a window at a time.
-    handed: WriteBack,
-}
-
-impl Followed {
-    fn open(src: Source, path: &Path) -> Result<Followed, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Followed {
-            src,
-            path: path.to_path_buf(),
-            file,
-            pending: Vec::new(),
-            hash: Sha256::new(),
-            handed: WriteBack::default(),
-        })
-    }
-
-    /// Read what has been appended (up to [`READ_BYTES`]) and send its
-    /// complete lines, or with `last` everything left; false when nothing
-    /// was new.
-    fn read_some(
-        &mut self,
-        buf: &mut [u8],
-        tx: &mpsc::SyncSender<Msg>,
-        last: bool,
-    ) -> Result<bool, ()> {
-        let n = loop {
-            match self.file.read(buf) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // Read as nothing new this time (tried again on the next
-                // pass; the file keeps the bytes).
-                Err(_) => break 0,
-            }
-        };
-        let at = Instant::now();
-        self.hash.update(&buf[..n]);
-        // The program's output is handed to the disk as it grows, so that
-        // the result's fsync has little of it left to flush.
-        self.handed.wrote(&self.file, n);
-        self.pending.extend_from_slice(&buf[..n]);
-        let lines = if last && !self.pending.is_empty() {
-            Some(std::mem::take(&mut self.pending))
-        } else {
-            complete_lines(&mut self.pending)
-        };
-        if let Some(lines) = lines {
-            tx.send(Msg::Lines(self.src, lines, at)).map_err(|_| ())?;
-        }
-        Ok(n > 0)
-    }
-}
-
-/// Wakes the follower when a followed file grows (inotify) or when the
-/// supervisor tells it to finish (an eventfd); without inotify (elsewhere
-/// than Linux, or where the system's inotify limits are reached) it looks
-/// every [`POLL_MS`] milliseconds.
-struct Wakeup {
-    /// Set once every process of the program has ended: the files are
-    /// complete.
-    done: AtomicBool,
-    #[cfg(target_os = "linux")]
-    inotify: Option<std::os::fd::OwnedFd>,
-    #[cfg(target_os = "linux")]
-    event: Option<std::os::fd::OwnedFd>,
-    #[cfg(not(target_os = "linux"))]
-    thread: std::sync::OnceLock<std::thread::Thread>,
-}
-
-/// How often the follower looks at the files when nothing wakes it.
-const POLL_MS: u64 = 5;
-
-impl Wakeup {
-    #[cfg(target_os = "linux")]
-    fn new(paths: &[&Path]) -> Wakeup {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        use std::os::unix::ffi::OsStrExt;
-        // SAFETY: plain system calls; each descriptor is owned at once.
-        let own = |fd: libc::c_int| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-        // SAFETY: as above.
-        let event = own(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) });
-        // SAFETY: as above.
-        let inotify = own(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })
-            .filter(|fd| {
-                paths.iter().all(|p| {
-                    std::ffi::CString::new(p.as_os_str().as_bytes()).is_ok_and(|c| {
-                        // SAFETY: a valid descriptor and a NUL-terminated path.
-                        unsafe {
-                            libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY)
-                                >= 0
-                        }
-                    })
-                })
-            });
-        Wakeup {
-            done: AtomicBool::new(false),
-            inotify,
-            event,
-        }
-    }
-
-    /// A wake-up that only looks every [`POLL_MS`] (and on [`Wakeup::wake`]).
-    #[cfg(all(test, target_os = "linux"))]
-    fn polling() -> Wakeup {
-        let mut w = Wakeup::new(&[]);
-        w.inotify = None;
-        w
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn new(_: &[&Path]) -> Wakeup {
-        Wakeup {
-            done: AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Wait until a file grows, [`Wakeup::wake`] is called, or `limit`.
-    #[cfg(target_os = "linux")]
-    fn wait(&self, limit: Duration) {
-        use std::os::fd::AsRawFd;
-        // Without either wake-up, look often.
-        let limit = if self.inotify.is_some() && self.event.is_some() {
-            limit
-        } else {
-            limit.min(Duration::from_millis(POLL_MS))
-        };
-        let mut fds: Vec<libc::pollfd> = [&self.inotify, &self.event]
-            .into_iter()
-            .flatten()
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let mut drain = [0u8; 4096];
-        // SAFETY: poll over descriptors this struct owns, then non-blocking
-        // reads that empty them into a local buffer.
-        unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                limit.as_millis() as libc::c_int,
-            );
-            for f in &fds {
-                if f.revents != 0 {
-                    while libc::read(f.fd, drain.as_mut_ptr().cast(), drain.len()) > 0 {}
-                }
-            }
-        }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn wait(&self, limit: Duration) {
-        let _ = self.thread.set(std::thread::current());
-        std::thread::park_timeout(limit.min(Duration::from_millis(POLL_MS)));
-    }
-
-    /// The files are complete: the follower reads them to their ends and
-    /// stops.
-    fn finish(&self) {
-        self.done.store(true, Ordering::Release);
-        self.wake();
-    }
-
-    fn finishing(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    fn wake(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let one = 1u64;
-            if let Some(event) = &self.event {
-                // SAFETY: an 8-byte write to the eventfd this struct owns.
-                unsafe {
-                    libc::write(event.as_raw_fd(), (&one as *const u64).cast(), 8);
-                }
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
-    }
-}
-
-/// Follow the program's output files until told to finish
-/// ([`Wakeup::finish`], once every process of the program has ended), then
-/// read what remains and send [`Msg::Closed`]. Joins to each file's sha256.
-///
-/// The program writes its output straight to files, as it would under a
-/// batch system: it never waits for the harness (a pipe would make it wait
-/// whenever the harness has not yet read the last megabyte), and a harness
-/// that falls behind a flood of lines only reads them later.
-fn follow_files(
-    mut files: Vec<Followed>,
-    tx: mpsc::SyncSender<Msg>,
-    wakeup: Arc<Wakeup>,
-) -> std::thread::JoinHandle<Vec<(PathBuf, String)>> {
-    std::thread::spawn(move || {
-        yield_to_the_program();
-        let mut buf = vec![0u8; READ_BYTES];
-        let mut gone = false;
-        loop {
-            // Read after asking: once finishing, the files are complete and
-            // one more pass to their ends reads everything.
-            let finishing = wakeup.finishing();
-            let mut grew = false;
-            for f in &mut files {
-                match f.read_some(&mut buf, &tx, false) {
-                    Ok(g) => grew |= g,
-                    Err(()) => gone = true,
-                }
-            }
-            if gone {
-                break;
-            }
-            if grew {
-                continue;
-            }
-            if finishing {
-                for f in &mut files {
-                    let _ = f.read_some(&mut buf, &tx, true);
-                }
-                let _ = tx.send(Msg::Closed);
-                break;
-            }
-            wakeup.wait(Duration::from_millis(100));
-        }
-        files
-            .into_iter()
-            .map(|f| (f.path, hex::encode(f.hash.finalize())))
-            .collect()
-    })
-}
-
-/// The MLLOG payloads seen (as their 128-bit XXH3): the same line arriving
-/// twice — on stdout and in the MLLOG file, with or without a rank prefix —
-/// counts once. Not a cryptographic digest: a program that made two of its
-/// lines collide could only hide one of its own lines from the result file,
-/// which it could as well not print (the raw captures keep every byte).
-///
-/// The digests are kept per *time key* (the text after the payload's first
-/// `"time_ms":`; identical payloads have identical keys): lines arrive in
-/// time order, so the bucket a line is looked up in is the one the lines
-/// before it used, already in the cache, where a single set of a million
-/// digests would cost a cache miss or two per line.
-#[derive(Default)]
-struct Arrivals(HashMap<u64, Bucket, BuildHasherDefault<DigestHasher>>);
-
-/// The digests of one time key: most keys hold a line or two.
-enum Bucket {
-    One(u128),
-    Many(HashSet<u128, BuildHasherDefault<DigestHasher>>),
-}
-
-impl Bucket {
-    fn insert(&mut self, d: u128) -> bool {
-        match self {
-            Bucket::One(x) if *x == d => false,
-            Bucket::One(x) => {
-                let mut set = HashSet::with_capacity_and_hasher(4, Default::default());
-                set.insert(*x);
-                set.insert(d);
-                *self = Bucket::Many(set);
-                true
-            }
-            Bucket::Many(set) => set.insert(d),
-        }
-    }
-}
-
-/// The set's hash of a digest (or of a time key's digest): its low 64 bits
-/// (already uniform).
-#[derive(Default)]
-struct DigestHasher(u64);
-
-impl Hasher for DigestHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8).take(1) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.0 ^= u64::from_le_bytes(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 ^= v;
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.0 ^= v as u64;
-    }
-}
-
-/// The time key of a payload: a digest of the text after its first
-/// `"time_ms":` (up to the next `,` or `}`); 0 without one.
-fn time_key(payload: &[u8]) -> u64 {
-    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"time_ms\":"));
-    let Some(at) = FINDER.find(payload) else {
-        return 0;
-    };
-    let rest = &payload[at + 10..];
-    let end = memchr::memchr2(b',', b'}', rest).unwrap_or(rest.len());
-    // Never 0, so that a line without a time has a key of its own.
-    xxhash_rust::xxh3::xxh3_64(&rest[..end]) | 1
-}
-
-impl Arrivals {
-    /// Is this line's payload new?
-    fn is_new(&mut self, payload: &[u8]) -> bool {
-        use std::collections::hash_map::Entry;
-        let d = xxhash_rust::xxh3::xxh3_128(payload);
-        match self.0.entry(time_key(payload)) {
-            Entry::Vacant(e) => {
-                e.insert(Bucket::One(d));
-                true
-            }
-            Entry::Occupied(mut e) => e.get_mut().insert(d),
-        }
-    }
 }
 
 /// The state of one supervision, from spawn to the final rename.
@@ -741,17 +153,6 @@ struct Run<'a> {
     stopped: Option<(String, Instant)>,
     stop_delay_ms: Option<f64>,
     killed: bool,
-}
-
-/// The payload of an MLLOG line (from its last marker, trimmed).
-fn payload(line: &[u8]) -> Option<&[u8]> {
-    let pos = mllog::rfind_marker(line)?;
-    let p = &line[pos..];
-    let end = p
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(0, |e| e + 1);
-    Some(&p[..end])
 }
 
 impl Run<'_> {
@@ -821,7 +222,7 @@ impl Run<'_> {
         };
         let mono = at.duration_since(self.spawned).as_millis() as u64;
         let read_wall_ms = self.witness.spawn_wall_ms + mono;
-        let witnessed = WITNESSED_KEYS.contains(&key);
+        let witnessed = referee_rules::lifecycle::is_witnessed(key);
         if witnessed || !self.witness.plausible(time_ms, read_wall_ms) {
             let line = WitnessedLine {
                 index: rec.index as usize,
@@ -912,41 +313,6 @@ fn minutes(d: Duration) -> String {
     format!("{} min", (m * 1000.0).round() / 1000.0)
 }
 
-fn signal_group(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals the process group the
-    // child leads (it was spawned with process_group(0)).
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), sig);
-    }
-}
-
-/// Spawn the program in its own process group with the run's variables,
-/// its stdout and stderr written to the files `out` and `err`.
-fn spawn(spec: &ChildSpec, out: &Path, err: &Path) -> Result<Child, String> {
-    let (prog, args) = spec
-        .command
-        .split_first()
-        .ok_or("--exec needs a command after `--`")?;
-    let create = |p: &Path| File::create(p).map_err(|e| format!("{}: {e}", p.display()));
-    Command::new(prog)
-        .args(args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(create(out)?)
-        .stderr(create(err)?)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot start `{prog}`: {e}"))
-}
-
-/// Is any process of the group that `pid` leads still there?
-fn group_alive(pid: u32) -> bool {
-    // SAFETY: kill(2) with signal 0 only asks whether the group exists.
-    let r = unsafe { libc::kill(-(pid as libc::pid_t), 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 /// The harness's `run_stop` for a run the program did not end itself.
 fn aborted_line(reason: &str) -> String {
     let meta = [
@@ -956,11 +322,11 @@ fn aborted_line(reason: &str) -> String {
             referee_rules::value::Value::str(reason.to_string()),
         ),
     ];
-    crate::logger::MlLogger::render(
+    crate::session::logger::MlLogger::render(
         "",
-        &crate::logger::Event {
+        &crate::session::logger::Event {
             time_ms: wall_ms(),
-            event_type: crate::logger::INTERVAL_END,
+            event_type: crate::session::logger::INTERVAL_END,
             key: "run_stop",
             value: &referee_rules::value::Value::None,
             meta: &meta,
@@ -981,7 +347,7 @@ pub fn supervise(
         .map_err(|e| format!("{}: {e}", spec.run_dir.display()))?;
     File::create(&spec.compliance_file)
         .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
-    let partial = crate::logger::partial_path(&spec.result);
+    let partial = crate::session::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
     let (out, err) = (
         spec.run_dir.join("stdout.txt"),
@@ -989,7 +355,7 @@ pub fn supervise(
     );
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
-    let mut child = spawn(spec, &out, &err).inspect_err(|_| {
+    let mut child = spawn(&spec.command, &spec.cwd, &spec.env, &out, &err).inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
     })?;
     let pid = child.id();
@@ -1175,14 +541,17 @@ fn finish(
         _ => "unknown".into(),
     };
     let (status, reason) = match (&run.stopped, &run.run_stop) {
-        (Some((why, _)), _) => ("aborted", Some(format!("stopped by referee: {why}"))),
-        (None, Some(s)) if s == "success" => ("success", None),
+        (Some((why, _)), _) => (
+            RunStatus::Aborted,
+            Some(format!("stopped by referee: {why}")),
+        ),
+        (None, Some(s)) if s == "success" => (RunStatus::Success, None),
         (None, Some(s)) => (
-            "aborted",
+            RunStatus::Aborted,
             Some(format!("the program logged run_stop with status {s:?}")),
         ),
         (None, None) => (
-            "aborted",
+            RunStatus::Aborted,
             Some(format!("the program ended ({exit_text}) without run_stop")),
         ),
     };
@@ -1201,7 +570,7 @@ fn finish(
     files.insert(run.spec.result.display().to_string(), result_sha);
     run.diagnostics.extend(run.witness.check_duration());
     Ok(Supervised {
-        status: status.into(),
+        status,
         reason,
         exit: exit_text,
         time_to_train_ms: run.run_start_ms.zip(run.run_stop_ms).map(|(a, b)| b - a),
@@ -1215,81 +584,9 @@ fn finish(
 }
 
 #[cfg(test)]
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_line_counts_once_whichever_way_it_arrives() {
-        let mut a = Arrivals::default();
-        let l = payload(b"0: :::MLLOG {\"key\": \"x\"}\n").unwrap();
-        assert!(a.is_new(l));
-        assert!(!a.is_new(payload(b":::MLLOG {\"key\": \"x\"}\n").unwrap()));
-        assert!(!a.is_new(payload(b"[rank0]: :::MLLOG {\"key\": \"x\"}\n").unwrap()));
-        assert!(a.is_new(payload(b":::MLLOG {\"key\": \"y\"}\n").unwrap()));
-    }
-
-    #[test]
-    fn time_keys_are_the_text_after_the_first_time_ms() {
-        let k = |p: &[u8]| time_key(p);
-        assert_eq!(
-            k(br#"{"time_ms": 17, "key": "a"}"#),
-            k(br#"{"time_ms": 17}"#)
-        );
-        assert_ne!(k(br#"{"time_ms": 17}"#), k(br#"{"time_ms": 18}"#));
-        // The first occurrence decides; a line without one has key 0, and
-        // no line with one does.
-        assert_eq!(
-            k(br#"{"time_ms":5,"value":"\"time_ms\":6"}"#),
-            k(br#"{"time_ms":5}"#)
-        );
-        assert_eq!(k(br#"{"key": "x"}"#), 0);
-        assert_ne!(k(br#"{"time_ms": }"#), 0);
-        assert_ne!(k(br#"{"time_ms":"#), 0);
-    }
-
-    /// Against a plain set of the payloads: lines of a few times, in an
-    /// order that mostly advances and sometimes goes back (the MLLOG file
-    /// read behind stdout), with and without times, repeated at random.
-    #[test]
-    fn arrivals_agree_with_a_set_of_the_payloads() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
-        let mut a = Arrivals::default();
-        let mut seen = HashSet::new();
-        let (mut new, mut again) = (0, 0);
-        let mut t = 1_000u64;
-        for _ in 0..20_000 {
-            t += next(3);
-            let time = t.saturating_sub(next(4) * next(2) * 25);
-            let line = match next(10) {
-                0 => format!(r#"{{"key": "k{}"}}"#, next(50)),
-                _ => format!(r#"{{"time_ms": {time}, "key": "k{}"}}"#, next(6)),
-            };
-            let expect = seen.insert(line.clone());
-            assert_eq!(a.is_new(line.as_bytes()), expect, "{line}");
-            if expect { new += 1 } else { again += 1 }
-        }
-        // Both answers were asked for many times.
-        assert!(new > 2_000 && again > 2_000, "{new} new, {again} again");
-    }
-
-    #[test]
-    fn the_payload_is_read_from_the_last_marker_as_the_official_parser_does() {
-        assert_eq!(
-            payload(b"0: :::MLLOG {\"a\": 1}  \n"),
-            Some(&b":::MLLOG {\"a\": 1}"[..])
-        );
-        assert_eq!(
-            payload(b"[rank0]: :::MLLOG {\"a\": 1}\n"),
-            payload(b":::MLLOG {\"a\": 1}\n")
-        );
-        assert_eq!(payload(b"loss 0.5\n"), None);
-    }
 
     /// Live rules that keep the values of every key but `train_loss`.
     struct SlimLoss;
@@ -1359,7 +656,7 @@ mod tests {
         assert!(read.records[0].slim && !read.records[2].slim);
         assert_eq!(read.lines, 9);
         // The witness read the lifecycle line from the same record.
-        assert_eq!(s.status, "success");
+        assert_eq!(s.status, RunStatus::Success);
         let stop = s
             .witness
             .lines
@@ -1448,7 +745,7 @@ mod tests {
         // The result keeps the output; no run_stop, so the harness's own.
         let result = std::fs::read_to_string(&spec.result).unwrap();
         assert!(result.starts_with(&out), "{result}");
-        assert_eq!(s.status, "aborted");
+        assert_eq!(s.status, RunStatus::Aborted);
         assert_eq!(s.parsed.records.len(), 1);
         assert_eq!(s.parsed.records[0].key(), "run_stop");
         // The supervision's threads did yield: a thread that calls
@@ -1546,51 +843,5 @@ mod tests {
         assert_eq!(s.exit, "exit code 0");
         let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
         assert_eq!(out, "left\n");
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_follower_wakes_when_a_file_grows_or_when_told_and_polls_without_inotify() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.txt");
-        File::create(&path).unwrap();
-        let w = Wakeup::new(&[path.as_path()]);
-        assert!(w.inotify.is_some() && w.event.is_some());
-        // Nothing happens: the wait lasts its limit.
-        let t = Instant::now();
-        w.wait(Duration::from_millis(150));
-        assert!(
-            t.elapsed() >= Duration::from_millis(140),
-            "{:?}",
-            t.elapsed()
-        );
-        // An append wakes it long before its limit.
-        let p = path.clone();
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
-            f.write_all(b"line\n").unwrap();
-        });
-        let t = Instant::now();
-        w.wait(Duration::from_secs(20));
-        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-        writer.join().unwrap();
-        // So does wake().
-        w.wake();
-        let t = Instant::now();
-        w.wait(Duration::from_secs(20));
-        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-        // Without inotify (its limits reached) it looks every POLL_MS.
-        let t = Instant::now();
-        Wakeup::polling().wait(Duration::from_secs(20));
-        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn complete_lines_keep_a_partial_tail_for_later() {
-        let mut p = b"a\nb\nc".to_vec();
-        assert_eq!(complete_lines(&mut p).unwrap(), b"a\nb\n");
-        assert_eq!(p, b"c");
-        assert_eq!(complete_lines(&mut p), None);
     }
 }

@@ -1,9 +1,7 @@
-//! The system description (the 33 MLCommons fields), captured from the
-//! machine: CPU model, sockets, cores, memory, OS, software versions, and
-//! accelerators when a GPU back end is compiled in and a driver is present
-//! (no driver is a normal, quiet case).
-
-use serde_json::Value;
+//! The facts this machine tells about itself, probed from /proc, /sys,
+//! /etc and `nvidia-smi`: CPU model, sockets, cores, memory, OS, network
+//! and storage, and accelerators when a driver is present (no driver is a
+//! normal, quiet case).
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
@@ -226,124 +224,6 @@ impl IoFacts {
     }
 }
 
-/// Who and what a system description is about (besides the probed facts).
-#[derive(Debug, Clone, Copy)]
-pub struct SystemIdentity<'a> {
-    pub submitter: &'a str,
-    pub division: &'a str,
-    /// One of the four MLCommons availability values.
-    pub status: &'a str,
-    pub system_name: &'a str,
-    pub framework: &'a str,
-    pub nodes: usize,
-}
-
-/// The facts this machine tells about itself, as system-description
-/// fields. A field that cannot be discovered is absent, never guessed.
-pub fn discovered_fields(
-    host: &HostFacts,
-    io: &IoFacts,
-    accel: Option<&Accelerator>,
-) -> Vec<(&'static str, String)> {
-    let mut f: Vec<(&'static str, String)> = vec![
-        ("host_processors_per_node", host.sockets.to_string()),
-        ("host_processor_model_name", host.cpu_model.clone()),
-        (
-            "host_processor_core_count",
-            host.cores_per_socket.to_string(),
-        ),
-        ("host_processor_vcpu_count", host.logical_cpus.to_string()),
-        (
-            "host_memory_capacity",
-            format!("{:.1} GiB", host.memory_gib),
-        ),
-        ("operating_system", host.os.clone()),
-        ("other_software_stack", format!("Linux {}", host.kernel)),
-        (
-            "accelerators_per_node",
-            accel.map(|a| a.count).unwrap_or(0).to_string(),
-        ),
-        (
-            "accelerator_model_name",
-            accel
-                .map(|a| a.name.clone())
-                .unwrap_or_else(|| "none (CPU)".into()),
-        ),
-    ];
-    if let Some(mhz) = host.cpu_mhz {
-        f.push(("host_processor_frequency", format!("{mhz:.0} MHz")));
-    }
-    if !host.cache.is_empty() {
-        f.push(("host_processor_caches", host.cache.clone()));
-    }
-    if let Some(a) = accel {
-        f.push((
-            "accelerator_memory_capacity",
-            format!("{:.0} GiB", a.memory_gib),
-        ));
-        if let Some(mhz) = a.max_mhz {
-            f.push(("accelerator_frequency", format!("{mhz:.0} MHz")));
-        }
-    }
-    let mut nets: Vec<String> = io
-        .infiniband
-        .iter()
-        .map(|(d, r)| format!("InfiniBand {r} ({d})"))
-        .collect();
-    nets.extend(
-        io.ethernet
-            .iter()
-            .map(|(n, s)| format!("Ethernet {} Gb/s ({n})", *s as f64 / 1000.0)),
-    );
-    if !nets.is_empty() {
-        f.push(("host_networking", nets.join(", ")));
-    }
-    if !io.disks.is_empty() {
-        let total: u64 = io.disks.iter().map(|d| d.1).sum();
-        f.push((
-            "host_storage_capacity",
-            format!("{:.0} GB", total as f64 / 1e9),
-        ));
-        let kinds: std::collections::BTreeSet<&str> = io
-            .disks
-            .iter()
-            .map(|(n, _, rot)| match (n.starts_with("nvme"), rot) {
-                (true, _) => "NVMe SSD",
-                (false, true) => "HDD",
-                (false, false) => "SSD",
-            })
-            .collect();
-        f.push((
-            "host_storage_type",
-            kinds.into_iter().collect::<Vec<_>>().join(", "),
-        ));
-    }
-    f
-}
-
-/// The 33-field system description JSON of a `referee run`: the identity
-/// given, the facts discovered, every other field empty.
-pub fn system_description(
-    id: &SystemIdentity,
-    host: &HostFacts,
-    accel: Option<&Accelerator>,
-) -> Value {
-    let io = IoFacts::probe(std::path::Path::new("/sys"));
-    let mut d = crate::system::Description::new(&discovered_fields(host, &io, accel));
-    for (k, v) in [
-        ("submitter", id.submitter.to_string()),
-        ("division", id.division.to_string()),
-        ("status", id.status.to_string()),
-        ("system_name", id.system_name.to_string()),
-        ("number_of_nodes", id.nodes.to_string()),
-        ("framework", id.framework.to_string()),
-        ("sw_notes", "captured automatically by referee".to_string()),
-    ] {
-        d.set(k, v, crate::system::Source::Given);
-    }
-    Value::Object(d.json())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,29 +243,5 @@ mod tests {
             parse_os_release("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
             "Debian GNU/Linux 12 (bookworm)"
         );
-    }
-
-    #[test]
-    fn description_has_the_33_fields_and_passes_the_checker() {
-        let host = HostFacts::probe();
-        let id = SystemIdentity {
-            submitter: "ACME",
-            division: "closed",
-            status: "Research, Development, or Internal (RDI)",
-            system_name: "box",
-            framework: "referee",
-            nodes: 1,
-        };
-        let v = system_description(&id, &host, None);
-        let obj = v.as_object().unwrap();
-        for f in referee_rules::ruleset_facts::SYSTEM_REQUIRED_FIELDS {
-            assert!(obj.contains_key(f), "missing {f}");
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("box.json");
-        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-        let desc = referee_rules::sysdesc::SystemDesc::load(&p).unwrap();
-        assert!(referee_rules::sysdesc::check(&desc, &p, true).is_empty());
-        assert!(!host.cpu_model.is_empty() && host.logical_cpus >= 1 && host.memory_gib > 0.0);
     }
 }

@@ -30,8 +30,8 @@ impl GpuInfo {
     }
 
     /// The system description's view (`accelerators_per_node` = `per_node`).
-    pub fn accelerator(&self, per_node: usize) -> crate::sysinfo::Accelerator {
-        crate::sysinfo::Accelerator {
+    pub fn accelerator(&self, per_node: usize) -> crate::system::Accelerator {
+        crate::system::Accelerator {
             name: self.name.clone(),
             memory_gib: self.memory_bytes as f64 / (1u64 << 30) as f64,
             count: per_node,

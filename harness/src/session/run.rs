@@ -22,11 +22,11 @@
 //! process exits non-zero. Errors of the model or the data still leave the
 //! log unfinished (`.partial`).
 
-use crate::cache::{CacheClear, drop_page_cache};
-use crate::clock::Clock;
-use crate::collective::Collective;
-use crate::logger::{IntoValue, MlLogger};
 use crate::provenance::CodeIdentity;
+use crate::session::cache::{CacheClear, drop_page_cache};
+use crate::session::clock::Clock;
+use crate::session::collective::Collective;
+use crate::session::logger::{IntoValue, MlLogger};
 use referee_rules::value::{Dict, Value};
 use referee_workloads::Device;
 use referee_workloads::bench::{Batch, Benchmark, Trainer, eval_point};
@@ -203,7 +203,7 @@ fn step(
 
 /// A communication failure as the log's `run_stop_reason` gives it.
 fn peer_failure(plan: &RunPlan, coll: &dyn Collective, e: &str) -> String {
-    let dead = crate::launch::dead_peers(&plan.out_dir, coll.world_size(), coll.rank());
+    let dead = crate::session::launch::dead_peers(&plan.out_dir, coll.world_size(), coll.rank());
     let who = if dead.is_empty() {
         String::new()
     } else {
@@ -238,7 +238,7 @@ pub fn run_once(
     if coll.world_size() > 1 {
         // The launcher's SIGTERM (a peer failed, the job was cancelled)
         // becomes an aborted log instead of a torn one.
-        crate::launch::install_termination_handlers();
+        crate::session::launch::install_termination_handlers();
     }
     // Every rank uses rank 0's seed (ranks started without --seed draw
     // different ones): identical initial weights on every rank; the data
@@ -413,7 +413,7 @@ fn agree_on_weights(
     }
     coll.barrier()?;
     if coll.world_size() > 1
-        && let Err(e) = crate::launch::write_pid_file(&plan.out_dir, coll.rank())
+        && let Err(e) = crate::session::launch::write_pid_file(&plan.out_dir, coll.rank())
     {
         eprintln!(
             "referee: warning: rank {}: cannot write its pid file under {}: {e}",
@@ -581,13 +581,13 @@ impl<'a> Training<'a> {
 
     /// The launcher's SIGTERM, or the time budget spent: the run ends.
     fn interrupted_or_out_of_time(&mut self) -> bool {
-        if let Some(sig) = crate::launch::termination_signal() {
+        if let Some(sig) = crate::session::launch::termination_signal() {
             self.fatal = Some(peer_failure(
                 self.plan,
                 self.coll,
                 &format!(
                     "interrupted by {} (the launcher stops every rank when one fails or the job is cancelled)",
-                    crate::launch::signal_name(sig)
+                    crate::session::launch::signal_name(sig)
                 ),
             ));
             return true;
@@ -715,7 +715,7 @@ impl<'a> Training<'a> {
         let mut batches = std::iter::from_fn(|| {
             // The launcher's SIGTERM cuts an evaluation short; its
             // result is then discarded, never logged.
-            if crate::launch::termination_signal().is_some() {
+            if crate::session::launch::termination_signal().is_some() {
                 return None;
             }
             match eval.next() {
@@ -724,13 +724,13 @@ impl<'a> Training<'a> {
             }
         });
         let local = self.trainer.evaluate(&mut batches);
-        if let Some(sig) = crate::launch::termination_signal() {
+        if let Some(sig) = crate::session::launch::termination_signal() {
             self.fatal = Some(peer_failure(
                 plan,
                 self.coll,
                 &format!(
                     "interrupted by {} during an evaluation (the launcher stops every rank when one fails or the job is cancelled)",
-                    crate::launch::signal_name(sig)
+                    crate::session::launch::signal_name(sig)
                 ),
             ));
             return Ok(Flow::Stop);

@@ -1,0 +1,67 @@
+//! The program's process group and the harness's threads: spawning the
+//! program in a group of its own, signalling and polling that group, and
+//! the lower priority of the threads that supervise it.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Give the calling thread a lower scheduling priority than the program's
+/// (Linux: a thread's own nice value). The harness's bulk work — writing,
+/// hashing and parsing the result — then runs on what the program leaves
+/// idle instead of taking turns with it on a busy machine; when it falls
+/// behind it reads the program's output later (the files keep it), and the
+/// program never waits for it. Lines are witnessed when read, and budgets
+/// are enforced, at the same priority: a program that keeps every core
+/// busy delays them by at most the scheduler's share for a nice-10 thread
+/// (the witness's tolerance is for such delays; a late read never makes a
+/// line look written early).
+pub(crate) fn yield_to_the_program() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on this thread's own id; failure leaves the
+    // priority as it was.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
+}
+
+pub(super) fn signal_group(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals the process group the
+    // child leads (it was spawned with process_group(0)).
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), sig);
+    }
+}
+
+/// Spawn the program in its own process group with the run's variables,
+/// its stdout and stderr written to the files `out` and `err`.
+pub(super) fn spawn(
+    command: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    out: &Path,
+    err: &Path,
+) -> Result<Child, String> {
+    let (prog, args) = command
+        .split_first()
+        .ok_or("--exec needs a command after `--`")?;
+    let create = |p: &Path| File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    Command::new(prog)
+        .args(args)
+        .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(create(out)?)
+        .stderr(create(err)?)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start `{prog}`: {e}"))
+}
+
+/// Is any process of the group that `pid` leads still there?
+pub(super) fn group_alive(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 only asks whether the group exists.
+    let r = unsafe { libc::kill(-(pid as libc::pid_t), 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
