@@ -4,7 +4,7 @@
 //! the official checker's wherever the official checker finishes in time.
 //!
 //! Knobs (environment): `REFEREE_FUZZ_SEED` (default a fixed seed; printed),
-//! `REFEREE_FUZZ_N` (logs, default 120), `REFEREE_FUZZ_LIMIT_S` (seconds the
+//! `REFEREE_FUZZ_N` (logs, default 240), `REFEREE_FUZZ_LIMIT_S` (seconds the
 //! official checker gets per log, default 3; the checks it does not finish
 //! are counted and left out of the comparison: it spends over 20 s on a
 //! 1 MB value, whose line its marker regex scans quadratically, and minutes
@@ -332,7 +332,7 @@ fn official(paths: &[PathBuf], dir: &Path, limit_s: f64) -> HashMap<PathBuf, (St
 #[test]
 fn damaged_logs_get_the_official_verdict() {
     let seed: u64 = env_or("REFEREE_FUZZ_SEED", 20_261_126);
-    let n: usize = env_or("REFEREE_FUZZ_N", 120);
+    let n: usize = env_or("REFEREE_FUZZ_N", 240);
     let limit_s: f64 = env_or("REFEREE_FUZZ_LIMIT_S", 3.0);
     eprintln!("fuzz_official: seed {seed}, {n} logs, {limit_s} s per official check");
     let mut rng = Rng(seed);
