@@ -18,9 +18,16 @@ use crate::value::{Dict, Value};
 /// parse error instead.
 pub const MAX_DEPTH: usize = 512;
 
+/// Python's limit on the digits of an integer it converts from text
+/// (`sys.get_int_max_str_digits()`, 4300 by default since 3.11, a guard
+/// against quadratic-time conversion). `json.loads` raises `ValueError`
+/// for a longer integer literal, so the official parser drops the line
+/// as a parse error; referee does the same, with Python's wording.
+pub const INT_MAX_STR_DIGITS: usize = 4300;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct JsonError {
-    pub message: &'static str,
+    pub message: std::borrow::Cow<'static, str>,
     /// Character (= byte) offset in the document.
     pub pos: usize,
     /// Python formats the error message with line/column computed from the
@@ -30,7 +37,7 @@ pub struct JsonError {
 }
 
 impl JsonError {
-    fn at(doc: &[u8], message: &'static str, pos: usize) -> Self {
+    fn at(doc: &[u8], message: impl Into<std::borrow::Cow<'static, str>>, pos: usize) -> Self {
         let before = &doc[..pos.min(doc.len())];
         let line = before.iter().filter(|b| **b == b'\n').count() + 1;
         let col = match before.iter().rposition(|b| *b == b'\n') {
@@ -38,7 +45,7 @@ impl JsonError {
             None => pos + 1,
         };
         JsonError {
-            message,
+            message: message.into(),
             pos,
             line,
             col,
@@ -57,24 +64,56 @@ impl std::fmt::Display for JsonError {
 }
 
 /// Decode one JSON document (Python `json.loads` semantics).
+///
+/// Numbers: an integer literal is an exact [`Value::Int`] when it fits an
+/// `i64` (so integers beyond 2^53 keep every digit, as Python's do). One
+/// beyond `i64` becomes the nearest `f64`, which is what Python makes of it
+/// as soon as it meets a float, and orders exactly as Python's int does
+/// against every number a rule file writes (all far inside `i64`); its
+/// `str()` differs (`1.8446744073709552e+19` for `18446744073709551617`),
+/// which only shows in messages. One too large for any `f64` (a 400-digit
+/// integer) becomes ±infinity: the same order and equality against every
+/// finite number as Python's exact int; Python would raise `OverflowError`
+/// where it mixes it with a float (see [`parse_object`] for `time_ms`,
+/// where that is the official parser's crash). A literal of more than
+/// [`INT_MAX_STR_DIGITS`] digits is an error, as in Python. `NaN`,
+/// `Infinity` and `-Infinity` are the IEEE values, as Python's `float`s.
 pub fn parse(doc: &[u8]) -> Result<Value, JsonError> {
-    let mut p = Parser { doc, pos: 0 };
+    parse_object(doc).map(|(v, _)| v)
+}
+
+/// [`parse`], and the names of the top-level object's members whose value
+/// is an integer literal too large for an `f64` (read as ±infinity).
+/// Python keeps such an integer exact and raises `OverflowError` when the
+/// official parser calls `float()` on it: the caller tells that apart from
+/// `1e400`, which is a float infinity in Python too.
+pub fn parse_object(doc: &[u8]) -> Result<(Value, Vec<String>), JsonError> {
+    let mut p = Parser {
+        doc,
+        pos: 0,
+        huge_int: false,
+        huge_members: Vec::new(),
+    };
     p.skip_ws();
     let v = p.value(0)?;
     p.skip_ws();
     if p.pos != doc.len() {
         return Err(JsonError::at(doc, "Extra data", p.pos));
     }
-    Ok(v)
+    Ok((v, p.huge_members))
 }
 
 struct Parser<'a> {
     doc: &'a [u8],
     pos: usize,
+    /// The last number read was an integer literal too large for an `f64`.
+    huge_int: bool,
+    /// Top-level members whose (last) value is such an integer.
+    huge_members: Vec<String>,
 }
 
 impl<'a> Parser<'a> {
-    fn err(&self, message: &'static str, pos: usize) -> JsonError {
+    fn err(&self, message: impl Into<std::borrow::Cow<'static, str>>, pos: usize) -> JsonError {
         JsonError::at(self.doc, message, pos)
     }
 
@@ -179,15 +218,27 @@ impl<'a> Parser<'a> {
                 i = j;
             }
         }
-        self.pos = i;
         // The slice is ASCII digits, sign, '.', 'e': valid UTF-8.
         let text = std::str::from_utf8(&d[start..i]).expect("ASCII number");
-        if !is_float && let Ok(n) = text.parse::<i64>() {
-            return Ok(Value::Int(n));
+        if !is_float {
+            if let Ok(n) = text.parse::<i64>() {
+                self.pos = i;
+                return Ok(Value::Int(n));
+            }
+            let digits = text.trim_start_matches('-').len();
+            if digits > INT_MAX_STR_DIGITS {
+                return Err(self.err(
+                    format!(
+                        "Exceeds the limit ({INT_MAX_STR_DIGITS} digits) for integer string conversion: value has {digits} digits"
+                    ),
+                    start,
+                ));
+            }
         }
-        Ok(Value::Float(
-            text.parse::<f64>().expect("valid JSON number"),
-        ))
+        self.pos = i;
+        let f = text.parse::<f64>().expect("valid JSON number");
+        self.huge_int = !is_float && f.is_infinite();
+        Ok(Value::Float(f))
     }
 
     /// Parse a string body; `self.pos` is just after the opening quote.
@@ -295,7 +346,17 @@ impl<'a> Parser<'a> {
             }
             self.pos += 1;
             self.skip_ws();
+            self.huge_int = false;
             let v = self.value(depth)?;
+            if depth == 1 {
+                // A number member of the top-level object (a container's
+                // numbers do not count: its value is not a float).
+                let huge = self.huge_int && matches!(v, Value::Float(_));
+                self.huge_members.retain(|m| *m != key);
+                if huge {
+                    self.huge_members.push(key.clone());
+                }
+            }
             // Last one wins; IndexMap keeps the first position, like a dict.
             map.insert(key, v);
             self.skip_ws();
@@ -431,6 +492,90 @@ mod tests {
         assert_eq!(v.as_str(), Some("a\u{e9}\n\u{1f600}\u{e9}"));
         let lone = parse(br#""\ud800x""#).unwrap();
         assert_eq!(lone.as_str(), Some("\u{fffd}x"));
+    }
+
+    #[test]
+    fn integers_beyond_2_53_keep_every_digit_within_i64() {
+        // 2^53 + 1 has no f64; Python's int and referee's Int hold it.
+        assert!(matches!(
+            parse(b"9007199254740993").unwrap(),
+            Value::Int(9_007_199_254_740_993)
+        ));
+        assert!(matches!(
+            parse(b"9223372036854775807").unwrap(),
+            Value::Int(i64::MAX)
+        ));
+        assert!(matches!(
+            parse(b"-9223372036854775808").unwrap(),
+            Value::Int(i64::MIN)
+        ));
+        // A float literal is a float, as in Python (rounded to even).
+        assert!(
+            matches!(parse(b"9007199254740993.0").unwrap(), Value::Float(f) if f == 9_007_199_254_740_992.0)
+        );
+    }
+
+    #[test]
+    fn integers_beyond_i64_are_the_nearest_float() {
+        // Python: float(2**64 + 1) == 1.8446744073709552e+19.
+        assert!(
+            matches!(parse(b"18446744073709551617").unwrap(), Value::Float(f) if f == 18_446_744_073_709_551_616.0)
+        );
+        assert!(
+            matches!(parse(b"-9223372036854775809").unwrap(), Value::Float(f) if f == -9_223_372_036_854_775_808.0)
+        );
+    }
+
+    #[test]
+    fn an_integer_too_large_for_a_float_is_infinite_and_noted_at_the_top_level() {
+        let big = format!("1{}", "7".repeat(399));
+        let doc = format!(r#"{{"time_ms": {big}, "value": -{big}, "list": [{big}], "f": 1e400}}"#);
+        let (v, huge) = parse_object(doc.as_bytes()).unwrap();
+        assert_eq!(v.get("time_ms").unwrap().as_f64(), Some(f64::INFINITY));
+        assert_eq!(v.get("value").unwrap().as_f64(), Some(f64::NEG_INFINITY));
+        // Only numbers that are members of the top-level object; 1e400 is
+        // a float literal (infinite in Python too).
+        assert_eq!(huge, ["time_ms", "value"]);
+        // The last of repeated members counts.
+        let doc = format!(r#"{{"time_ms": {big}, "time_ms": 5}}"#);
+        assert!(parse_object(doc.as_bytes()).unwrap().1.is_empty());
+        let doc = format!(r#"{{"time_ms": 5, "time_ms": {big}}}"#);
+        assert_eq!(parse_object(doc.as_bytes()).unwrap().1, ["time_ms"]);
+    }
+
+    #[test]
+    fn integers_past_pythons_digit_limit_are_an_error() {
+        let ok = format!("-{}", "9".repeat(INT_MAX_STR_DIGITS));
+        assert!(matches!(parse(ok.as_bytes()).unwrap(), Value::Float(f) if f == f64::NEG_INFINITY));
+        let over = format!("[1, -{}]", "9".repeat(INT_MAX_STR_DIGITS + 1));
+        assert_eq!(
+            err(&over),
+            "Exceeds the limit (4300 digits) for integer string conversion: value has 4301 digits: line 1 column 5 (char 4)"
+        );
+        // Python's float() has no such limit.
+        let float = format!("{}.5", "9".repeat(5000));
+        assert!(parse(float.as_bytes()).is_ok());
+        let float = format!("{}e0", "9".repeat(5000));
+        assert!(parse(float.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn the_skimmer_leaves_integers_beyond_i64_to_the_full_decoder() {
+        let line = |time: &str, value: &str| {
+            format!(r#"{{"time_ms": {time}, "key": "k", "value": {value}, "metadata": {{}}}}"#)
+        };
+        let s = line("9007199254740993", "1");
+        let skim = skim_record(s.as_bytes()).unwrap();
+        assert_eq!(skim.time_ms, 9_007_199_254_740_992.0);
+        for (t, v) in [
+            (format!("1{}", "0".repeat(399)), "1".to_string()),
+            ("18446744073709551617".to_string(), "1".to_string()),
+            ("1".to_string(), "9".repeat(INT_MAX_STR_DIGITS + 1)),
+        ] {
+            assert_eq!(skim_record(line(&t, &v).as_bytes()), None, "{t} {v}");
+        }
+        // 4300 digits (a valid value no rule reads) are still skimmed.
+        assert!(skim_record(line("1", &"9".repeat(INT_MAX_STR_DIGITS)).as_bytes()).is_some());
     }
 
     #[test]
@@ -640,10 +785,12 @@ impl<'a> Skimmer<'a> {
         let float = self.number_text()?;
         // SAFETY: the grammar admits only ASCII digits, signs, `.`, `e`, `E`.
         let text = unsafe { std::str::from_utf8_unchecked(&self.d[start..self.i]) };
-        if !float && let Ok(n) = text.parse::<i64>() {
-            return Some(n as f64);
+        if float {
+            return text.parse::<f64>().ok();
         }
-        text.parse::<f64>().ok()
+        // An integer beyond i64 (too many digits, too large for a float)
+        // is left to the full decoder.
+        text.parse::<i64>().ok().map(|n| n as f64)
     }
 
     /// Past a number in JSON's grammar (any such text reads as an f64, so
@@ -665,6 +812,7 @@ impl<'a> Skimmer<'a> {
             }
             _ => return None,
         }
+        let int_digits = i - start - (d[start] == b'-') as usize;
         let mut float = false;
         if d.get(i) == Some(&b'.') {
             i += 1;
@@ -688,6 +836,9 @@ impl<'a> Skimmer<'a> {
                 i += 1;
             }
             float = true;
+        }
+        if !float && int_digits > INT_MAX_STR_DIGITS {
+            return None; // an error for the full decoder
         }
         self.i = i;
         Some(float)

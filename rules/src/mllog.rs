@@ -542,9 +542,9 @@ fn parse_marked(
             slim: true,
         });
     }
-    let obj = match json::parse(doc) {
-        Ok(Value::Dict(d)) => d,
-        Ok(other) => {
+    let (obj, huge) = match json::parse_object(doc) {
+        Ok((Value::Dict(d), huge)) => (d, huge),
+        Ok((other, _)) => {
             return problem(
                 format!(
                     "the MLLOG payload is a JSON {} where an object with time_ms, key, value and metadata was expected",
@@ -555,6 +555,19 @@ fn parse_marked(
         }
         Err(e) => return problem(e.to_string(), false),
     };
+    if huge.iter().any(|m| m == "time_ms") {
+        // Python reads the integer exactly and `float(time_ms)` raises
+        // OverflowError, which the official parser does not catch: the
+        // tool crashes. That crash is an accident (its parser catches only
+        // ValueError, beside a "TODO check for weird values"), so referee
+        // reports the line as its own error, marked as the official crash,
+        // rather than reading the time as infinity (which is what `1e400`,
+        // a float literal, means in Python too, and is read as such).
+        return problem(
+            "time_ms is an integer too large to convert to a float (Python: OverflowError)".into(),
+            true,
+        );
+    }
     match record_from_object(obj, json::latin1(stripped), index, line, keys) {
         Ok(item) => item,
         Err((msg, crash)) => problem(msg, crash),
@@ -917,6 +930,84 @@ mod tests {
         let log = r#":::MLLOG {"time_ms": 1, "key": "submission_org", "key": "submission_benchmark", "value": "x", "metadata": {}}"#;
         let p = parse(log.as_bytes());
         assert_eq!(p.records[0].key(), "submission_benchmark");
+    }
+
+    /// One record line with `time_ms` and `value` as written.
+    fn numbers_line(time_ms: &str, value: &str) -> String {
+        format!(
+            ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {time_ms}, \"event_type\": \"POINT_IN_TIME\", \"key\": \"seed\", \"value\": {value}, \"metadata\": {{}}}}\n"
+        )
+    }
+
+    /// The log read whole, and read keeping no values (the skim path).
+    fn both_ways(log: &str) -> [ParsedLog; 2] {
+        let keep: std::sync::Arc<KeepFn> = std::sync::Arc::new(|_: &str| false);
+        [
+            parse(log.as_bytes()),
+            collect(Reader::new(log.as_bytes()).keep_values(keep)).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn a_time_ms_integer_too_large_for_a_float_is_the_official_crash() {
+        let big = format!("1{}", "0".repeat(399));
+        for p in both_ways(&numbers_line(&big, "1")) {
+            assert!(p.records.is_empty());
+            assert_eq!(p.problems.len(), 1);
+            let pr = &p.problems[0];
+            assert!(pr.official_crash, "{pr:?}");
+            assert!(
+                pr.message.contains("too large to convert to a float"),
+                "{}",
+                pr.message
+            );
+        }
+        // Negative too; a float literal past f64's range is infinity, as
+        // Python's float('1e400') is.
+        for p in both_ways(&numbers_line(&format!("-{big}"), "1")) {
+            assert!(p.problems[0].official_crash);
+        }
+        for p in both_ways(&numbers_line("1e400", "1")) {
+            assert_eq!(p.records[0].timestamp, f64::INFINITY);
+        }
+    }
+
+    #[test]
+    fn time_ms_beyond_2_53_nan_and_infinity_are_pythons_floats() {
+        // float(9007199254740993) == 9007199254740992.0 (ties to even).
+        for (text, want) in [
+            ("9007199254740993", 9_007_199_254_740_992.0),
+            ("9223372036854775807", 9_223_372_036_854_775_808.0),
+            ("18446744073709551617", 18_446_744_073_709_551_616.0),
+            ("Infinity", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+        ] {
+            for p in both_ways(&numbers_line(text, "1")) {
+                assert_eq!(p.records[0].timestamp, want, "{text}");
+            }
+        }
+        for p in both_ways(&numbers_line("NaN", "1")) {
+            assert!(p.records[0].timestamp.is_nan());
+        }
+    }
+
+    #[test]
+    fn a_value_past_pythons_digit_limit_is_a_parse_error() {
+        let log = numbers_line("1", &"9".repeat(5000));
+        for p in both_ways(&log) {
+            assert!(p.records.is_empty());
+            let pr = &p.problems[0];
+            assert!(!pr.official_crash);
+            assert!(
+                pr.message.starts_with("Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"),
+                "{}",
+                pr.message
+            );
+        }
+        // A 400-digit value is read (as infinity: see json::parse), not an error.
+        let big = format!("-1{}", "0".repeat(399));
+        let p = parse(numbers_line("1", &big).as_bytes());
+        assert_eq!(p.records[0].value().as_f64(), Some(f64::NEG_INFINITY));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //!
 //! Deliberate difference: Python integers are unbounded; here they are `i64`
 //! and an arithmetic overflow promotes the result to a float. No rule file of
-//! the supported rulesets computes with integers near that bound.
+//! the supported rulesets computes with integers near that bound. How a
+//! logged integer beyond `i64` (or beyond any `f64`) is read, and where that
+//! differs from Python, is documented at [`crate::json::parse`].
 
 use indexmap::IndexMap;
 use std::cmp::Ordering;
