@@ -256,7 +256,7 @@ pub(super) fn follow_files(
     wakeup: Arc<Wakeup>,
 ) -> std::thread::JoinHandle<Vec<(PathBuf, String)>> {
     std::thread::spawn(move || {
-        yield_to_the_program();
+        yield_to_the_program(c"referee-follow");
         let mut buf = vec![0u8; READ_BYTES];
         let mut gone = false;
         loop {

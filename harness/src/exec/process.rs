@@ -17,13 +17,20 @@ use std::process::{Child, Command, Stdio};
 /// busy delays them by at most the scheduler's share for a nice-10 thread
 /// (the witness's tolerance is for such delays; a late read never makes a
 /// line look written early).
-pub(crate) fn yield_to_the_program() {
+///
+/// The thread also gets `name` (at most 15 bytes: Linux's limit), which
+/// shows in `/proc/PID/task/*/comm`, `top -H` and the tests.
+pub(crate) fn yield_to_the_program(name: &std::ffi::CStr) {
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on this thread's own id; failure leaves the
-    // priority as it was.
+    // SAFETY: prctl and setpriority on this thread only; a failure leaves
+    // the name or the priority as it was.
     unsafe {
+        // The priority first: once the name shows, the thread has yielded.
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
 }
 
 pub(super) fn signal_group(pid: u32, sig: libc::c_int) {

@@ -171,7 +171,7 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         crate::provenance::prepare_identity();
         let cwd = cfg.cwd.clone();
         git = Some(std::thread::spawn(move || {
-            yield_to_the_program();
+            yield_to_the_program(c"referee-git");
             crate::provenance::git_identity(&cwd)
         }));
     })?;

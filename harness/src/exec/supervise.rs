@@ -431,7 +431,7 @@ pub fn supervise(
     // supervision runs on a thread of its own that yields to the program.
     let exit = std::thread::scope(|s| {
         s.spawn(|| {
-            yield_to_the_program();
+            yield_to_the_program(c"referee-superv");
             follow(&mut run, rx, &wakeup)
         })
         .join()
@@ -731,33 +731,54 @@ mod tests {
     #[test]
     fn the_program_keeps_the_harness_priority_while_the_supervision_yields() {
         let dir = tempfile::tempdir().unwrap();
-        // The program prints its own nice value and that of the thread that
-        // reads its output (one of the harness's threads, by name).
+        // The program prints its own nice value, then the name and nice
+        // value (field 19 of stat) of each of the harness's own threads
+        // (its parent's, named referee-*) while they supervise it.
         let spec = spec_in(
             dir.path(),
-            vec!["sh".into(), "-c".into(), "nice; echo done".into()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                // (It waits up to 10 s for both threads to start.)
+                "nice; i=0; while [ $i -lt 200 ]; do c=$(cat /proc/$PPID/task/*/comm); \
+                 case $c in *referee-follow*) case $c in *referee-superv*) break;; esac;; esac; \
+                 sleep 0.05; i=$((i+1)); done; \
+                 for t in /proc/$PPID/task/*; do n=$(cat $t/comm); \
+                 case $n in referee-*) echo \"$n $(cut -d' ' -f19 $t/stat)\";; esac; \
+                 done; echo done"
+                    .into(),
+            ],
         );
         // SAFETY: getpriority of this thread.
         let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
         let s = supervise(&spec, &NoRules, &mut || {}).unwrap();
         let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
-        assert_eq!(out, format!("{own}\ndone\n"));
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some(own.to_string().as_str()), "{out}");
+        assert_eq!(out.lines().last(), Some("done"), "{out}");
         // The result keeps the output; no run_stop, so the harness's own.
         let result = std::fs::read_to_string(&spec.result).unwrap();
         assert!(result.starts_with(&out), "{result}");
         assert_eq!(s.status, RunStatus::Aborted);
         assert_eq!(s.parsed.records.len(), 1);
         assert_eq!(s.parsed.records[0].key(), "run_stop");
-        // The supervision's threads did yield: a thread that calls
-        // yield_to_the_program runs at a higher nice value than its parent.
-        let niced = std::thread::spawn(|| {
-            yield_to_the_program();
-            // SAFETY: getpriority of this thread.
-            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-        })
-        .join()
-        .unwrap();
-        assert!(niced > own || own >= 10, "{niced} vs {own}");
+        // The supervision's own threads yielded: the follower that reads the
+        // program's files and the supervisor that parses them ran at nice
+        // 10 (or more) while the program ran at the harness's own.
+        let threads: Vec<(&str, i32)> = out
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, v)| (n, v.trim().parse().unwrap()))
+            .collect();
+        for name in ["referee-follow", "referee-superv"] {
+            let seen: Vec<i32> = threads
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|t| t.1)
+                .collect();
+            assert!(!seen.is_empty(), "no {name} thread seen: {out}");
+            assert!(seen.iter().all(|&v| v >= 10), "{name} at nice {seen:?}: {out}");
+        }
     }
 
     #[test]
@@ -831,9 +852,14 @@ mod tests {
     #[test]
     fn a_process_left_behind_past_the_grace_period_is_killed() {
         let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("left.pid");
         let mut spec = spec_in(
             dir.path(),
-            vec!["sh".into(), "-c".into(), "sleep 30 & echo left".into()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("sleep 30 & echo $! > {}; echo left", pid_file.display()),
+            ],
         );
         spec.grace = Duration::from_millis(200);
         let t = Instant::now();
@@ -843,5 +869,24 @@ mod tests {
         assert_eq!(s.exit, "exit code 0");
         let out = std::fs::read_to_string(dir.path().join("run/stdout.txt")).unwrap();
         assert_eq!(out, "left\n");
+        // The process it left behind is dead (gone, or a zombie that its
+        // reaper has not collected yet), not merely no longer waited for.
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let running = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => false,
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        };
+        let alive = running();
+        if alive {
+            // SAFETY: the test's own leftover `sleep`.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        assert!(!alive, "the process left behind (pid {pid}) still runs");
     }
 }

@@ -357,4 +357,47 @@ mod tests {
         skew.lines[0].time_ms = 1_010_050.0 + 400.0;
         assert!(skew.check_line(&skew.lines[0]).is_none());
     }
+
+    /// Each bound holds at exactly the tolerance and fails 1 ms past it:
+    /// a tolerance off by one millisecond anywhere is caught.
+    #[test]
+    fn the_tolerance_is_exact_to_the_millisecond_at_every_bound() {
+        let w = witness(vec![
+            line(0, "run_start", 1_010_000.0, 10_050),
+            line(5, "run_stop", 1_070_000.0, 70_020),
+        ]);
+        let tol = w.tolerance_ms as f64;
+        // After the read: read_wall_ms + tolerance.
+        let read = w.lines[0].read_wall_ms as f64;
+        let mut l = w.lines[0].clone();
+        l.time_ms = read + tol;
+        assert!(w.check_line(&l).is_none(), "at read + tolerance");
+        l.time_ms = read + tol + 1.0;
+        let d = w.check_line(&l).expect("1 ms past read + tolerance");
+        assert!(d.message.contains("after"), "{}", d.message);
+        // Before the spawn: spawn_wall_ms − tolerance.
+        l.time_ms = w.spawn_wall_ms as f64 - tol;
+        assert!(w.check_line(&l).is_none(), "at spawn − tolerance");
+        l.time_ms = w.spawn_wall_ms as f64 - tol - 1.0;
+        let d = w.check_line(&l).expect("1 ms before spawn − tolerance");
+        assert!(d.message.contains("before"), "{}", d.message);
+        // The duration: the witnessed 59,970 ms minus the tolerance, and
+        // run_stop's read (70,020 ms after the spawn) plus the tolerance.
+        let seen = (w.lines[1].read_mono_ms - w.lines[0].read_mono_ms) as f64;
+        let upper = w.lines[1].read_mono_ms as f64 + tol;
+        for (claimed, ok) in [
+            (seen - tol, true),
+            (seen - tol - 1.0, false),
+            (upper, true),
+            (upper + 1.0, false),
+        ] {
+            let mut d = w.clone();
+            d.lines[1].time_ms = d.lines[0].time_ms + claimed;
+            assert_eq!(
+                d.check_duration().is_none(),
+                ok,
+                "claimed {claimed} ms (seen {seen}, tolerance {tol})"
+            );
+        }
+    }
 }

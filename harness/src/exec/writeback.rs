@@ -111,7 +111,7 @@ impl Settler {
         // not sent is covered by the next one that is.
         let (tx, rx) = mpsc::sync_channel::<u64>(4);
         let done = std::thread::spawn(move || {
-            yield_to_the_program();
+            yield_to_the_program(c"referee-sync");
             let mut durable = 0;
             for end in rx {
                 write_back(&f, durable, end, true);
@@ -153,7 +153,7 @@ impl Tee {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(16);
         let (sync_tx, synced) = mpsc::sync_channel::<()>(1);
         let done = std::thread::spawn(move || {
-            yield_to_the_program();
+            yield_to_the_program(c"referee-hash");
             let mut h = Sha256::new();
             let mut written = WriteBack::default();
             let settler = Settler::start(&file);
