@@ -71,6 +71,9 @@ pub struct ExecRequest {
     pub tolerance_ms: u64,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Fields added to the run record (datasets, code fingerprint:
+    /// crate::audit::identity).
+    pub record_extra: serde_json::Map<String, Value>,
 }
 
 /// How the page cache is cleared before each run.
@@ -94,6 +97,9 @@ pub struct ExecConfig {
     pub init_budget: Duration,
     pub run_budget: Duration,
     pub cwd: PathBuf,
+    /// The program's command line as started, from its command and
+    /// environment (an audit's sandbox: crate::audit::sandbox).
+    pub wrap: Option<Box<dyn Fn(&[String], &[(String, String)]) -> Vec<String> + Send + Sync>>,
 }
 
 impl ExecConfig {
@@ -167,6 +173,7 @@ impl ExecConfig {
             init_budget: Duration::from_secs(init_minutes * 60),
             run_budget: Duration::from_secs_f64(budget * 60.0),
             cwd: std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?,
+            wrap: None,
             scoring: rules.scoring,
             rules: rules.description,
             req,
@@ -322,7 +329,10 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     }
     let env = child_env(cfg, i, seed, &run_dir, &compliance);
     let spec = ChildSpec {
-        command: cfg.req.command.clone(),
+        command: match &cfg.wrap {
+            Some(wrap) => wrap(&cfg.req.command, &env),
+            None => cfg.req.command.clone(),
+        },
         env: env.clone(),
         cwd: cfg.cwd.clone(),
         run_dir: run_dir.clone(),
@@ -416,7 +426,7 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
 
 /// `referee_run.json` and `system.json` next to the logs.
 fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
-    let record = json!({
+    let mut record = json!({
         "mode": "exec",
         "benchmark": cfg.req.benchmark,
         "ruleset": cfg.scoring.ruleset,
@@ -431,6 +441,9 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
         "code": crate::provenance::CodeIdentity::current(),
         "runs": runs,
     });
+    if let Some(o) = record.as_object_mut() {
+        o.extend(cfg.req.record_extra.clone());
+    }
     let host = crate::sysinfo::HostFacts::probe();
     let id = crate::sysinfo::SystemIdentity {
         submitter: &cfg.req.org,

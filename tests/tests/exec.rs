@@ -185,21 +185,24 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     let (out, _) = faithful();
     let root = out.parent().unwrap().join(name);
     let pk = root.join("pkg");
+    // The program's code goes into the package (the run's working
+    // directory is not a git checkout): an audit re-runs only that.
+    let code = repo_root().join("tests/fixtures/exec");
     let p = referee(&[
         "package",
         out.to_str().unwrap(),
         "--out",
         pk.to_str().unwrap(),
+        "--code",
+        code.to_str().unwrap(),
     ]);
     assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
     let org = pk.join("referee");
     damage(&org);
     let key = root.join("key");
-    assert!(
-        referee(&["keygen", "--out", key.to_str().unwrap()])
-            .status
-            .success()
-    );
+    let k = referee(&["keygen", "--out", key.to_str().unwrap(), "--json"]);
+    assert!(k.status.success());
+    let k: Value = serde_json::from_str(&stdout(&k)).unwrap();
     let s = referee(&[
         "sign",
         org.to_str().unwrap(),
@@ -214,6 +217,9 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
         "--json",
         "--out",
         report.to_str().unwrap(),
+        "--signer",
+        k["fingerprint"].as_str().unwrap(),
+        "--allow-exec",
     ];
     args.extend_from_slice(extra);
     let o = referee(&args);
