@@ -286,11 +286,7 @@ fn is_safe_name(s: &str) -> bool {
 /// warning per (key, logged value), naming the logs. The rules accept such
 /// a folder (a published system name need not be the logged platform), so
 /// this never refuses.
-pub fn identity_warnings(
-    logs: &[PathBuf],
-    org: &str,
-    system: &str,
-) -> Result<Vec<String>, String> {
+pub fn identity_warnings(logs: &[PathBuf], org: &str, system: &str) -> Result<Vec<String>, String> {
     let mut seen: BTreeMap<(&str, String), Vec<String>> = BTreeMap::new();
     for log in logs {
         let facts = LogFacts::read(log)?;

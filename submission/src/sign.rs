@@ -1150,7 +1150,10 @@ mod tests {
         assert!(!other.ok);
         assert_eq!(other.problems[0].kind, ProblemKind::UnknownKey);
         // keygen's allowed_signers line is a valid line that trusts the key.
-        assert!(k1.allowed_signers_line.starts_with("alice_at_acme namespaces=\"referee\" ssh-ed25519 "));
+        assert!(
+            k1.allowed_signers_line
+                .starts_with("alice_at_acme namespaces=\"referee\" ssh-ed25519 ")
+        );
         let file = t.path().join("allowed_signers");
         fs::write(&file, format!("{}\n", k1.allowed_signers_line)).unwrap();
         let listed = verify_dir_trusting(&tree, &Trust::AllowedSigners(file)).unwrap();

@@ -55,7 +55,12 @@ fn keygen(path: &Path) -> (String, String) {
 }
 
 fn sign(dir: &Path, key: &Path) {
-    let s = referee(&["sign", dir.to_str().unwrap(), "--key", key.to_str().unwrap()]);
+    let s = referee(&[
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
     assert!(s.status.success(), "{}", stderr(&s));
 }
 
@@ -110,11 +115,14 @@ fn fixture() -> &'static Fixture {
             .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
         assert_eq!(summary["passed"], true, "{summary:#}");
         assert_eq!(summary["warnings"], serde_json::json!([]), "{summary:#}");
-        let record: Value = serde_json::from_str(
-            &std::fs::read_to_string(out.join("referee_run.json")).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(record["datasets"][0]["files"], 1, "{:#}", record["datasets"]);
+        let record: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            record["datasets"][0]["files"], 1,
+            "{:#}",
+            record["datasets"]
+        );
         assert!(
             record["code_fingerprint"]["fingerprint"]
                 .as_str()
@@ -164,9 +172,10 @@ fn audit(org: &Path, out: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option
     ];
     a.extend_from_slice(args);
     let mut cmd = Command::new(referee_tests::referee_bin());
-    cmd.args(&a)
-        .current_dir(repo_root())
-        .env("REFEREE_MLPERF_LOGGING", &referee_tests::mlperf_logging().dir);
+    cmd.args(&a).current_dir(repo_root()).env(
+        "REFEREE_MLPERF_LOGGING",
+        &referee_tests::mlperf_logging().dir,
+    );
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -175,6 +184,17 @@ fn audit(org: &Path, out: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option
     let r: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
     (o.status.code(), r)
+}
+
+/// The installation the tests' Python interpreter lives in (two levels
+/// above its real binary): the sandbox hides the home directory, where
+/// pyenv and similar tools install, so the audit shows it read-only.
+fn interpreter_prefix() -> PathBuf {
+    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    real.ancestors()
+        .nth(2)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf()
 }
 
 fn step<'a>(r: &'a Value, name: &str) -> &'a Value {
@@ -235,7 +255,11 @@ fn a_signature_counts_only_against_a_trusted_signer() {
         &[],
     );
     assert_eq!(step(&r, "signature")["status"], "passed", "{r:#}");
-    assert_eq!((code, r["verdict"].as_str()), (Some(0), Some("PASS")), "{r:#}");
+    assert_eq!(
+        (code, r["verdict"].as_str()),
+        (Some(0), Some("PASS")),
+        "{r:#}"
+    );
 
     let (code, r) = audit(
         &f.org,
@@ -243,11 +267,20 @@ fn a_signature_counts_only_against_a_trusted_signer() {
         &["--signer", &f.fingerprint],
         &[],
     );
-    assert_eq!((code, r["verdict"].as_str()), (Some(0), Some("PASS")), "{r:#}");
+    assert_eq!(
+        (code, r["verdict"].as_str()),
+        (Some(0), Some("PASS")),
+        "{r:#}"
+    );
 
     // The same package re-signed by another key: refused by both.
     let (org, _) = tampered("resigned", |_| {});
-    let (_, r) = audit(&org, &f.root.join("audit-other-key"), &["--signer", &f.fingerprint], &[]);
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-other-key"),
+        &["--signer", &f.fingerprint],
+        &[],
+    );
     assert_eq!(step(&r, "signature")["status"], "failed", "{r:#}");
     assert_eq!(r["verdict"], "FAIL");
     let (_, r) = audit(
@@ -282,12 +315,24 @@ fn a_malicious_package_runs_nothing_without_consent() {
         ),
     );
     let out = f.root.join("audit-no-consent");
-    let (code, r) = audit(&org, &out, &["--rerun", "1", "--signer", &fp], &[]);
-    assert!(!marker.exists(), "the package's command ran without consent");
+    let data = f.data.to_str().unwrap();
+    let (code, r) = audit(
+        &org,
+        &out,
+        &["--rerun", "1", "--signer", &fp, "--data", data],
+        &[],
+    );
+    assert!(
+        !marker.exists(),
+        "the package's command ran without consent"
+    );
     let rerun = step(&r, "re-run");
     assert_eq!(rerun["status"], "not_done", "{r:#}");
     assert!(
-        rerun["detail"].as_str().unwrap().contains("needs --allow-exec"),
+        rerun["detail"]
+            .as_str()
+            .unwrap()
+            .contains("needs --allow-exec"),
         "{rerun}"
     );
     assert_eq!(r["verdict"], "INCOMPLETE");
@@ -325,7 +370,17 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
     let (_, r) = audit(
         &org,
         &out,
-        &["--rerun", "1", "--signer", &fp, "--allow-exec", "--data", f.data.to_str().unwrap()],
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--data",
+            f.data.to_str().unwrap(),
+            "--sandbox-ro",
+            interpreter_prefix().to_str().unwrap(),
+        ],
         &[("SECRET_TOKEN", "hunter2")],
     );
     assert!(!tmp_marker.exists(), "wrote {}", tmp_marker.display());
@@ -335,12 +390,19 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
         "the sandboxed program reached 127.0.0.1:{port}"
     );
     let rerun = r["reruns"][0].clone();
-    let dir = PathBuf::from(rerun["rerun_dir"].as_str().unwrap_or_else(|| panic!("{r:#}")));
+    let dir = PathBuf::from(
+        rerun["rerun_dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r:#}")),
+    );
     assert!(dir.starts_with(&out), "{}", dir.display());
     let probe = std::fs::read_to_string(dir.join("code/probe.txt")).unwrap();
     assert!(probe.contains("secret=[]"), "{probe}");
     assert!(!probe.contains("hunter2"), "{probe}");
-    assert!(probe.contains("refused") && !probe.contains("connected"), "{probe}");
+    assert!(
+        probe.contains("refused") && !probe.contains("connected"),
+        "{probe}"
+    );
     // The re-run's captures and result stay for the auditor.
     for f in ["run_0/stdout.txt", "run_0/stderr.txt", "result_0.txt"] {
         assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
@@ -352,7 +414,10 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
         "the package's own program ran to its end"
     );
     assert!(
-        rerun["plan"]["sandbox"].as_str().unwrap().starts_with("bubblewrap"),
+        rerun["plan"]["sandbox"]
+            .as_str()
+            .unwrap()
+            .starts_with("bubblewrap"),
         "{rerun:#}"
     );
     assert!(rerun["plan"]["env"].get("SECRET_TOKEN").is_none());
@@ -389,7 +454,10 @@ fn sandbox_none_runs_unsandboxed_and_says_so() {
     );
     assert!(marker.exists(), "consented, unsandboxed: the command ran");
     let plan = &r["reruns"][0]["plan"];
-    assert!(plan["sandbox"].as_str().unwrap().starts_with("NONE"), "{r:#}");
+    assert!(
+        plan["sandbox"].as_str().unwrap().starts_with("NONE"),
+        "{r:#}"
+    );
 }
 
 #[test]
@@ -417,7 +485,10 @@ fn the_code_and_the_data_the_package_names_are_the_ones_re_run() {
     );
     let s = step(&r, "re-run");
     assert_eq!(s["status"], "not_done", "{r:#}");
-    assert!(s["detail"].as_str().unwrap().contains("carries no code"), "{s}");
+    assert!(
+        s["detail"].as_str().unwrap().contains("carries no code"),
+        "{s}"
+    );
 
     // Code that is not what ran: refused.
     let (org, fp) = tampered("other-code", |org| {
@@ -426,7 +497,15 @@ fn the_code_and_the_data_the_package_names_are_the_ones_re_run() {
     let (_, r) = audit(
         &org,
         &f.root.join("audit-other-code"),
-        &["--rerun", "1", "--signer", &fp, "--allow-exec", "--data", f.data.to_str().unwrap()],
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--data",
+            f.data.to_str().unwrap(),
+        ],
         &[],
     );
     let s = step(&r, "re-run");
@@ -490,7 +569,10 @@ fn a_system_name_other_than_the_logged_platform_is_a_warning_and_is_published() 
     assert!(w.contains("submission_platform = \\\"cpu_box\\\""), "{w}");
     assert!(w.contains("Box_EPYC_published"), "{w}");
     let org = pk.join("referee");
-    assert!(org.join("results/Box_EPYC_published/llama2_70b_lora").is_dir());
+    assert!(
+        org.join("results/Box_EPYC_published/llama2_70b_lora")
+            .is_dir()
+    );
     assert!(org.join("systems/Box_EPYC_published.json").is_file());
 
     // The run summary warns too.

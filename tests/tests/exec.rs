@@ -211,6 +211,12 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     ]);
     assert!(s.status.success(), "{}", stderr(&s));
     let report = root.join("audit");
+    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    let interpreter = real
+        .ancestors()
+        .nth(2)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf();
     let mut args = vec![
         "audit",
         org.to_str().unwrap(),
@@ -220,6 +226,9 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
         "--signer",
         k["fingerprint"].as_str().unwrap(),
         "--allow-exec",
+        // The sandbox hides the home directory, where pyenv installs.
+        "--sandbox-ro",
+        interpreter.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let o = referee(&args);

@@ -228,11 +228,18 @@ impl Rerunner<'_> {
             return Ok(());
         };
         if recorded_command.is_empty() {
-            let why = format!("{}: the run record holds no command", found.record.display());
+            let why = format!(
+                "{}: the run record holds no command",
+                found.record.display()
+            );
             self.exec_not_done(log, why);
             return Ok(());
         }
-        let imp = found.record.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let imp = found
+            .record
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
         let code = imp.join("code");
         let shown = code
             .strip_prefix(&self.req.dir)
@@ -286,7 +293,10 @@ impl Rerunner<'_> {
                     rec.path, rec.fingerprint, rec.files, here.path, here.fingerprint, here.files
                 ));
             }
-            datasets.push(format!("{} → {} ({})", here.path, rec.path, here.fingerprint));
+            datasets.push(format!(
+                "{} → {} ({})",
+                here.path, rec.path, here.fingerprint
+            ));
             binds.push((absolute(dir), PathBuf::from(&rec.path)));
         }
         if !differences.is_empty() && !self.req.force {
@@ -308,6 +318,14 @@ impl Rerunner<'_> {
             })
             .unwrap_or_default();
         let sandbox = sandbox::resolve(self.req.sandbox);
+        if matches!(sandbox, Ok(Sandbox::Bwrap(_))) {
+            let ro: Vec<PathBuf> = self.req.sandbox_ro.iter().map(|p| absolute(p)).collect();
+            notes.extend(sandbox::hidden_program(
+                &command[0],
+                env.get("PATH").map(String::as_str),
+                &ro,
+            ));
+        }
         let plan = RerunPlan {
             command: command.clone(),
             recorded_command,
@@ -328,8 +346,7 @@ impl Rerunner<'_> {
             log.display(),
             plan.text()
         );
-        let consent =
-            self.req.allow_exec || self.req.confirm.is_some_and(|ask| ask(&plan.text()));
+        let consent = self.req.allow_exec || self.req.confirm.is_some_and(|ask| ask(&plan.text()));
         if !consent {
             self.not_run(
                 log,
@@ -388,11 +405,13 @@ impl Rerunner<'_> {
         };
         let base: Vec<(String, String)> = env.into_iter().collect();
         let confined = sandbox.clone();
-        cfg.wrap = Some(Box::new(move |cmd: &[String], harness: &[(String, String)]| {
-            let mut e = base.clone();
-            e.extend(harness.iter().cloned());
-            confined.wrap(cmd, &e, &mounts)
-        }));
+        cfg.wrap = Some(Box::new(
+            move |cmd: &[String], harness: &[(String, String)]| {
+                let mut e = base.clone();
+                e.extend(harness.iter().cloned());
+                confined.wrap(cmd, &e, &mounts)
+            },
+        ));
         eprintln!(
             "referee: re-running {} (seed {seed}) in {}, sandbox: {}",
             log.display(),
@@ -453,7 +472,10 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let m = map_paths(&cmd, "/sub/work/", Path::new("/r/code"), &mut notes);
-        assert_eq!(m, ["/usr/bin/python3", "/r/code/train.py", "--x", "/r/code"]);
+        assert_eq!(
+            m,
+            ["/usr/bin/python3", "/r/code/train.py", "--x", "/r/code"]
+        );
         if Path::new("/usr/bin/python3").exists() {
             assert_eq!(notes.len(), 1, "{notes:?}");
         }
@@ -465,6 +487,9 @@ mod tests {
             &mut notes,
         );
         assert_eq!(m, ["/sub/workshop/a"]);
-        assert_eq!(shell_words(&["sh".into(), "-c".into(), "a b".into()]), "sh -c 'a b'");
+        assert_eq!(
+            shell_words(&["sh".into(), "-c".into(), "a b".into()]),
+            "sh -c 'a b'"
+        );
     }
 }

@@ -70,8 +70,10 @@ pub fn fingerprint_files(
         .sum();
     let bar = ProgressBar::with_draw_target(Some(sizes), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("referee: hashing {msg} {bar:30} {bytes}/{total_bytes} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "referee: hashing {msg} {bar:30} {bytes}/{total_bytes} ({eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(what.to_string());
     let lines: Vec<Result<(String, u64), String>> = files

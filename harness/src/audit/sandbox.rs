@@ -120,27 +120,32 @@ impl Sandbox {
     /// The command line that runs `command` confined, with exactly `env`.
     pub fn wrap(&self, command: &[String], env: &[(String, String)], m: &Mounts) -> Vec<String> {
         let mut a: Vec<String> = Vec::new();
-        let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+        fn push(a: &mut Vec<String>, xs: &[&str]) {
+            a.extend(xs.iter().map(|s| s.to_string()));
+        }
         match self {
             Sandbox::None => {
-                push(&["env", "-i"]);
+                push(&mut a, &["env", "-i"]);
                 for (k, v) in env {
                     a.push(format!("{k}={v}"));
                 }
             }
             Sandbox::Bwrap(bwrap) => {
                 a.push(bwrap.display().to_string());
-                push(&[
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                    "--tmpfs",
-                    "/tmp",
-                ]);
+                push(
+                    &mut a,
+                    &[
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--dev",
+                        "/dev",
+                        "--proc",
+                        "/proc",
+                        "--tmpfs",
+                        "/tmp",
+                    ],
+                );
                 for hidden in hidden_dirs() {
                     a.extend(["--tmpfs".into(), hidden.display().to_string()]);
                 }
@@ -157,19 +162,21 @@ impl Sandbox {
                 }
                 let rw = m.rerun_dir.display().to_string();
                 a.extend(["--bind".into(), rw.clone(), rw]);
-                let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
-                push(&[
-                    "--unshare-net",
-                    "--unshare-pid",
-                    "--unshare-ipc",
-                    "--unshare-uts",
-                    "--unshare-cgroup-try",
-                    "--die-with-parent",
-                    "--new-session",
-                    "--cap-drop",
-                    "ALL",
-                    "--clearenv",
-                ]);
+                push(
+                    &mut a,
+                    &[
+                        "--unshare-net",
+                        "--unshare-pid",
+                        "--unshare-ipc",
+                        "--unshare-uts",
+                        "--unshare-cgroup-try",
+                        "--die-with-parent",
+                        "--new-session",
+                        "--cap-drop",
+                        "ALL",
+                        "--clearenv",
+                    ],
+                );
                 for (k, v) in env {
                     a.extend(["--setenv".into(), k.clone(), v.clone()]);
                 }
@@ -182,7 +189,7 @@ impl Sandbox {
 }
 
 /// The auditor's home directory and `/root`: hidden inside the sandbox.
-fn hidden_dirs() -> Vec<PathBuf> {
+pub fn hidden_dirs() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = Vec::new();
     for d in [
         std::env::var_os("HOME").map(PathBuf::from),
@@ -196,6 +203,36 @@ fn hidden_dirs() -> Vec<PathBuf> {
         }
     }
     v
+}
+
+/// Where the program `prog` (resolved on `path` when it has no `/`) really
+/// lives, when that is inside a directory the sandbox hides and not in one
+/// of `read_only`: a note saying which `--sandbox-ro` shows it.
+pub fn hidden_program(prog: &str, path: Option<&str>, read_only: &[PathBuf]) -> Option<String> {
+    let found = if prog.contains('/') {
+        PathBuf::from(prog)
+    } else {
+        std::env::split_paths(path?)
+            .map(|d| d.join(prog))
+            .find(|p| p.is_file())?
+    };
+    let real = std::fs::canonicalize(&found).ok()?;
+    let hidden = hidden_dirs().into_iter().find(|h| real.starts_with(h))?;
+    if read_only.iter().any(|r| real.starts_with(r)) {
+        return None;
+    }
+    // An interpreter's installation: two levels above its binary.
+    let prefix = real
+        .parent()
+        .and_then(Path::parent)
+        .filter(|p| p.starts_with(&hidden))
+        .unwrap_or(&hidden);
+    Some(format!(
+        "the program {prog} is {}, inside {} which the sandbox hides: give --sandbox-ro {} to show it read-only",
+        real.display(),
+        hidden.display(),
+        prefix.display()
+    ))
 }
 
 #[cfg(test)]

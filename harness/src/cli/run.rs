@@ -377,7 +377,12 @@ fn run_exec(a: &RunArgs) -> i32 {
         .map_err(|e| format!("the working directory: {e}"))
         .and_then(|cwd| crate::audit::identity::record_extra(&cwd, &a.data));
     let req = a.exec_request().and_then(|r| Ok((r, extra?)));
-    let cfg = match req.and_then(|(r, x)| ExecConfig::resolve(ExecRequest { record_extra: x, ..r })) {
+    let cfg = match req.and_then(|(r, x)| {
+        ExecConfig::resolve(ExecRequest {
+            record_extra: x,
+            ..r
+        })
+    }) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
