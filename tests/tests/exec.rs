@@ -266,7 +266,7 @@ fn a_faithful_rerun_passes_the_audit_and_a_tampered_witness_fails_it() {
     let (code, r) = audit_copy(
         "audit-tampered",
         |org| {
-            let p = org.join("benchmarks/llama2_70b_lora/implementations/work/referee_run_0.json");
+            let p = org.join("benchmarks/llama2_70b_lora/implementations/exec/referee_run_0.json");
             let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             for l in v["runs"][0]["witness"]["lines"].as_array_mut().unwrap() {
                 if l["key"] == "run_stop" {
