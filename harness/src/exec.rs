@@ -99,7 +99,7 @@ pub struct ExecConfig {
     pub cwd: PathBuf,
     /// The program's command line as started, from its command and
     /// environment (an audit's sandbox: crate::audit::sandbox).
-    pub wrap: Option<Box<dyn Fn(&[String], &[(String, String)]) -> Vec<String> + Send + Sync>>,
+    pub wrap: Option<crate::audit::sandbox::Wrap>,
 }
 
 impl ExecConfig {

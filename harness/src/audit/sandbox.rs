@@ -18,6 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The program's command line as started, from its command and its
+/// environment (the hook of crate::exec::ExecConfig).
+pub type Wrap = Box<dyn Fn(&[String], &[(String, String)]) -> Vec<String> + Send + Sync>;
+
 /// How the re-run is confined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sandbox {
