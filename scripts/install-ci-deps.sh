@@ -32,7 +32,7 @@ for a in "$@"; do
   esac
 done
 
-PACKAGES=(openmpi-bin libopenmpi-dev libclang-dev openssh-client chromium)
+PACKAGES=(openmpi-bin libopenmpi-dev libclang-dev openssh-client chromium bubblewrap openssl)
 if [ "$want_cuda" = 1 ]; then
   PACKAGES+=(python3-venv gcc g++)
 fi

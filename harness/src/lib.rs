@@ -24,8 +24,3 @@ pub mod session;
 pub mod slurm;
 pub mod system;
 pub mod tsa;
-
-// The paths that audit.rs and packaging.rs (being changed on another
-// branch) still name; they go once those files name the folders.
-pub use exec::witness;
-pub use session::{clock, collective, plan, run};

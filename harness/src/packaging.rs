@@ -2,8 +2,16 @@
 //! built with the ruleset it is for: outputs of `referee run` (referee's
 //! ruleset), of `referee run --exec` (the ruleset they ran under), or any
 //! folder of result logs (`--ruleset`, `--system-json`).
+//!
+//! The folder is named as `--org` and `--system` say (default: what the
+//! logs say); where the logs' `submission_org` / `submission_platform`
+//! differ, the package is built and the difference is a warning. For
+//! `run --exec` results the program's code is packaged by default: the
+//! files git tracks in its working directory, when that is a git checkout
+//! (else `--code DIR`), so that an audit can re-run the code the signed
+//! package carries.
 
-use crate::plan::Division;
+use crate::session::plan::Division;
 use crate::rules_env::{RulesRequest, resolve_rules};
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
@@ -64,10 +72,18 @@ impl PackagingReport {
 impl Report for PackagingReport {
     fn write_human(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
         writeln!(out, "{}", self.packaged_line())?;
+        writeln!(out, "code: {}", self.package.code)?;
+        for w in &self.package.warnings {
+            writeln!(out, "warning: {w}")?;
+        }
         self.check.write_human(out, detail)
     }
     fn write_markdown(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
         writeln!(out, "# Package\n\n{}\n", self.packaged_line())?;
+        writeln!(out, "Code: {}\n", self.package.code)?;
+        for w in &self.package.warnings {
+            writeln!(out, "- warning: {w}")?;
+        }
         self.check.write_markdown(out, detail)
     }
 }
@@ -171,15 +187,23 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
         )),
         (Origin::Logs, None) => "implementation".to_string(),
     };
+    let (code, code_files, code_source) = code_source(&runs[0], req.code.as_deref());
     let spec = PackageSpec {
         org: named(&req.org, "org")?,
         system: named(&req.system, "platform")?,
         required_runs: required,
         implementation,
         system_json,
-        code: req.code.clone(),
+        code,
+        code_files,
+        code_source,
     };
-    let summary = package(&runs, &spec, &req.out)?;
+    let mut summary = package(&runs, &spec, &req.out)?;
+    if runs[0].origin == Origin::Exec && spec.code.is_none() {
+        summary.warnings.push(
+            "no code packaged: an audit cannot re-run these results (give --code DIR, or run the program from a git checkout)".into(),
+        );
+    }
     let check = check_package(
         &rules.scoring,
         &summary.path,
@@ -190,6 +214,47 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
         package: summary,
         check,
     })
+}
+
+/// The code to package: `--code DIR` (all of it), else for a supervised
+/// program the files git tracks in its working directory; with where it
+/// came from, in words.
+fn code_source(
+    first: &referee_submission::assemble::RunDir,
+    code: Option<&Path>,
+) -> (Option<PathBuf>, Option<Vec<String>>, String) {
+    if let Some(c) = code {
+        return (
+            Some(c.to_path_buf()),
+            None,
+            format!("the directory given with --code ({})", c.display()),
+        );
+    }
+    if first.origin != Origin::Exec {
+        return (None, None, "none (no --code given)".into());
+    }
+    let wd = PathBuf::from(first.record["working_directory"].as_str().unwrap_or(""));
+    match crate::audit::fingerprint::git_tracked_files(&wd) {
+        Some(files) if !files.is_empty() => {
+            let n = files.len();
+            (
+                Some(wd.clone()),
+                Some(files),
+                format!(
+                    "the {n} files git tracks in the program's working directory {} (a git checkout)",
+                    wd.display()
+                ),
+            )
+        }
+        _ => (
+            None,
+            None,
+            format!(
+                "none: the program's working directory {} is not a git checkout (give --code DIR)",
+                wd.display()
+            ),
+        ),
+    }
 }
 
 /// A directory's own name, as a folder name of the package.

@@ -102,7 +102,8 @@ impl LogFacts {
         Ok(f)
     }
 
-    fn get(&self, name: &str) -> &str {
+    /// A `submission_NAME` value (`""` when not logged).
+    pub fn get(&self, name: &str) -> &str {
         self.submission.get(name).map(String::as_str).unwrap_or("")
     }
 }
@@ -250,8 +251,14 @@ pub struct PackageSpec {
     /// The system description (`--system-json`); default: the first run
     /// directory's `system.json`.
     pub system_json: Option<Value>,
-    /// The training code to include under the implementation (`--code`).
+    /// The training code to include under the implementation (`--code`,
+    /// or the working directory of a supervised program).
     pub code: Option<PathBuf>,
+    /// Only these files of `code` (relative paths: a git checkout's
+    /// tracked files); `None`: the whole tree.
+    pub code_files: Option<Vec<String>>,
+    /// Where the code came from, in words (the README says it).
+    pub code_source: String,
 }
 
 /// What `package` produced.
@@ -260,6 +267,11 @@ pub struct PackageSummary {
     pub path: PathBuf,
     /// benchmark → number of result logs.
     pub benchmarks: BTreeMap<String, usize>,
+    /// Differences between the published organisation/system and what the
+    /// logs say (accepted, reported).
+    pub warnings: Vec<String>,
+    /// Where the implementation's `code/` came from, or why there is none.
+    pub code: String,
 }
 
 fn is_safe_name(s: &str) -> bool {
@@ -269,21 +281,41 @@ fn is_safe_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// Every log names the package's organisation and system.
-fn check_identity(r: &RunDir, spec: &PackageSpec) -> Result<(), String> {
-    for log in &r.logs {
+/// Where the logs' `submission_org` / `submission_platform` differ from
+/// the organisation and system name the results are published under: one
+/// warning per (key, logged value), naming the logs. The rules accept such
+/// a folder (a published system name need not be the logged platform), so
+/// this never refuses.
+pub fn identity_warnings(logs: &[PathBuf], org: &str, system: &str) -> Result<Vec<String>, String> {
+    let mut seen: BTreeMap<(&str, String), Vec<String>> = BTreeMap::new();
+    for log in logs {
         let facts = LogFacts::read(log)?;
-        for (name, want) in [("org", &spec.org), ("platform", &spec.system)] {
+        for (name, want) in [("org", org), ("platform", system)] {
             let got = facts.get(name);
             if got != want {
-                return Err(format!(
-                    "{}: logs submission_{name} = {got:?} but the package is for {want:?} (give --org/--system as the logs name them)",
-                    log.display()
-                ));
+                seen.entry((name, got.to_string()))
+                    .or_default()
+                    .push(log.display().to_string());
             }
         }
     }
-    Ok(())
+    Ok(seen
+        .into_iter()
+        .map(|((name, got), logs)| {
+            let (flag, want) = if name == "org" {
+                ("--org", org)
+            } else {
+                ("--system", system)
+            };
+            format!(
+                "the program logged submission_{name} = {got:?}, but the results are under {flag} {want:?} ({} log{}: {}{})",
+                logs.len(),
+                if logs.len() == 1 { "" } else { "s" },
+                logs[0],
+                if logs.len() > 1 { ", …" } else { "" }
+            )
+        })
+        .collect())
 }
 
 /// Build the submission folder `out/ORG` from run directories.
@@ -304,6 +336,7 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
         return Err(format!("--code {}: not a directory", code.display()));
     }
     let division = runs[0].division().to_string();
+    let mut warnings = Vec::new();
     let mut by_bench: BTreeMap<String, Vec<&RunDir>> = BTreeMap::new();
     for r in runs {
         if r.division() != division {
@@ -314,7 +347,7 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
                 runs[0].path.display()
             ));
         }
-        check_identity(r, spec)?;
+        warnings.extend(identity_warnings(&r.logs, &spec.org, &spec.system)?);
         by_bench
             .entry(r.benchmark().to_string())
             .or_default()
@@ -374,6 +407,8 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
     Ok(PackageSummary {
         path: dest,
         benchmarks: counts,
+        warnings,
+        code: spec.code_source.clone(),
     })
 }
 
@@ -428,6 +463,28 @@ fn copy_code(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Copy `files` (relative to `from`) into `to`; a name that leaves the
+/// tree is refused.
+fn copy_files(from: &Path, files: &[String], to: &Path) -> Result<(), String> {
+    for f in files {
+        let rel = Path::new(f);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(format!("{f:?}: not a path inside {}", from.display()));
+        }
+        let (src, dst) = (from.join(rel), to.join(rel));
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        std::fs::copy(&src, &dst)
+            .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
+    }
+    Ok(())
+}
+
 fn build(
     by_bench: &BTreeMap<String, Vec<&RunDir>>,
     spec: &PackageSpec,
@@ -477,8 +534,10 @@ fn build(
             }
         }
         write(&imp.join("config.json"), &pretty(&rs[0].configuration()))?;
-        if let Some(code) = &spec.code {
-            copy_code(code, &imp.join("code"))?;
+        match (&spec.code, &spec.code_files) {
+            (Some(code), Some(files)) => copy_files(code, files, &imp.join("code"))?,
+            (Some(code), None) => copy_code(code, &imp.join("code"))?,
+            _ => {}
         }
         write(&imp.join("README.md"), readme(bench, rs, spec).as_bytes())?;
     }
@@ -555,7 +614,10 @@ fn readme(bench: &str, rs: &[&RunDir], spec: &PackageSpec) -> String {
         }
     }
     if spec.code.is_some() {
-        s.push_str("\nThe training code is in `code/`.\n");
+        s.push_str(&format!(
+            "\nThe training code is in `code/`: {}.\n",
+            spec.code_source
+        ));
     }
     s
 }

@@ -21,10 +21,13 @@
 //! [`keygen`] keys work with `ssh-keygen`. Passphrase-protected private keys
 //! are not supported (referee says so rather than failing obscurely).
 //!
-//! Trust: [`verify_dir`] with an `allowed_signers` file (the OpenSSH format,
-//! `principal[,principal...] [options] keytype base64 [comment]`) accepts
-//! only keys listed there for the `referee` namespace; without one it
-//! reports the signing key's SHA256 fingerprint for a human to compare.
+//! Trust: [`verify_dir_trusting`] with [`Trust::AllowedSigners`] (the
+//! OpenSSH format, `principal[,principal...] [options] keytype base64
+//! [comment]`) accepts only keys listed there for the `referee` namespace;
+//! with [`Trust::Fingerprint`] only the one key pinned by its `SHA256:…`
+//! fingerprint. With [`Trust::Unchecked`] a valid signature by *any* key
+//! verifies — it proves only that the files are those that key signed —
+//! and the report says the key was not checked against a trusted signer.
 
 use crate::manifest::{Change, MANIFEST_FILE, Manifest, ManifestError, SIGNATURE_FILE};
 use serde::Serialize;
@@ -83,6 +86,26 @@ pub struct KeyInfo {
     pub fingerprint: String,
     /// The OpenSSH public-key line (`ssh-ed25519 AAAA... comment`).
     pub public_line: String,
+    /// The line to hand to auditors for their allowed_signers file:
+    /// `PRINCIPAL namespaces="referee" ssh-ed25519 AAAA... comment`.
+    pub allowed_signers_line: String,
+}
+
+/// The allowed_signers line that trusts `public_line` for referee
+/// signatures, under `principal` (whitespace and quotes become `_`).
+pub fn allowed_signers_line(principal: &str, public_line: &str) -> String {
+    let p: String = principal
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '"' || c == ',' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let p = if p.is_empty() { "referee".into() } else { p };
+    format!("{p} namespaces=\"{NAMESPACE}\" {public_line}")
 }
 
 /// `path` with `.pub` appended to its file name (`key` → `key.pub`).
@@ -126,6 +149,7 @@ pub fn keygen(out: &Path, comment: &str, force: bool) -> Result<KeyInfo, SignErr
         private_key: out.to_path_buf(),
         public_key: pub_path,
         fingerprint: key.public_key().fingerprint(HashAlg::Sha256).to_string(),
+        allowed_signers_line: allowed_signers_line(comment, &public_line),
         public_line,
     })
 }
@@ -698,8 +722,13 @@ pub struct VerifyReport {
     pub bytes: u64,
     /// `SHA256:...` of the key in `MANIFEST.sig`, when it could be read.
     pub key_fingerprint: Option<String>,
-    /// Whether the key was checked against an allowed_signers file.
+    /// Whether the key was checked against a trusted signer (an
+    /// allowed_signers file or a pinned fingerprint).
     pub signers_checked: bool,
+    /// What the key was checked against (`allowed_signers FILE`, `pinned
+    /// fingerprint SHA256:…`), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trusted_by: Option<String>,
     /// The principals the allowed_signers file gives the key.
     pub principals: Vec<String>,
     pub problems: Vec<Problem>,
@@ -724,13 +753,16 @@ impl fmt::Display for VerifyReport {
         }
         if self.ok {
             let key = self.key_fingerprint.as_deref().unwrap_or("?");
-            if !self.signers_checked {
+            if self.trusted_by.is_none() {
                 writeln!(
                     f,
-                    "note: no allowed-signers file given; compare the key fingerprint {key} with the one the submitter published"
+                    "note: signed by key {key}, not checked against a trusted signer: {UNCHECKED_HINT}"
                 )?;
             }
             write!(f, "VERIFIED {} ({} files, key {key}", self.dir, self.files)?;
+            if let Some(by) = &self.trusted_by {
+                write!(f, ", trusted by {by}")?;
+            }
             if !self.principals.is_empty() {
                 write!(f, ", signer {}", self.principals.join(","))?;
             }
@@ -743,13 +775,61 @@ impl fmt::Display for VerifyReport {
     }
 }
 
+/// What the auditor says the signing key must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// Any key: a valid signature shows only that the files are those the
+    /// key signed, not who signed them.
+    Unchecked,
+    /// A key listed in this OpenSSH allowed_signers file for namespace
+    /// `referee`.
+    AllowedSigners(PathBuf),
+    /// The key whose SHA256 fingerprint is this (`SHA256:<base64>`, as
+    /// `ssh-keygen -l` and `referee keygen` print it).
+    Fingerprint(String),
+}
+
+/// What to do when no trusted signer was given.
+pub const UNCHECKED_HINT: &str = "the signature shows only that the files are those this key signed, not who signed them; give --allowed-signers FILE or --signer SHA256:… with the key the submitter published";
+
+/// Check that `fp` looks like an OpenSSH SHA256 fingerprint.
+pub fn parse_fingerprint(fp: &str) -> Result<String, String> {
+    let b64 = fp.strip_prefix("SHA256:").ok_or_else(|| {
+        format!("--signer {fp:?}: expected a key fingerprint SHA256:<43 base64 characters>, as `ssh-keygen -lf KEY.pub` or `referee keygen` prints it")
+    })?;
+    if b64.len() != 43
+        || !b64
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+    {
+        return Err(format!(
+            "--signer {fp:?}: expected 43 base64 characters after SHA256: (found {})",
+            b64.len()
+        ));
+    }
+    Ok(fp.to_string())
+}
+
 /// Verify a signed directory: the signature of `MANIFEST` (namespace
 /// `referee`), the signing key against `allowed_signers` when given, and
 /// every file against the manifest. Every problem found is in the report;
 /// `Err` only when the check could not run at all (`dir` is not a readable
 /// directory, `allowed_signers` is unreadable or malformed).
 pub fn verify_dir(dir: &Path, allowed_signers: Option<&Path>) -> Result<VerifyReport, SignError> {
-    let signers = allowed_signers.map(AllowedSigners::load).transpose()?;
+    let trust = match allowed_signers {
+        Some(p) => Trust::AllowedSigners(p.to_path_buf()),
+        None => Trust::Unchecked,
+    };
+    verify_dir_trusting(dir, &trust)
+}
+
+/// [`verify_dir`], the key checked as `trust` says.
+pub fn verify_dir_trusting(dir: &Path, trust: &Trust) -> Result<VerifyReport, SignError> {
+    let signers = match trust {
+        Trust::AllowedSigners(p) => Some(SignerCheck::Listed(AllowedSigners::load(p)?)),
+        Trust::Fingerprint(fp) => Some(SignerCheck::Pinned(fp.clone())),
+        Trust::Unchecked => None,
+    };
     let meta = fs::metadata(dir).map_err(io_err(dir))?;
     if !meta.is_dir() {
         return Err(ManifestError::NotADirectory(dir.to_path_buf()).into());
@@ -781,6 +861,10 @@ pub fn verify_dir(dir: &Path, allowed_signers: Option<&Path>) -> Result<VerifyRe
         bytes,
         key_fingerprint: signer.key_fingerprint,
         signers_checked: signers.is_some(),
+        trusted_by: signers.as_ref().map(|s| match s {
+            SignerCheck::Listed(a) => format!("allowed_signers {}", a.source),
+            SignerCheck::Pinned(fp) => format!("pinned fingerprint {fp}"),
+        }),
         principals: signer.principals,
         problems,
     })
@@ -819,19 +903,37 @@ struct Signer {
     principals: Vec<String>,
 }
 
+/// The trusted signer the key is checked against.
+enum SignerCheck {
+    Listed(AllowedSigners),
+    Pinned(String),
+}
+
 /// The signature over the manifest's bytes, and the key against the
-/// allowed signers when given.
+/// trusted signer when given.
 fn check_signature(
     manifest: &[u8],
     sig: &[u8],
-    signers: Option<&AllowedSigners>,
+    signers: Option<&SignerCheck>,
     problems: &mut Vec<Problem>,
 ) -> Signer {
     let mut signer = Signer::default();
     match verify_bytes(manifest, sig) {
         Ok(key) => {
             signer.key_fingerprint = Some(fingerprint(&key));
-            if let Some(signers) = signers {
+            if let Some(SignerCheck::Pinned(fp)) = signers
+                && fingerprint(&key) != *fp
+            {
+                problems.push(Problem::new(
+                    ProblemKind::UnknownKey,
+                    SIGNATURE_FILE,
+                    format!(
+                        "signed by key {}, not the trusted signer {fp} (--signer)",
+                        fingerprint(&key)
+                    ),
+                ));
+            }
+            if let Some(SignerCheck::Listed(signers)) = signers {
                 match signers.lookup(&key, NAMESPACE) {
                     Lookup::Trusted(p) => signer.principals = p,
                     Lookup::NotListed(notes) => {
@@ -1021,6 +1123,45 @@ mod tests {
         ] {
             assert!(AllowedSigners::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_pinned_signer_or_an_allowed_signers_line_is_trusted_and_no_other_key() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("pkg");
+        fs::create_dir_all(&tree).unwrap();
+        fs::write(tree.join("a.txt"), "a").unwrap();
+        let k1 = keygen(&t.path().join("k1"), "alice at acme", false).unwrap();
+        let k2 = keygen(&t.path().join("k2"), "bob", false).unwrap();
+        sign_dir(&tree, &t.path().join("k1")).unwrap();
+        let unchecked = verify_dir_trusting(&tree, &Trust::Unchecked).unwrap();
+        assert!(unchecked.ok && !unchecked.signers_checked);
+        assert!(
+            unchecked
+                .to_string()
+                .contains("not checked against a trusted signer"),
+            "{unchecked}"
+        );
+        let pinned = verify_dir_trusting(&tree, &Trust::Fingerprint(k1.fingerprint.clone()));
+        let pinned = pinned.unwrap();
+        assert!(pinned.ok && pinned.signers_checked, "{pinned}");
+        let other = verify_dir_trusting(&tree, &Trust::Fingerprint(k2.fingerprint.clone()));
+        let other = other.unwrap();
+        assert!(!other.ok);
+        assert_eq!(other.problems[0].kind, ProblemKind::UnknownKey);
+        // keygen's allowed_signers line is a valid line that trusts the key.
+        assert!(
+            k1.allowed_signers_line
+                .starts_with("alice_at_acme namespaces=\"referee\" ssh-ed25519 ")
+        );
+        let file = t.path().join("allowed_signers");
+        fs::write(&file, format!("{}\n", k1.allowed_signers_line)).unwrap();
+        let listed = verify_dir_trusting(&tree, &Trust::AllowedSigners(file)).unwrap();
+        assert!(listed.ok && listed.signers_checked, "{listed}");
+        assert_eq!(listed.principals, ["alice_at_acme"]);
+        assert!(parse_fingerprint("SHA256:short").is_err());
+        assert!(parse_fingerprint("MD5:aa").is_err());
+        assert!(parse_fingerprint(&k1.fingerprint).is_ok());
     }
 
     #[test]

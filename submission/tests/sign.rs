@@ -142,7 +142,7 @@ fn sign_then_verify_is_ok() {
             f.fingerprint
         )
     );
-    assert!(text.contains("note: no allowed-signers file given"));
+    assert!(text.contains("not checked against a trusted signer"));
 
     // The manifest on disk is the canonical text of the tree.
     let on_disk = fs::read_to_string(f.tree.join("MANIFEST")).unwrap();

@@ -24,6 +24,13 @@ fn signed_copy(tmp: &Path, name: &str, damage: fn(&Path)) -> PathBuf {
         key.to_str().unwrap(),
     ]);
     assert!(s.status.success(), "{}", stderr(&s));
+    // The auditor trusts this key (without a trusted signer no audit passes).
+    let public = std::fs::read_to_string(tmp.join(name).join("key.pub")).unwrap();
+    std::fs::write(
+        tmp.join(name).join("allowed_signers"),
+        format!("amd {public}"),
+    )
+    .unwrap();
     org
 }
 
@@ -53,6 +60,8 @@ fn audit(org: &Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
         "--out",
         out.to_str().unwrap(),
     ];
+    let signers = org.parent().unwrap().join("allowed_signers");
+    args.extend_from_slice(&["--allowed-signers", signers.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let o = referee(&args);
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));

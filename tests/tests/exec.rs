@@ -185,21 +185,24 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     let (out, _) = faithful();
     let root = out.parent().unwrap().join(name);
     let pk = root.join("pkg");
+    // The program's code goes into the package (the run's working
+    // directory is not a git checkout): an audit re-runs only that.
+    let code = repo_root().join("tests/fixtures/exec");
     let p = referee(&[
         "package",
         out.to_str().unwrap(),
         "--out",
         pk.to_str().unwrap(),
+        "--code",
+        code.to_str().unwrap(),
     ]);
     assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
     let org = pk.join("referee");
     damage(&org);
     let key = root.join("key");
-    assert!(
-        referee(&["keygen", "--out", key.to_str().unwrap()])
-            .status
-            .success()
-    );
+    let k = referee(&["keygen", "--out", key.to_str().unwrap(), "--json"]);
+    assert!(k.status.success());
+    let k: Value = serde_json::from_str(&stdout(&k)).unwrap();
     let s = referee(&[
         "sign",
         org.to_str().unwrap(),
@@ -208,12 +211,24 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     ]);
     assert!(s.status.success(), "{}", stderr(&s));
     let report = root.join("audit");
+    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    let interpreter = real
+        .ancestors()
+        .nth(2)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf();
     let mut args = vec![
         "audit",
         org.to_str().unwrap(),
         "--json",
         "--out",
         report.to_str().unwrap(),
+        "--signer",
+        k["fingerprint"].as_str().unwrap(),
+        "--allow-exec",
+        // The sandbox hides the home directory, where pyenv installs.
+        "--sandbox-ro",
+        interpreter.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let o = referee(&args);
@@ -251,7 +266,7 @@ fn a_faithful_rerun_passes_the_audit_and_a_tampered_witness_fails_it() {
     let (code, r) = audit_copy(
         "audit-tampered",
         |org| {
-            let p = org.join("benchmarks/llama2_70b_lora/implementations/work/referee_run_0.json");
+            let p = org.join("benchmarks/llama2_70b_lora/implementations/exec/referee_run_0.json");
             let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             for l in v["runs"][0]["witness"]["lines"].as_array_mut().unwrap() {
                 if l["key"] == "run_stop" {

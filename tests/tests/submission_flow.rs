@@ -215,9 +215,14 @@ fn audit_reruns_a_result_and_catches_edits() {
     sign(&org, &key);
     let data = data_dir(&["shakespeare"]);
     let report = tmp.path().join("audit");
+    let public = std::fs::read_to_string(tmp.path().join("key.pub")).unwrap();
+    let signers = tmp.path().join("allowed_signers");
+    std::fs::write(&signers, format!("release {public}")).unwrap();
     let o = Command::new(referee_bin())
         .args(["audit"])
         .arg(&org)
+        .arg("--allowed-signers")
+        .arg(&signers)
         .args(["--rerun", "1", "--out"])
         .arg(&report)
         .arg("--data-dir")

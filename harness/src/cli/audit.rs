@@ -1,11 +1,12 @@
 //! `referee audit DIR`: the flags become an [`AuditRequest`]; the audit
 //! itself is crate::audit; this file writes `audit.md`/`audit.json` and
-//! prints the verdict.
+//! prints the verdict. It also asks the auditor, at a terminal, before a
+//! package's program is run (when `--allow-exec` was not given).
 
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
 use crate::audit::{AuditRequest, audit};
 use crate::outdir::utc_stamp;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use referee_rules::report::{Detail, Format, render};
 use std::path::PathBuf;
 
@@ -13,15 +14,36 @@ use std::path::PathBuf;
 pub struct AuditArgs {
     /// A signed submission folder (ORG with systems/, results/, MANIFEST, MANIFEST.sig).
     pub dir: PathBuf,
-    /// Re-run this many results (the first K of each benchmark).
+    /// Re-run this many results (the first K of each benchmark). A result
+    /// of `run --exec` re-runs the program code the package carries, in a
+    /// sandbox, and only with --allow-exec (or a `yes` typed at a terminal).
     #[arg(long, default_value_t = 0)]
     pub rerun: usize,
+    /// Consent to running the package's program for --rerun (after the
+    /// audit has shown its command, code and environment). Without it, and
+    /// with no terminal to ask, those re-runs are not done.
+    #[arg(long)]
+    pub allow_exec: bool,
+    /// How a package's program is confined when re-run: bubblewrap
+    /// (read-only system, writable only the re-run directory, no network,
+    /// environment cleared), or none (it runs with your rights; the report
+    /// says so).
+    #[arg(long, value_enum, default_value_t = SandboxArg::Bwrap)]
+    pub sandbox: SandboxArg,
+    /// A directory the sandbox also shows read-only (repeatable), e.g. a
+    /// Python environment under your home directory, which it hides.
+    #[arg(long = "sandbox-ro", value_name = "DIR")]
+    pub sandbox_ro: Vec<PathBuf>,
+    /// A dataset of a `run --exec` result, in the order the run recorded
+    /// them with --data (repeatable); refused when its fingerprint differs
+    /// from the recorded one, unless --force.
+    #[arg(long = "data", value_name = "DIR")]
+    pub data: Vec<PathBuf>,
     /// Where audit.md, audit.json and the re-run logs go (default: audit-TIMESTAMP).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// allowed_signers file (OpenSSH format) the signing key must be in.
-    #[arg(long, value_name = "FILE")]
-    pub allowed_signers: Option<PathBuf>,
+    #[command(flatten)]
+    pub signer: super::sign::SignerArgs,
     /// Verify the runs' RFC 3161 time-stamps against this CA certificate
     /// (PEM) and report the anchored interval of each (docs/tsa.md).
     #[arg(long, value_name = "FILE")]
@@ -41,6 +63,35 @@ pub struct AuditArgs {
     /// The report (audit.json's content) on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// bubblewrap (`bwrap`).
+    Bwrap,
+    /// No sandbox: the program runs with your user's rights.
+    None,
+}
+
+/// At a terminal: the plan shown, `yes` runs it.
+fn ask_at_terminal(plan: &str) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return false;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "referee: the package's program will run on this machine:\n{plan}Run it? Type yes to run, anything else to skip: "
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    if stdin.lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    line.trim() == "yes"
 }
 
 pub fn run(a: AuditArgs) -> i32 {
@@ -65,7 +116,18 @@ pub fn run(a: AuditArgs) -> i32 {
         dir: a.dir.clone(),
         rerun: a.rerun,
         out: out.clone(),
-        allowed_signers: a.allowed_signers.clone(),
+        trust: match a.signer.trust() {
+            Ok(t) => t,
+            Err(e) => return usage_error(e),
+        },
+        allow_exec: a.allow_exec,
+        confirm: Some(ask_at_terminal),
+        sandbox: match a.sandbox {
+            SandboxArg::Bwrap => crate::audit::sandbox::SandboxChoice::Bwrap,
+            SandboxArg::None => crate::audit::sandbox::SandboxChoice::None,
+        },
+        sandbox_ro: a.sandbox_ro.clone(),
+        data: a.data.clone(),
         force: a.force,
         data_dir: a
             .data_dir

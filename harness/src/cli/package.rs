@@ -23,16 +23,21 @@ pub struct PackageArgs {
     /// default: the run directories' system.json.
     #[arg(long, value_name = "FILE")]
     pub system_json: Option<PathBuf>,
-    /// The training code, copied under the implementation (without .git).
+    /// The training code, copied under the implementation's code/ (without
+    /// .git). For `run --exec` results the default is the files git tracks
+    /// in the program's working directory, when it is a git checkout;
+    /// without code an audit cannot re-run the results.
     #[arg(long, value_name = "DIR")]
     pub code: Option<PathBuf>,
     /// Where the submission folder ORG/ is created.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Submitting organisation (default: the logs' submission_org).
+    /// Submitting organisation: the folder ORG/ (default: the logs'
+    /// submission_org; a difference from the logs is a warning).
     #[arg(long)]
     pub org: Option<String>,
-    /// System name (default: the logs' submission_platform).
+    /// System name: systems/SYSTEM.json and results/SYSTEM/ (default: the
+    /// logs' submission_platform; a difference from the logs is a warning).
     #[arg(long)]
     pub system: Option<String>,
     /// Expected division (the runs' division must match).

@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// With --exec: seconds between SIGTERM and SIGKILL when a run is stopped.
     #[arg(long, default_value_t = 30.0, value_name = "S")]
     pub grace_seconds: f64,
+    /// With --exec: a dataset directory the program reads (repeatable):
+    /// its fingerprint (sha256 of every file) goes into the run record, and
+    /// an audit's re-run refuses other data unless forced.
+    #[arg(long = "data", value_name = "DIR", requires = "exec")]
+    pub data: Vec<PathBuf>,
     /// With --exec: the training command and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -194,6 +199,7 @@ impl RunArgs {
             tolerance_ms: self.witness_tolerance_ms,
             grace: std::time::Duration::from_secs_f64(self.grace_seconds),
             tsa: self.tsa.clone(),
+            record_extra: Default::default(),
         })
     }
 
@@ -377,7 +383,16 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
 
 /// `referee run --exec … -- CMD ARGS…`.
 fn run_exec(a: &RunArgs) -> i32 {
-    let cfg = match a.exec_request().and_then(ExecConfig::resolve) {
+    let extra = std::env::current_dir()
+        .map_err(|e| format!("the working directory: {e}"))
+        .and_then(|cwd| crate::audit::identity::record_extra(&cwd, &a.data));
+    let req = a.exec_request().and_then(|r| Ok((r, extra?)));
+    let cfg = match req.and_then(|(r, x)| {
+        ExecConfig::resolve(ExecRequest {
+            record_extra: x,
+            ..r
+        })
+    }) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -390,14 +405,9 @@ fn run_exec(a: &RunArgs) -> i32 {
         }
     };
     let format = if a.json { Format::Json } else { Format::Human };
-    if render(
-        &summary,
-        format,
-        Detail::default(),
-        &mut std::io::stdout().lock(),
-    )
-    .is_err()
-    {
+    let warnings = crate::audit::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);
+    let mut out = std::io::stdout().lock();
+    if crate::audit::identity::print_summary(&summary, &warnings, format, &mut out).is_err() {
         return EXIT_USAGE;
     }
     if summary.passed { EXIT_OK } else { EXIT_FAIL }

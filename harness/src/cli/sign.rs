@@ -13,7 +13,10 @@
 
 use super::{EXIT_FAIL, EXIT_OK, init_threads, usage_error};
 use clap::Args;
-use referee_submission::sign;
+use referee_rules::report::{Detail, Format, Report, render};
+use referee_submission::sign::{self, KeyInfo, SignSummary, Trust, VerifyReport};
+use serde::Serialize;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -30,6 +33,9 @@ pub struct KeygenArgs {
     /// Replace PATH and PATH.pub if they exist.
     #[arg(long)]
     pub force: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `referee sign`.
@@ -45,6 +51,9 @@ pub struct SignArgs {
     /// Hashing threads (default: all cores).
     #[arg(short = 'j', long, value_name = "N")]
     pub threads: Option<usize>,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `referee verify`.
@@ -53,11 +62,8 @@ pub struct VerifyArgs {
     /// The signed directory to check.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// OpenSSH allowed_signers file: the signing key must be listed there
-    /// (for namespace `referee`). Without it, the key's fingerprint is
-    /// printed for a human to compare.
-    #[arg(long, value_name = "FILE")]
-    pub allowed_signers: Option<PathBuf>,
+    #[command(flatten)]
+    pub signer: SignerArgs,
     /// Also verify the runs' RFC 3161 time-stamps against this CA
     /// certificate (PEM) and report each run's anchored interval (docs/tsa.md).
     #[arg(long, value_name = "FILE")]
@@ -70,17 +76,129 @@ pub struct VerifyArgs {
     pub threads: Option<usize>,
 }
 
+/// Who must have signed: `--allowed-signers FILE` or `--signer SHA256:…`
+/// (shared by `verify` and `audit`).
+#[derive(Debug, Args, Clone)]
+pub struct SignerArgs {
+    /// OpenSSH allowed_signers file: the signing key must be listed there
+    /// for namespace `referee` (`referee keygen` prints the line to add).
+    #[arg(long, value_name = "FILE", conflicts_with = "signer")]
+    pub allowed_signers: Option<PathBuf>,
+    /// The signing key's SHA256 fingerprint (pinned): only that key is
+    /// trusted. Without this or --allowed-signers the signature shows only
+    /// that the files are those some key signed, not who signed them.
+    #[arg(long, value_name = "SHA256:…")]
+    pub signer: Option<String>,
+}
+
+impl SignerArgs {
+    /// The trust these flags ask for; `Err`: a malformed fingerprint.
+    pub fn trust(&self) -> Result<Trust, String> {
+        Ok(match (&self.allowed_signers, &self.signer) {
+            (Some(p), _) => Trust::AllowedSigners(p.clone()),
+            (None, Some(fp)) => Trust::Fingerprint(sign::parse_fingerprint(fp)?),
+            (None, None) => Trust::Unchecked,
+        })
+    }
+}
+
+/// Print `report` as a person or a program asked.
+fn print(report: &impl Report, json: bool) {
+    let format = if json { Format::Json } else { Format::Human };
+    let _ = render(report, format, Detail::default(), &mut io::stdout().lock());
+}
+
+/// What `referee keygen` wrote.
+#[derive(Serialize)]
+struct KeygenReport(KeyInfo);
+
+impl Report for KeygenReport {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        let k = &self.0;
+        writeln!(
+            out,
+            "wrote private key {} (mode 0600)",
+            k.private_key.display()
+        )?;
+        writeln!(out, "wrote public key {}", k.public_key.display())?;
+        writeln!(out, "key fingerprint {}", k.fingerprint)?;
+        writeln!(out, "{}", k.public_line)?;
+        writeln!(
+            out,
+            "hand auditors this allowed_signers line (for `referee verify/audit --allowed-signers FILE`), or the fingerprint (for --signer):"
+        )?;
+        writeln!(out, "{}", k.allowed_signers_line)
+    }
+    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
+        self.write_human(out, d)
+    }
+}
+
+/// What `referee sign` did.
+#[derive(Serialize)]
+struct SignReport {
+    dir: String,
+    #[serde(flatten)]
+    summary: SignSummary,
+    seconds: f64,
+    threads: usize,
+}
+
+impl Report for SignReport {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        let s = &self.summary;
+        let mb = s.bytes as f64 / 1e6;
+        writeln!(
+            out,
+            "wrote {} and {}",
+            s.manifest.display(),
+            s.signature.display()
+        )?;
+        writeln!(
+            out,
+            "SIGNED {} ({} files, {:.1} MB in {:.2} s, {:.0} MB/s, {} threads, key {})",
+            self.dir,
+            s.files,
+            mb,
+            self.seconds,
+            mb / self.seconds.max(1e-9),
+            self.threads,
+            s.key_fingerprint
+        )
+    }
+    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
+        self.write_human(out, d)
+    }
+}
+
+/// What `referee verify` found: the manifest and signature, and with
+/// --tsa-ca the runs' time-stamps.
+#[derive(Serialize)]
+struct VerifyOutput {
+    #[serde(flatten)]
+    report: VerifyReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_stamps: Option<crate::tsa::verify::TsaReport>,
+}
+
+impl Report for VerifyOutput {
+    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
+        writeln!(out, "{}", self.report)?;
+        if let Some(t) = &self.time_stamps {
+            writeln!(out, "{t}")?;
+        }
+        Ok(())
+    }
+    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
+        self.write_human(out, d)
+    }
+}
+
 /// `referee keygen`.
 pub fn run_keygen(a: KeygenArgs) -> i32 {
     match sign::keygen(&a.out, &a.comment, a.force) {
         Ok(info) => {
-            println!(
-                "wrote private key {} (mode 0600)",
-                info.private_key.display()
-            );
-            println!("wrote public key {}", info.public_key.display());
-            println!("key fingerprint {}", info.fingerprint);
-            println!("{}", info.public_line);
+            print(&KeygenReport(info), a.json);
             EXIT_OK
         }
         Err(e) => usage_error(e),
@@ -92,37 +210,32 @@ pub fn run_sign(a: SignArgs) -> i32 {
     let threads = init_threads(a.threads);
     let t0 = Instant::now();
     match sign::sign_dir(&a.dir, &a.key) {
-        Ok(s) => {
-            let secs = t0.elapsed().as_secs_f64();
-            let mb = s.bytes as f64 / 1e6;
-            println!(
-                "wrote {} and {}",
-                s.manifest.display(),
-                s.signature.display()
-            );
-            println!(
-                "SIGNED {} ({} files, {:.1} MB in {:.2} s, {:.0} MB/s, {} threads, key {})",
-                a.dir.display(),
-                s.files,
-                mb,
-                secs,
-                mb / secs.max(1e-9),
+        Ok(summary) => {
+            let report = SignReport {
+                dir: a.dir.display().to_string(),
+                summary,
+                seconds: t0.elapsed().as_secs_f64(),
                 threads,
-                s.key_fingerprint
-            );
+            };
+            print(&report, a.json);
             EXIT_OK
         }
         Err(e) => usage_error(e),
     }
 }
 
-/// `referee verify`.
+/// `referee verify`. Exit 0 when every file is as signed (and the key is
+/// the trusted signer, when one was given).
 pub fn run_verify(a: VerifyArgs) -> i32 {
     init_threads(a.threads);
-    match sign::verify_dir(&a.dir, a.allowed_signers.as_deref()) {
+    let trust = match a.signer.trust() {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    match sign::verify_dir_trusting(&a.dir, &trust) {
         Ok(report) => {
             // The runs' time-stamps (crate::tsa), with --tsa-ca.
-            let tsa = match a
+            let time_stamps = match a
                 .tsa_ca
                 .as_deref()
                 .map(|ca| crate::tsa::verify_tree(&a.dir, ca))
@@ -130,24 +243,15 @@ pub fn run_verify(a: VerifyArgs) -> i32 {
                 Some(Err(e)) => return usage_error(e),
                 t => t.and_then(Result::ok),
             };
-            if a.json {
-                let mut v: serde_json::Value =
-                    serde_json::from_str(&report.to_json()).expect("json");
-                if let Some(t) = &tsa {
-                    v["time_stamps"] = serde_json::to_value(t).expect("json");
-                }
-                println!("{v}");
-            } else {
-                println!("{report}");
-                if let Some(t) = &tsa {
-                    println!("{t}");
-                }
-            }
-            if report.ok && tsa.is_none_or(|t| t.ok) {
-                EXIT_OK
-            } else {
-                EXIT_FAIL
-            }
+            let ok = report.ok && time_stamps.as_ref().is_none_or(|t| t.ok);
+            print(
+                &VerifyOutput {
+                    report,
+                    time_stamps,
+                },
+                a.json,
+            );
+            if ok { EXIT_OK } else { EXIT_FAIL }
         }
         Err(e) => {
             if a.json {

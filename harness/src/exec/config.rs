@@ -40,6 +40,9 @@ pub struct ExecRequest {
     pub grace: Duration,
     /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
     pub tsa: Vec<String>,
+    /// Fields added to the run record (datasets, code fingerprint:
+    /// crate::audit::identity).
+    pub record_extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How the page cache is cleared before each run.
@@ -63,6 +66,9 @@ pub struct ExecConfig {
     pub init_budget: Duration,
     pub run_budget: Duration,
     pub cwd: PathBuf,
+    /// The program's command line as started, from its command and
+    /// environment (an audit's sandbox: crate::audit::sandbox).
+    pub wrap: Option<crate::audit::sandbox::Wrap>,
 }
 
 impl ExecConfig {
@@ -133,6 +139,7 @@ impl ExecConfig {
             init_budget: Duration::from_secs(init_minutes * 60),
             run_budget: Duration::from_secs_f64(budget * 60.0),
             cwd: std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?,
+            wrap: None,
             scoring: rules.scoring,
             rules: rules.description,
             req,

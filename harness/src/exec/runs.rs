@@ -148,7 +148,10 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     }
     let env = child_env(cfg, i, seed, &run_dir, &compliance);
     let spec = ChildSpec {
-        command: cfg.req.command.clone(),
+        command: match &cfg.wrap {
+            Some(wrap) => wrap(&cfg.req.command, &env),
+            None => cfg.req.command.clone(),
+        },
         env: env.clone(),
         cwd: cfg.cwd.clone(),
         run_dir: run_dir.clone(),
@@ -249,7 +252,7 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
 
 /// `referee_run.json` and `system.json` next to the logs.
 fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
-    let record = json!({
+    let mut record = json!({
         "mode": "exec",
         "benchmark": cfg.req.benchmark,
         "ruleset": cfg.scoring.ruleset,
@@ -264,6 +267,9 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
         "code": crate::provenance::CodeIdentity::current(),
         "runs": runs,
     });
+    if let Some(o) = record.as_object_mut() {
+        o.extend(cfg.req.record_extra.clone());
+    }
     let host = crate::system::HostFacts::probe();
     let id = crate::system::SystemIdentity {
         submitter: &cfg.req.org,

@@ -1,17 +1,21 @@
 //! The audit of a signed submission folder, in three stages:
 //!
 //! 1. **signature**: the manifest's signature and every file's digest
-//!    ([`referee_submission::sign::verify_dir`]); a package that does not
-//!    verify is trusted no further;
+//!    ([`referee_submission::sign::verify_dir_trusting`]); a package that
+//!    does not verify is trusted no further. A key not checked against a
+//!    trusted signer (`--allowed-signers`, `--signer`) leaves the step not
+//!    done: the verdict is then at best INCOMPLETE;
 //! 2. **package check**: the folder judged with referee's rules, and every
 //!    result that `referee run --exec` supervised verified against the
 //!    harness's witness of its clock;
 //! 3. **re-runs**: the first K results of each benchmark trained again on
 //!    this machine from their recorded configuration and seed — referee's
-//!    own benchmarks in-process, a supervised program by running its
-//!    recorded command under the same supervision — (refused when the code
-//!    or the data differ, unless forced), their convergence compared with
-//!    the original's curve and with the benchmark's RCP bounds.
+//!    own benchmarks in-process, a supervised program by running the code
+//!    the package carries under the same supervision, in a sandbox
+//!    ([`sandbox`]) and only with the auditor's consent ([`exec_rerun`]) —
+//!    (refused when the code or the data differ, unless forced), their
+//!    convergence compared with the original's curve and with the
+//!    benchmark's RCP bounds.
 //!
 //! Every stage asked for is a [`Step`] that ends passed, failed, or not
 //! done (with why). The verdict is PASS only when every step was done and
@@ -21,24 +25,29 @@
 //! [`audit`] returns an [`AuditReport`]; its Markdown form is `audit.md`,
 //! its JSON form `audit.json` ([`AuditReport::write`]).
 
-use crate::clock::{Clock, SystemClock};
-use crate::collective::Local;
-use crate::plan::{build_plan, dataset_fingerprints};
+use crate::session::clock::{Clock, SystemClock};
+use crate::session::collective::Local;
+use crate::session::plan::{build_plan, dataset_fingerprints};
 use crate::provenance::CodeIdentity;
-use crate::run::{Quiet, RunResult, run_once};
+use crate::session::run::{Quiet, RunResult, run_once};
 use referee_rules::Verdict;
 use referee_rules::layout;
 use referee_rules::mllog;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::rcp::RcpTable;
 use referee_rules::report::{Detail, Report};
-use referee_submission::sign::{VerifyReport, verify_dir};
+use referee_submission::sign::{VerifyReport, verify_dir_trusting};
 use referee_workloads::bench::Benchmark;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+pub mod exec_rerun;
+pub mod fingerprint;
+pub mod identity;
+pub mod sandbox;
 
 /// Relative tolerance on each common evaluation point of original and re-run.
 pub const CURVE_TOLERANCE: f64 = 0.02;
@@ -52,8 +61,23 @@ pub struct AuditRequest {
     pub rerun: usize,
     /// Where the re-runs' logs go.
     pub out: PathBuf,
-    /// allowed_signers file the signing key must be in.
-    pub allowed_signers: Option<PathBuf>,
+    /// Who must have signed (an allowed_signers file, a pinned
+    /// fingerprint, or unchecked).
+    pub trust: referee_submission::sign::Trust,
+    /// The auditor consents to running a supervised program's code
+    /// (`--allow-exec`).
+    pub allow_exec: bool,
+    /// Asked when `allow_exec` is false: shown the plan of a re-run, true
+    /// when the auditor agrees (a `yes` typed at a terminal). `None`: no
+    /// one to ask.
+    pub confirm: Option<fn(&str) -> bool>,
+    /// How a supervised program's re-run is confined (`--sandbox`).
+    pub sandbox: sandbox::SandboxChoice,
+    /// Directories the sandbox also shows read-only (`--sandbox-ro`).
+    pub sandbox_ro: Vec<PathBuf>,
+    /// The datasets of a supervised program's re-run, in the order
+    /// `run --exec --data` recorded them (`--data`).
+    pub data: Vec<PathBuf>,
     /// Re-run even if the code or the data differ from the original's.
     pub force: bool,
     /// Where prepared datasets are.
@@ -157,6 +181,13 @@ pub struct Comparison {
 pub enum Rerun {
     /// Not re-run: the code or the data differ and `--force` was not given.
     Refused { log: String, refused: Vec<String> },
+    /// Planned and shown, not run: `not_run` says why (no consent, no
+    /// sandbox).
+    NotRun {
+        log: String,
+        not_run: String,
+        plan: Box<exec_rerun::RerunPlan>,
+    },
     /// Re-run and compared.
     Done {
         log: String,
@@ -165,6 +196,9 @@ pub enum Rerun {
         differences: Vec<String>,
         rerun_dir: String,
         comparison: Box<Comparison>,
+        /// What ran, where and how confined (supervised programs).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<Box<exec_rerun::RerunPlan>>,
     },
 }
 
@@ -236,7 +270,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
         req.dir.display(),
         crate::provenance::VERSION
     );
-    let verify = verify_dir(&req.dir, req.allowed_signers.as_deref()).map_err(|e| e.to_string())?;
+    let verify = verify_dir_trusting(&req.dir, &req.trust).map_err(|e| e.to_string())?;
     signature_section(&mut md, &verify);
     let mut steps = vec![signature_step(&verify)];
     if !verify.ok {
@@ -315,7 +349,7 @@ fn witness_step(dir: &Path) -> Option<Step> {
     let mut problems = Vec::new();
     for d in layout::benchmark_dirs(dir, "training").unwrap_or_default() {
         for log in layout::result_files(&d.path).unwrap_or_default() {
-            match crate::witness::verify_log(&log) {
+            match crate::exec::witness::verify_log(&log) {
                 Ok(None) => {}
                 Ok(Some((_, diags))) => {
                     witnessed += 1;
@@ -353,11 +387,25 @@ fn witness_step(dir: &Path) -> Option<Step> {
 
 fn signature_step(verify: &VerifyReport) -> Step {
     let key = verify.key_fingerprint.as_deref().unwrap_or("?");
-    if verify.ok {
+    if verify.ok && !verify.signers_checked {
+        Step::new(
+            "signature",
+            StepStatus::NotDone,
+            format!(
+                "{} files verified; signed by key {key}, not checked against a trusted signer ({})",
+                verify.files,
+                referee_submission::sign::UNCHECKED_HINT
+            ),
+        )
+    } else if verify.ok {
         Step::new(
             "signature",
             StepStatus::Passed,
-            format!("{} files verified, key {key}", verify.files),
+            format!(
+                "{} files verified, signed by key {key}, trusted by {}",
+                verify.files,
+                verify.trusted_by.as_deref().unwrap_or("?")
+            ),
         )
     } else {
         Step::new(
@@ -429,10 +477,14 @@ fn steps_section(steps: &[Step]) -> String {
 /// Section 1 of `audit.md`.
 fn signature_section(md: &mut String, verify: &VerifyReport) {
     md.push_str(&format!(
-        "## 1. Signature\n\n{}: {} files, key {}\n\n",
+        "## 1. Signature\n\n{}: {} files, key {} ({})\n\n",
         if verify.ok { "VERIFIED" } else { "FAILED" },
         verify.files,
-        verify.key_fingerprint.as_deref().unwrap_or("?")
+        verify.key_fingerprint.as_deref().unwrap_or("?"),
+        match &verify.trusted_by {
+            Some(by) => format!("trusted by {by}"),
+            None => "not checked against a trusted signer".to_string(),
+        }
     ));
     for p in &verify.problems {
         md.push_str(&format!("- {p}\n"));
@@ -683,126 +735,6 @@ impl<'a> Rerunner<'a> {
             })
     }
 
-    /// Re-run one result of a supervised program: its recorded command,
-    /// seed and working directory, under the same supervision.
-    fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), String> {
-        let found = match crate::witness::find(log) {
-            Ok(Some(f)) => f,
-            Ok(None) => {
-                self.not_done(
-                    log,
-                    "no run record in the implementation holds this log (matched by its sha256)"
-                        .into(),
-                );
-                return Ok(());
-            }
-            Err(e) => {
-                self.not_done(log, e);
-                return Ok(());
-            }
-        };
-        let (session, run) = (&found.session, &found.run);
-        let command: Vec<String> = session["command"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let cwd = PathBuf::from(session["working_directory"].as_str().unwrap_or(""));
-        let Some(seed) = run["seed"].as_u64() else {
-            self.not_done(
-                log,
-                format!("{}: the run has no seed", found.record.display()),
-            );
-            return Ok(());
-        };
-        if command.is_empty() || !cwd.is_dir() {
-            self.not_done(
-                log,
-                format!(
-                    "the recorded command {command:?} cannot be run here: its working directory {} is not on this machine",
-                    cwd.display()
-                ),
-            );
-            return Ok(());
-        }
-        let prov = &run["provenance"];
-        let (commit, diff) = crate::provenance::git_identity(&cwd).unwrap_or_default();
-        let mut differences = Vec::new();
-        if prov["git_commit"].as_str().unwrap_or("") != commit
-            || prov["uncommitted_diff_sha256"].as_str().unwrap_or("") != diff
-        {
-            differences.push(format!(
-                "code in {}: original {} (diff {}), now {} (diff {})",
-                cwd.display(),
-                prov["git_commit"].as_str().unwrap_or("none"),
-                prov["uncommitted_diff_sha256"].as_str().unwrap_or(""),
-                if commit.is_empty() { "none" } else { &commit },
-                diff
-            ));
-        }
-        if !differences.is_empty() && !self.req.force {
-            self.refuse(log, differences);
-            return Ok(());
-        }
-        let rerun_dir = self.rerun_dir(benchmark, log);
-        let mut rules = self.req.rules.clone();
-        rules.ruleset = Some(self.scoring.ruleset.clone());
-        let req = crate::exec::ExecRequest {
-            command,
-            benchmark: benchmark.to_string(),
-            rules,
-            runs: Some(1),
-            seed: Some(seed),
-            division: if session["division"] == "open" {
-                crate::plan::Division::Open
-            } else {
-                crate::plan::Division::Closed
-            },
-            org: session["org"].as_str().unwrap_or("").to_string(),
-            system: session["system"].as_str().map(str::to_string),
-            budget_minutes: None,
-            out: Some(rerun_dir.clone()),
-            cache_clear: crate::exec::CacheClearMethod::Skip,
-            tolerance_ms: session["witness_tolerance_ms"]
-                .as_u64()
-                .unwrap_or(crate::witness::DEFAULT_TOLERANCE_MS),
-            grace: std::time::Duration::from_secs(10),
-            tsa: Vec::new(),
-        };
-        let mut cfg = crate::exec::ExecConfig::resolve(req)?;
-        cfg.cwd = cwd;
-        eprintln!(
-            "referee: re-running {} (seed {seed}): {}",
-            log.display(),
-            cfg.req.command.join(" ")
-        );
-        let r = match crate::exec::run_one(&cfg, 0, seed) {
-            Ok(r) => r,
-            Err(e) => {
-                self.failed(log, e);
-                return Ok(());
-            }
-        };
-        let orig = read_curve(log, "eval_accuracy")?;
-        let again = read_curve(&r.log, "eval_accuracy")?;
-        let bounds = match (self.scoring.table(benchmark), orig.global_batch_size) {
-            (Ok(t), Some(gbs)) => rcp_bounds(&t, gbs),
-            _ => None,
-        };
-        let comparison = compare(
-            bounds,
-            &orig.points,
-            orig.converged_at,
-            &again.points,
-            again.converged_at,
-        );
-        self.done(log, seed, differences, rerun_dir, comparison);
-        Ok(())
-    }
-
     /// Refused: the code differs and `--force` was not given.
     fn refuse(&mut self, log: &Path, differences: Vec<String>) {
         self.not_done(
@@ -854,6 +786,7 @@ impl<'a> Rerunner<'a> {
         differences: Vec<String>,
         rerun_dir: PathBuf,
         comparison: Comparison,
+        plan: Option<Box<exec_rerun::RerunPlan>>,
     ) {
         self.steps.push(rerun_step(log, &comparison));
         self.md
@@ -865,6 +798,7 @@ impl<'a> Rerunner<'a> {
             differences,
             rerun_dir: rerun_dir.display().to_string(),
             comparison: Box::new(comparison),
+            plan,
         });
     }
 
@@ -961,7 +895,7 @@ impl<'a> Rerunner<'a> {
             rerun_conv,
         );
         comparison.rerun_engine = Some(self.engine.name().to_string());
-        self.done(log, seed, differences, rerun_dir, comparison);
+        self.done(log, seed, differences, rerun_dir, comparison, None);
         Ok(())
     }
 }

@@ -1,0 +1,496 @@
+//! The re-run of a result that `referee run --exec` supervised: the
+//! package is a stranger's, so its program runs only
+//!
+//! - with the auditor's consent (`--allow-exec`, or `yes` typed at a
+//!   terminal) after the audit has shown the exact command, the code it
+//!   runs and the environment it passes; without it the step is not done;
+//! - from the code the package carries (`benchmarks/<b>/implementations/
+//!   <i>/code/`, covered by the signed manifest), copied into a fresh
+//!   re-run directory under the audit's `--out` — never from a directory of
+//!   the auditor's machine that the record names (paths inside the recorded
+//!   working directory are mapped to the copy);
+//! - in a sandbox ([`super::sandbox`]), with the recorded environment
+//!   (minus secrets) and the harness's variables, never the auditor's;
+//! - on the same code and data as the original, or not at all unless
+//!   `--force`: the package's code against the run's `code_fingerprint`,
+//!   each `--data DIR` against the run's `datasets`.
+//!
+//! The re-run's result file, its raw stdout/stderr and its MLLOG file stay
+//! in the re-run directory for the auditor to read.
+
+use super::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
+use super::sandbox::{self, Mounts, Sandbox};
+use super::{Rerun, Rerunner, StepStatus, compare, rcp_bounds, read_curve};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The variables the harness gives every run (crate::exec): they replace
+/// recorded ones of the same name.
+pub const HARNESS_VARIABLES: [&str; 8] = [
+    "SEED",
+    "COMPLIANCE_FILE",
+    "LOGDIR",
+    "NEXP",
+    "DATESTAMP",
+    "PYTHONUNBUFFERED",
+    "REFEREE_RUN_INDEX",
+    "REFEREE_OUT_DIR",
+];
+
+/// What a re-run will run, shown before anything runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct RerunPlan {
+    /// The command as the program is started (recorded paths mapped).
+    pub command: Vec<String>,
+    /// The command as the run record has it.
+    pub recorded_command: Vec<String>,
+    /// The program's working directory: the copy of the package's code.
+    pub working_directory: String,
+    /// The package's code that is copied there.
+    pub code: String,
+    /// Its fingerprint.
+    pub code_fingerprint: String,
+    /// The environment passed (recorded, minus secrets), before the
+    /// harness's variables are added.
+    pub env: BTreeMap<String, String>,
+    pub harness_variables: Vec<String>,
+    /// Datasets, read-only: here → where the program reads them.
+    pub datasets: Vec<String>,
+    /// How it is confined.
+    pub sandbox: String,
+    /// Facts the auditor should know (paths read from this machine, code
+    /// not tied to the run).
+    pub notes: Vec<String>,
+}
+
+impl RerunPlan {
+    /// The plan for people (stderr, the consent prompt, audit.md).
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("  command: {}\n", shell_words(&self.command)));
+        if self.command != self.recorded_command {
+            s.push_str(&format!(
+                "  (recorded: {})\n",
+                shell_words(&self.recorded_command)
+            ));
+        }
+        s.push_str(&format!(
+            "  working directory: {}\n",
+            self.working_directory
+        ));
+        s.push_str(&format!(
+            "  code: {} ({})\n",
+            self.code, self.code_fingerprint
+        ));
+        s.push_str("  environment (recorded, secrets removed):\n");
+        for (k, v) in &self.env {
+            s.push_str(&format!("    {k}={v}\n"));
+        }
+        s.push_str(&format!(
+            "  plus the harness's variables: {}\n",
+            self.harness_variables.join(", ")
+        ));
+        for d in &self.datasets {
+            s.push_str(&format!("  dataset (read-only): {d}\n"));
+        }
+        s.push_str(&format!("  sandbox: {}\n", self.sandbox));
+        for n in &self.notes {
+            s.push_str(&format!("  note: {n}\n"));
+        }
+        s
+    }
+}
+
+/// Words joined for display, quoted where a shell would need it.
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The recorded command with every path inside the recorded working
+/// directory `wd` mapped to the same path under `cwd` (the copy of the
+/// code); paths elsewhere on this machine are noted.
+fn map_paths(command: &[String], wd: &str, cwd: &Path, notes: &mut Vec<String>) -> Vec<String> {
+    let wd = wd.trim_end_matches('/');
+    command
+        .iter()
+        .map(|a| {
+            if !wd.is_empty() && wd != "/" {
+                if a == wd {
+                    return cwd.display().to_string();
+                }
+                if let Some(rest) = a.strip_prefix(wd).and_then(|r| r.strip_prefix('/')) {
+                    return cwd.join(rest).display().to_string();
+                }
+            }
+            if a.starts_with('/') && Path::new(a).exists() {
+                notes.push(format!(
+                    "{a} is a path of this machine outside the recorded working directory: the program reads it from here (read-only in the sandbox), not from the package"
+                ));
+            }
+            a.clone()
+        })
+        .collect()
+}
+
+/// Copy a tree (regular files and directories; links are not followed).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let e = e.map_err(|e| format!("{}: {e}", from.display()))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e
+            .file_type()
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        if ty.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if ty.is_file() {
+            std::fs::copy(&src, &dst)
+                .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+impl Rerunner<'_> {
+    /// Planned, shown, not run.
+    fn not_run(&mut self, log: &Path, why: String, plan: RerunPlan) {
+        self.md.push_str(&format!(
+            "- `{}`: not re-run: {why}\n\n```text\n{}```\n\n",
+            log.display(),
+            plan.text()
+        ));
+        self.steps.push(super::Step::new(
+            format!("re-run {}", log.display()),
+            StepStatus::NotDone,
+            why.clone(),
+        ));
+        self.reruns.push(Rerun::NotRun {
+            log: log.display().to_string(),
+            not_run: why,
+            plan: Box::new(plan),
+        });
+    }
+
+    /// A re-run not done, with why, in the report and in audit.md.
+    fn exec_not_done(&mut self, log: &Path, why: String) {
+        self.md
+            .push_str(&format!("- `{}`: not re-run: {why}\n", log.display()));
+        self.not_done(log, why);
+    }
+
+    /// Re-run one result of a supervised program (see the module's doc).
+    pub(super) fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), String> {
+        let found = match crate::exec::witness::find(log) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                self.exec_not_done(
+                    log,
+                    "no run record in the implementation holds this log (matched by its sha256)"
+                        .into(),
+                );
+                return Ok(());
+            }
+            Err(e) => {
+                self.exec_not_done(log, e);
+                return Ok(());
+            }
+        };
+        let (session, run) = (&found.session, &found.run);
+        let recorded_command: Vec<String> = session["command"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let Some(seed) = run["seed"].as_u64() else {
+            let why = format!("{}: the run has no seed", found.record.display());
+            self.exec_not_done(log, why);
+            return Ok(());
+        };
+        if recorded_command.is_empty() {
+            let why = format!(
+                "{}: the run record holds no command",
+                found.record.display()
+            );
+            self.exec_not_done(log, why);
+            return Ok(());
+        }
+        let imp = found
+            .record
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let code = imp.join("code");
+        let shown = code
+            .strip_prefix(&self.req.dir)
+            .unwrap_or(&code)
+            .display()
+            .to_string();
+        if !code.is_dir() {
+            let why = format!(
+                "the package carries no code for this result ({shown}/ is missing): referee re-runs only the code a signed package carries, never a directory of this machine (the submitter packages it: `referee package` includes a git checkout's tracked files, or --code DIR)"
+            );
+            self.exec_not_done(log, why);
+            return Ok(());
+        }
+        let code_fp = list_files(&code)
+            .and_then(|files| fingerprint_files(&code, &files, "the package's code"))?;
+        let mut differences = Vec::new();
+        let mut notes = Vec::new();
+        match serde_json::from_value::<TreeFingerprint>(session["code_fingerprint"].clone()) {
+            Ok(rec) if rec.fingerprint != code_fp.fingerprint => differences.push(format!(
+                "code: the run's working directory held {} ({} files), the package carries {} ({} files)",
+                rec.fingerprint, rec.files, code_fp.fingerprint, code_fp.files
+            )),
+            Ok(_) => {}
+            Err(_) => notes.push(
+                "the run recorded no fingerprint of its code (its working directory was not a git checkout): nothing ties the package's code to the run".into(),
+            ),
+        }
+        let recorded_data: Vec<TreeFingerprint> =
+            serde_json::from_value(session["datasets"].clone()).unwrap_or_default();
+        if recorded_data.len() != self.req.data.len() && !recorded_data.is_empty() {
+            let why = format!(
+                "the run read {} dataset(s) ({}): give --data DIR for each, in that order ({} given)",
+                recorded_data.len(),
+                recorded_data
+                    .iter()
+                    .map(|d| format!("{} {}", d.path, d.fingerprint))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.req.data.len()
+            );
+            self.exec_not_done(log, why);
+            return Ok(());
+        }
+        let mut binds = Vec::new();
+        let mut datasets = Vec::new();
+        for (rec, dir) in recorded_data.iter().zip(&self.req.data) {
+            let here = fingerprint_dir(dir).map_err(|e| format!("--data: {e}"))?;
+            if here.fingerprint != rec.fingerprint {
+                differences.push(format!(
+                    "dataset {}: original {} ({} files), here {} {} ({} files)",
+                    rec.path, rec.fingerprint, rec.files, here.path, here.fingerprint, here.files
+                ));
+            }
+            datasets.push(format!(
+                "{} → {} ({})",
+                here.path, rec.path, here.fingerprint
+            ));
+            binds.push((absolute(dir), PathBuf::from(&rec.path)));
+        }
+        if !differences.is_empty() && !self.req.force {
+            self.refuse(log, differences);
+            return Ok(());
+        }
+        let rerun_dir = absolute(&self.rerun_dir(benchmark, log));
+        let cwd = rerun_dir.join("code");
+        let wd = session["working_directory"].as_str().unwrap_or("");
+        let command = map_paths(&recorded_command, wd, &cwd, &mut notes);
+        let env: BTreeMap<String, String> = run["provenance"]["env"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| !crate::provenance::is_secret(k))
+                    .filter(|(k, _)| !HARNESS_VARIABLES.contains(&k.as_str()))
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let sandbox = sandbox::resolve(self.req.sandbox);
+        if matches!(sandbox, Ok(Sandbox::Bwrap(_))) {
+            let ro: Vec<PathBuf> = self.req.sandbox_ro.iter().map(|p| absolute(p)).collect();
+            notes.extend(sandbox::hidden_program(
+                &command[0],
+                env.get("PATH").map(String::as_str),
+                &ro,
+            ));
+        }
+        let plan = RerunPlan {
+            command: command.clone(),
+            recorded_command,
+            working_directory: cwd.display().to_string(),
+            code: format!("{shown}/ of the signed package, {} files", code_fp.files),
+            code_fingerprint: code_fp.fingerprint.clone(),
+            env: env.clone(),
+            harness_variables: HARNESS_VARIABLES.iter().map(|s| s.to_string()).collect(),
+            datasets,
+            sandbox: match &sandbox {
+                Ok(s) => s.describe(),
+                Err(e) => format!("none available: {e}"),
+            },
+            notes,
+        };
+        eprintln!(
+            "referee: the re-run of {} (seed {seed}) would run:\n{}",
+            log.display(),
+            plan.text()
+        );
+        let consent = self.req.allow_exec || self.req.confirm.is_some_and(|ask| ask(&plan.text()));
+        if !consent {
+            self.not_run(
+                log,
+                "not done: needs --allow-exec (the package's program runs only with the auditor's consent; the plan is in audit.md)".into(),
+                plan,
+            );
+            return Ok(());
+        }
+        let sandbox = match sandbox {
+            Ok(s) => s,
+            Err(why) => {
+                self.not_run(log, format!("not done: {why}"), plan);
+                return Ok(());
+            }
+        };
+        if sandbox == Sandbox::None && command[0].contains('=') {
+            self.not_run(
+                log,
+                format!("not done: the program's name {:?} holds '=' (env -i would read it as a variable)", command[0]),
+                plan,
+            );
+            return Ok(());
+        }
+        copy_tree(&code, &cwd)?;
+        let mut rules = self.req.rules.clone();
+        rules.ruleset = Some(self.scoring.ruleset.clone());
+        let req = crate::exec::ExecRequest {
+            command,
+            benchmark: benchmark.to_string(),
+            rules,
+            runs: Some(1),
+            seed: Some(seed),
+            division: if session["division"] == "open" {
+                crate::session::plan::Division::Open
+            } else {
+                crate::session::plan::Division::Closed
+            },
+            org: session["org"].as_str().unwrap_or("").to_string(),
+            system: session["system"].as_str().map(str::to_string),
+            budget_minutes: None,
+            out: Some(rerun_dir.clone()),
+            cache_clear: crate::exec::CacheClearMethod::Skip,
+            tolerance_ms: session["witness_tolerance_ms"]
+                .as_u64()
+                .unwrap_or(crate::exec::witness::DEFAULT_TOLERANCE_MS),
+            grace: std::time::Duration::from_secs(10),
+            tsa: Vec::new(),
+            record_extra: Default::default(),
+        };
+        let mut cfg = crate::exec::ExecConfig::resolve(req)?;
+        cfg.cwd = cwd.clone();
+        let mounts = Mounts {
+            rerun_dir: rerun_dir.clone(),
+            cwd,
+            data: binds,
+            read_only: self.req.sandbox_ro.iter().map(|p| absolute(p)).collect(),
+        };
+        let base: Vec<(String, String)> = env.into_iter().collect();
+        let confined = sandbox.clone();
+        cfg.wrap = Some(Box::new(
+            move |cmd: &[String], harness: &[(String, String)]| {
+                let mut e = base.clone();
+                e.extend(harness.iter().cloned());
+                confined.wrap(cmd, &e, &mounts)
+            },
+        ));
+        eprintln!(
+            "referee: re-running {} (seed {seed}) in {}, sandbox: {}",
+            log.display(),
+            rerun_dir.display(),
+            match sandbox {
+                Sandbox::Bwrap(_) => "bubblewrap",
+                Sandbox::None => "NONE (--sandbox none)",
+            }
+        );
+        let r = match crate::exec::run_one(&cfg, 0, seed) {
+            Ok(r) => r,
+            Err(e) => {
+                self.failed(log, e);
+                return Ok(());
+            }
+        };
+        let orig = read_curve(log, "eval_accuracy")?;
+        let again = read_curve(&r.log, "eval_accuracy")?;
+        let bounds = match (self.scoring.table(benchmark), orig.global_batch_size) {
+            (Ok(t), Some(gbs)) => rcp_bounds(&t, gbs),
+            _ => None,
+        };
+        let comparison = compare(
+            bounds,
+            &orig.points,
+            orig.converged_at,
+            &again.points,
+            again.converged_at,
+        );
+        self.md.push_str(&format!(
+            "- `{}`: re-run in `{}` (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n```text\n{}```\n\n",
+            log.display(),
+            rerun_dir.display(),
+            plan.text()
+        ));
+        let forced = differences;
+        self.done(
+            log,
+            seed,
+            forced,
+            rerun_dir,
+            comparison,
+            Some(Box::new(plan)),
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_paths_map_into_the_copy_and_outside_paths_are_noted() {
+        let mut notes = Vec::new();
+        let cmd: Vec<String> = ["/usr/bin/python3", "/sub/work/train.py", "--x", "/sub/work"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let m = map_paths(&cmd, "/sub/work/", Path::new("/r/code"), &mut notes);
+        assert_eq!(
+            m,
+            ["/usr/bin/python3", "/r/code/train.py", "--x", "/r/code"]
+        );
+        if Path::new("/usr/bin/python3").exists() {
+            assert_eq!(notes.len(), 1, "{notes:?}");
+        }
+        // A sibling that only shares the prefix is not inside.
+        let m = map_paths(
+            &["/sub/workshop/a".to_string()],
+            "/sub/work",
+            Path::new("/r/code"),
+            &mut notes,
+        );
+        assert_eq!(m, ["/sub/workshop/a"]);
+        assert_eq!(
+            shell_words(&["sh".into(), "-c".into(), "a b".into()]),
+            "sh -c 'a b'"
+        );
+    }
+}

@@ -1,0 +1,627 @@
+//! Audits an auditor can trust (issue 27): a stranger's package runs
+//! nothing without consent, and under bubblewrap its program cannot write
+//! outside its re-run directory, read the auditor's environment or reach a
+//! port of the auditor's machine; a signature counts only when its key is
+//! checked against a trusted signer; the code the package carries is what
+//! re-runs; a dataset that differs is refused; a difference between the
+//! published organisation/system and the logged one is a warning.
+//!
+//! The program is tests/fixtures/exec/fake_lora.py, copied into a git
+//! checkout (so that `referee package` includes it as the tracked files of
+//! the program's working directory).
+
+use referee_tests::{copy_tree, python, referee, referee_in, repo_root, stderr, stdout};
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The shared package: ten faithful runs of the fake program (the count
+/// llama2_70b_lora needs), made in a git checkout with one dataset,
+/// packaged and signed.
+struct Fixture {
+    root: PathBuf,
+    /// The dataset the runs recorded (`--data`).
+    data: PathBuf,
+    /// The signed package (ORG folder).
+    org: PathBuf,
+    /// The signer's fingerprint and allowed_signers file.
+    fingerprint: String,
+    allowed_signers: PathBuf,
+    /// `referee package --json`.
+    package: Value,
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "git {args:?}: {}", stderr(&ok));
+}
+
+/// `referee keygen --json` at `path`: (fingerprint, allowed_signers line).
+fn keygen(path: &Path) -> (String, String) {
+    let o = referee(&["keygen", "--out", path.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    (
+        v["fingerprint"].as_str().unwrap().to_string(),
+        v["allowed_signers_line"].as_str().unwrap().to_string(),
+    )
+}
+
+fn sign(dir: &Path, key: &Path) {
+    let s = referee(&[
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(s.status.success(), "{}", stderr(&s));
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap().keep();
+        let work = root.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::copy(
+            repo_root().join("tests/fixtures/exec/fake_lora.py"),
+            work.join("fake_lora.py"),
+        )
+        .unwrap();
+        git(&work, &["init", "-q"]);
+        git(&work, &["add", "fake_lora.py"]);
+        git(&work, &["commit", "-q", "-m", "fake"]);
+        let data = root.join("dataset");
+        std::fs::create_dir_all(data.join("shard")).unwrap();
+        std::fs::write(data.join("shard/a.bin"), b"tokens").unwrap();
+        let out = root.join("runs");
+        let py = python().display().to_string();
+        let o = referee_in(
+            &[
+                "run",
+                "--exec",
+                "--benchmark",
+                "llama2_70b_lora",
+                "--ruleset",
+                "5.0.0",
+                "--runs",
+                "10",
+                "--seed",
+                "11",
+                "--cache-clear-cmd",
+                "true",
+                "--system",
+                "cpu_box",
+                "--data",
+                data.to_str().unwrap(),
+                "--json",
+                "-q",
+                "--out",
+                out.to_str().unwrap(),
+                "--",
+                &py,
+                "fake_lora.py",
+            ],
+            &work,
+        );
+        let summary: Value = serde_json::from_str(&stdout(&o))
+            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+        assert_eq!(summary["passed"], true, "{summary:#}");
+        assert_eq!(summary["warnings"], serde_json::json!([]), "{summary:#}");
+        let record: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            record["datasets"][0]["files"], 1,
+            "{:#}",
+            record["datasets"]
+        );
+        assert!(
+            record["code_fingerprint"]["fingerprint"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+        let pk = root.join("pkg");
+        let p = referee(&[
+            "package",
+            out.to_str().unwrap(),
+            "--out",
+            pk.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
+        let package: Value = serde_json::from_str(&stdout(&p)).unwrap();
+        let org = pk.join("referee");
+        let key = root.join("key");
+        let (fingerprint, line) = keygen(&key);
+        let allowed_signers = root.join("allowed_signers");
+        std::fs::write(&allowed_signers, format!("{line}\n")).unwrap();
+        sign(&org, &key);
+        Fixture {
+            root,
+            data,
+            org,
+            fingerprint,
+            allowed_signers,
+            package,
+        }
+    })
+}
+
+fn imp(org: &Path) -> PathBuf {
+    org.join("benchmarks/llama2_70b_lora/implementations/work")
+}
+
+/// `referee audit ORG --json --out OUT ARGS…` with extra environment:
+/// (exit code, report).
+fn audit(org: &Path, out: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value) {
+    let mut a = vec![
+        "audit",
+        org.to_str().unwrap(),
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    a.extend_from_slice(args);
+    let mut cmd = Command::new(referee_tests::referee_bin());
+    cmd.args(&a).current_dir(repo_root()).env(
+        "REFEREE_MLPERF_LOGGING",
+        &referee_tests::mlperf_logging().dir,
+    );
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    (o.status.code(), r)
+}
+
+/// The installation the tests' Python interpreter lives in (two levels
+/// above its real binary): the sandbox hides the home directory, where
+/// pyenv and similar tools install, so the audit shows it read-only.
+fn interpreter_prefix() -> PathBuf {
+    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    real.ancestors()
+        .nth(2)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf()
+}
+
+fn step<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no step {name}: {r:#}"))
+}
+
+/// A copy of the package, `edit`ed, re-signed with a fresh key: (ORG,
+/// the fresh key's fingerprint).
+fn tampered(name: &str, edit: impl FnOnce(&Path)) -> (PathBuf, String) {
+    let f = fixture();
+    let dir = f.root.join(name);
+    let org = dir.join("referee");
+    copy_tree(&f.org, &org);
+    edit(&org);
+    let key = dir.join("fresh-key");
+    let (fp, _) = keygen(&key);
+    sign(&org, &key);
+    (org, fp)
+}
+
+/// The package with run 0's recorded command replaced by `sh -c SCRIPT`.
+fn with_command(name: &str, script: String) -> (PathBuf, String) {
+    tampered(name, move |org| {
+        let p = imp(org).join("referee_run_0.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["command"] = serde_json::json!(["sh", "-c", script]);
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    })
+}
+
+#[test]
+fn a_signature_counts_only_against_a_trusted_signer() {
+    let f = fixture();
+    let out = f.root.join("audit-untrusted");
+    let (code, r) = audit(&f.org, &out, &[], &[]);
+    let sig = step(&r, "signature");
+    assert_eq!(sig["status"], "not_done", "{r:#}");
+    assert!(
+        sig["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not checked against a trusted signer"),
+        "{sig}"
+    );
+    assert_eq!(r["verdict"], "INCOMPLETE");
+    assert_ne!(code, Some(0));
+
+    let allowed = f.allowed_signers.to_str().unwrap();
+    let (code, r) = audit(
+        &f.org,
+        &f.root.join("audit-allowed"),
+        &["--allowed-signers", allowed],
+        &[],
+    );
+    assert_eq!(step(&r, "signature")["status"], "passed", "{r:#}");
+    assert_eq!(
+        (code, r["verdict"].as_str()),
+        (Some(0), Some("PASS")),
+        "{r:#}"
+    );
+
+    let (code, r) = audit(
+        &f.org,
+        &f.root.join("audit-pinned"),
+        &["--signer", &f.fingerprint],
+        &[],
+    );
+    assert_eq!(
+        (code, r["verdict"].as_str()),
+        (Some(0), Some("PASS")),
+        "{r:#}"
+    );
+
+    // The same package re-signed by another key: refused by both.
+    let (org, _) = tampered("resigned", |_| {});
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-other-key"),
+        &["--signer", &f.fingerprint],
+        &[],
+    );
+    assert_eq!(step(&r, "signature")["status"], "failed", "{r:#}");
+    assert_eq!(r["verdict"], "FAIL");
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-other-key-2"),
+        &["--allowed-signers", allowed],
+        &[],
+    );
+    assert_eq!(r["verdict"], "FAIL", "{r:#}");
+
+    // `referee verify` says the same.
+    let o = referee(&["verify", f.org.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("not checked against a trusted signer"),
+        "{}",
+        stdout(&o)
+    );
+    let o = referee(&["verify", org.to_str().unwrap(), "--signer", &f.fingerprint]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+#[test]
+fn a_malicious_package_runs_nothing_without_consent() {
+    let f = fixture();
+    let marker = f.root.join("PWNED-no-consent");
+    let (org, fp) = with_command(
+        "evil-no-consent",
+        format!(
+            "touch {}; exec {} fake_lora.py",
+            marker.display(),
+            python().display()
+        ),
+    );
+    let out = f.root.join("audit-no-consent");
+    let data = f.data.to_str().unwrap();
+    let (code, r) = audit(
+        &org,
+        &out,
+        // Unsandboxed, so that only the consent stands between the
+        // command and this machine.
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--data",
+            data,
+            "--sandbox",
+            "none",
+        ],
+        &[],
+    );
+    assert!(
+        !marker.exists(),
+        "the package's command ran without consent"
+    );
+    let rerun = step(&r, "re-run");
+    assert_eq!(rerun["status"], "not_done", "{r:#}");
+    assert!(
+        rerun["detail"]
+            .as_str()
+            .unwrap()
+            .contains("needs --allow-exec"),
+        "{rerun}"
+    );
+    assert_eq!(r["verdict"], "INCOMPLETE");
+    assert_ne!(code, Some(0));
+    // The auditor is shown what would run.
+    let md = std::fs::read_to_string(out.join("audit.md")).unwrap();
+    assert!(md.contains("PWNED-no-consent"), "{md}");
+    assert!(md.contains("sandbox: NONE"), "{md}");
+}
+
+#[test]
+fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_network() {
+    let f = fixture();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // One marker under /tmp (private in the sandbox), one in the
+    // repository's target directory (read-only in the sandbox).
+    let tmp_marker = f.root.join("PWNED-tmp");
+    let sys_marker = repo_root()
+        .join("target")
+        .join(format!("PWNED-audit-trust-{}", std::process::id()));
+    let py = python().display().to_string();
+    let script = format!(
+        "touch {tmp} 2>>probe.txt; touch {sys} 2>>probe.txt; \
+         echo \"secret=[$SECRET_TOKEN]\" >> probe.txt; \
+         if {py} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2)' 2>>probe.txt; \
+         then echo connected >> probe.txt; else echo refused >> probe.txt; fi; \
+         exec {py} fake_lora.py",
+        tmp = tmp_marker.display(),
+        sys = sys_marker.display(),
+    );
+    let (org, fp) = with_command("evil-sandboxed", script);
+    let out = f.root.join("audit-sandboxed");
+    let (_, r) = audit(
+        &org,
+        &out,
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--data",
+            f.data.to_str().unwrap(),
+            "--sandbox-ro",
+            interpreter_prefix().to_str().unwrap(),
+        ],
+        &[("SECRET_TOKEN", "hunter2")],
+    );
+    assert!(!tmp_marker.exists(), "wrote {}", tmp_marker.display());
+    assert!(!sys_marker.exists(), "wrote {}", sys_marker.display());
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the sandboxed program reached 127.0.0.1:{port}"
+    );
+    let rerun = r["reruns"][0].clone();
+    let dir = PathBuf::from(
+        rerun["rerun_dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r:#}")),
+    );
+    assert!(dir.starts_with(&out), "{}", dir.display());
+    let probe = std::fs::read_to_string(dir.join("code/probe.txt")).unwrap();
+    assert!(probe.contains("secret=[]"), "{probe}");
+    assert!(!probe.contains("hunter2"), "{probe}");
+    assert!(
+        probe.contains("refused") && !probe.contains("connected"),
+        "{probe}"
+    );
+    // The re-run's captures and result stay for the auditor.
+    for f in ["run_0/stdout.txt", "run_0/stderr.txt", "result_0.txt"] {
+        assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
+    }
+    assert!(
+        std::fs::read_to_string(dir.join("run_0/stdout.txt"))
+            .unwrap()
+            .contains("fake_lora: done"),
+        "the package's own program ran to its end"
+    );
+    assert!(
+        rerun["plan"]["sandbox"]
+            .as_str()
+            .unwrap()
+            .starts_with("bubblewrap"),
+        "{rerun:#}"
+    );
+    assert!(rerun["plan"]["env"].get("SECRET_TOKEN").is_none());
+}
+
+#[test]
+fn sandbox_none_runs_unsandboxed_and_says_so() {
+    let f = fixture();
+    let marker = f.root.join("PWNED-unsandboxed");
+    let (org, fp) = with_command(
+        "evil-unsandboxed",
+        format!(
+            "touch {}; exec {} fake_lora.py",
+            marker.display(),
+            python().display()
+        ),
+    );
+    let out = f.root.join("audit-unsandboxed");
+    let (_, r) = audit(
+        &org,
+        &out,
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--sandbox",
+            "none",
+            "--data",
+            f.data.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(marker.exists(), "consented, unsandboxed: the command ran");
+    let plan = &r["reruns"][0]["plan"];
+    assert!(
+        plan["sandbox"].as_str().unwrap().starts_with("NONE"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn the_code_and_the_data_the_package_names_are_the_ones_re_run() {
+    let f = fixture();
+    assert!(
+        f.package["package"]["code"]
+            .as_str()
+            .unwrap()
+            .contains("git tracks"),
+        "{:#}",
+        f.package
+    );
+    assert!(imp(&f.org).join("code/fake_lora.py").is_file());
+
+    // Without its code, a package cannot be re-run.
+    let (org, fp) = tampered("no-code", |org| {
+        std::fs::remove_dir_all(imp(org).join("code")).unwrap();
+    });
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-no-code"),
+        &["--rerun", "1", "--signer", &fp, "--allow-exec"],
+        &[],
+    );
+    let s = step(&r, "re-run");
+    assert_eq!(s["status"], "not_done", "{r:#}");
+    assert!(
+        s["detail"].as_str().unwrap().contains("carries no code"),
+        "{s}"
+    );
+
+    // Code that is not what ran: refused.
+    let (org, fp) = tampered("other-code", |org| {
+        std::fs::write(imp(org).join("code/fake_lora.py"), "print('other')\n").unwrap();
+    });
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-other-code"),
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--data",
+            f.data.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = step(&r, "re-run");
+    assert_eq!(s["status"], "not_done", "{r:#}");
+    assert!(s["detail"].as_str().unwrap().contains("code:"), "{s}");
+
+    // Another dataset: refused (before anything runs); none given: not done.
+    let other = f.root.join("other-dataset");
+    copy_tree(&f.data, &other);
+    std::fs::write(other.join("shard/a.bin"), b"tokenz").unwrap();
+    let out = f.root.join("audit-other-data");
+    let (_, r) = audit(
+        &f.org,
+        &out,
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &f.fingerprint,
+            "--allow-exec",
+            "--data",
+            other.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = step(&r, "re-run");
+    assert_eq!(s["status"], "not_done", "{r:#}");
+    assert!(s["detail"].as_str().unwrap().contains("dataset"), "{s}");
+    let (_, r) = audit(
+        &f.org,
+        &f.root.join("audit-no-data"),
+        &["--rerun", "1", "--signer", &f.fingerprint, "--allow-exec"],
+        &[],
+    );
+    assert!(
+        step(&r, "re-run")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("give --data DIR"),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn a_system_name_other_than_the_logged_platform_is_a_warning_and_is_published() {
+    let f = fixture();
+    let runs = f.root.join("runs");
+    let pk = f.root.join("pkg-renamed");
+    let p = referee(&[
+        "package",
+        runs.to_str().unwrap(),
+        "--out",
+        pk.to_str().unwrap(),
+        "--system",
+        "Box_EPYC_published",
+        "--json",
+    ]);
+    assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
+    let v: Value = serde_json::from_str(&stdout(&p)).unwrap();
+    let w = v["package"]["warnings"].to_string();
+    assert!(w.contains("submission_platform = \\\"cpu_box\\\""), "{w}");
+    assert!(w.contains("Box_EPYC_published"), "{w}");
+    let org = pk.join("referee");
+    assert!(
+        org.join("results/Box_EPYC_published/llama2_70b_lora")
+            .is_dir()
+    );
+    assert!(org.join("systems/Box_EPYC_published.json").is_file());
+
+    // The run summary warns too.
+    let tmp = tempfile::tempdir().unwrap();
+    let py = python().display().to_string();
+    let fake = repo_root().join("tests/fixtures/exec/fake_lora.py");
+    let out = tmp.path().join("one");
+    let o = referee_in(
+        &[
+            "run",
+            "--exec",
+            "--benchmark",
+            "llama2_70b_lora",
+            "--ruleset",
+            "5.0.0",
+            "--runs",
+            "1",
+            "--seed",
+            "3",
+            "--cache-clear-cmd",
+            "true",
+            "--org",
+            "Evil",
+            "--system",
+            "box",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            &py,
+            fake.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    let text = stdout(&o);
+    assert!(
+        text.contains("warning: the program logged submission_org = \"referee\", but the results are under --org \"Evil\""),
+        "{text}{}",
+        stderr(&o)
+    );
+    assert!(text.contains("submission_platform = \"cpu_box\""), "{text}");
+}
