@@ -99,7 +99,9 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own; released when `lock` is dropped.
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let what = features.map_or("the default build".to_string(), |f| format!("--features {f}"));
+    let what = features.map_or("the default build".to_string(), |f| {
+        format!("--features {f}")
+    });
     assert!(
         cargo_build_referee(features),
         "building referee ({what}) failed{}",
@@ -119,7 +121,10 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
     let copy = dir.join(name);
     std::fs::rename(&tmp, &copy).expect("rename the copy");
     if features.is_some() {
-        assert!(cargo_build_referee(None), "re-linking the default referee failed");
+        assert!(
+            cargo_build_referee(None),
+            "re-linking the default referee failed"
+        );
     }
     copy
 }
@@ -128,10 +133,8 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
 /// (a copy of this test binary's own, `referee-test`), building it first.
 pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        build_copy(None, "referee-test", |b| !memchr_find(b, b"MPI_Iallreduce"))
-    })
-    .clone()
+    BIN.get_or_init(|| build_copy(None, "referee-test", |b| !memchr_find(b, b"MPI_Iallreduce")))
+        .clone()
 }
 
 /// Run `referee ARGS` with the official rules discoverable.

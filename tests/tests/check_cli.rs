@@ -208,7 +208,10 @@ fn huge_inputs_are_handled() {
     // the record count below would be one short.
     let big_value = "x".repeat(10 * 1024 * 1024);
     let original = std::fs::read_to_string(corpus_log(PASS_LOG)).unwrap();
-    let records = original.lines().filter(|l| l.starts_with(":::MLLOG")).count();
+    let records = original
+        .lines()
+        .filter(|l| l.starts_with(":::MLLOG"))
+        .count();
     let long = edited_log(tmp.path(), "long_line.txt", |l| {
         l.into_iter()
             .map(|line| {
@@ -225,7 +228,10 @@ fn huge_inputs_are_handled() {
             .collect()
     });
     let text = std::fs::read_to_string(&long).unwrap();
-    assert!(text.len() > 10 * 1024 * 1024, "the fixture holds the long line");
+    assert!(
+        text.len() > 10 * 1024 * 1024,
+        "the fixture holds the long line"
+    );
     let o = referee(&["check", "--ruleset", "5.0.0", "--json", s(&long)]);
     no_panic(&o);
     assert_eq!(
@@ -236,7 +242,10 @@ fn huge_inputs_are_handled() {
     );
     let v: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
     assert_eq!(v["verdict"], "PASS", "{v}");
-    assert_eq!(v["records"], records as u64, "every line read, the long one too");
+    assert_eq!(
+        v["records"], records as u64,
+        "every line read, the long one too"
+    );
 
     // A 1,000,000-line log.
     let path = tmp.path().join("million.txt");

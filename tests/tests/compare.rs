@@ -215,10 +215,20 @@ fn fixture() -> &'static Fixture {
         // of the page cache); then the baseline and the slowed-down runs.
         run_throughput(&root.join("warmup"), 99, 0, &data);
         for i in 0..RUNS {
-            run_throughput(&root.join("base").join(format!("run{i}")), 100 + i as u64, 0, &data);
+            run_throughput(
+                &root.join("base").join(format!("run{i}")),
+                100 + i as u64,
+                0,
+                &data,
+            );
         }
         for i in 0..RUNS {
-            run_throughput(&root.join("slow").join(format!("run{i}")), 100 + i as u64, 50, &data);
+            run_throughput(
+                &root.join("slow").join(format!("run{i}")),
+                100 + i as u64,
+                50,
+                &data,
+            );
         }
         // `same` is the baseline's runs again with a known spread of ±2 %
         // (as repeated runs of the same code give on a quiet machine), not

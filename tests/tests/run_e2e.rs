@@ -155,8 +155,14 @@ fn committed_rule_files_are_current() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("out of date"), "{err}");
-    assert!(err.contains("mini_llm.yaml"), "the edited file is named: {err}");
-    assert!(err.contains("mini_resnet.yaml"), "the missing file is named: {err}");
+    assert!(
+        err.contains("mini_llm.yaml"),
+        "the edited file is named: {err}"
+    );
+    assert!(
+        err.contains("mini_resnet.yaml"),
+        "the missing file is named: {err}"
+    );
 }
 
 #[test]

@@ -45,10 +45,21 @@ pub fn run(a: SystemArgs) -> i32 {
             Ok(p) => p,
             Err(e) => return usage_error(e),
         };
-        if render(&probe, format, Detail::default(), &mut std::io::stdout().lock()).is_err() {
+        if render(
+            &probe,
+            format,
+            Detail::default(),
+            &mut std::io::stdout().lock(),
+        )
+        .is_err()
+        {
             return EXIT_USAGE;
         }
-        return if probe.sum_correct { EXIT_OK } else { EXIT_FAIL };
+        return if probe.sum_correct {
+            EXIT_OK
+        } else {
+            EXIT_FAIL
+        };
     }
     let req = SystemRequest {
         from: a.from.clone(),

@@ -777,7 +777,10 @@ mod tests {
                 .map(|t| t.1)
                 .collect();
             assert!(!seen.is_empty(), "no {name} thread seen: {out}");
-            assert!(seen.iter().all(|&v| v >= 10), "{name} at nice {seen:?}: {out}");
+            assert!(
+                seen.iter().all(|&v| v >= 10),
+                "{name} at nice {seen:?}: {out}"
+            );
         }
     }
 
