@@ -2,10 +2,10 @@
 //! the harness writes, and what the benchmark's generated rule file says
 //! about them.
 
-use referee_harness::clock::{Clock, FakeClock};
-use referee_harness::collective::Local;
+use referee_harness::session::clock::{Clock, FakeClock};
+use referee_harness::session::collective::Local;
 use referee_harness::provenance::CodeIdentity;
-use referee_harness::run::{Observer, RunPlan, run_once};
+use referee_harness::session::run::{Observer, RunPlan, run_once};
 use referee_rules::Verdict;
 use referee_rules::checker::{Checker, RulesetChoice};
 use referee_rules::ruleset::RuleLibrary;
@@ -345,7 +345,7 @@ fn throughput_mode_logs_the_window() {
     let bench = synthetic(clock.clone(), 250);
     let dir = tempfile::tempdir().unwrap();
     let mut p = plan(bench, dir.path(), bench.default_config());
-    p.throughput = Some(referee_harness::run::ThroughputPlan {
+    p.throughput = Some(referee_harness::session::run::ThroughputPlan {
         steps: 10,
         window: (4, 9),
     });
