@@ -82,7 +82,7 @@ fn cargo_build_referee(features: Option<&str>) -> bool {
 }
 
 /// Builds the `referee` binary with `features` and copies it to
-/// `target/<profile>/<name>`, all under an exclusive lock shared by every test
+/// `target/<profile>/<name>` (a relative path), all under an exclusive lock shared by every test
 /// binary: two tests never build into the same path at once, and each runs
 /// its own copy, which no later build replaces. `check` must hold for the
 /// copy (the right feature set). After a build with features, the default
@@ -114,11 +114,12 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
     let built = dir.join("referee");
     let bytes = std::fs::read(&built).expect("read the built binary");
     assert!(check(&bytes), "{} is not {what}", built.display());
-    let tmp = dir.join(format!("{name}.tmp-{}", std::process::id()));
+    let copy = dir.join(name);
+    std::fs::create_dir_all(copy.parent().expect("a file name")).expect("create the copy's folder");
+    let tmp = copy.with_extension(format!("tmp-{}", std::process::id()));
     std::fs::write(&tmp, &bytes).expect("copy the referee binary");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let copy = dir.join(name);
     std::fs::rename(&tmp, &copy).expect("rename the copy");
     if features.is_some() {
         assert!(
@@ -130,7 +131,8 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
 }
 
 /// Path of the `referee` binary of the profile these tests were built with
-/// (a copy of this test binary's own, `referee-test`), building it first.
+/// (a copy of the tests' own, `test-bin/referee`: named `referee`, as
+/// its usage lines say), building it first.
 pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| build_copy(None, "referee-test", |b| !memchr_find(b, b"MPI_Iallreduce")))
