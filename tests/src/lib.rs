@@ -135,8 +135,12 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
 /// its usage lines say), building it first.
 pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| build_copy(None, "referee-test", |b| !memchr_find(b, b"MPI_Iallreduce")))
-        .clone()
+    BIN.get_or_init(|| {
+        build_copy(None, "test-bin/referee", |b| {
+            !memchr_find(b, b"MPI_Iallreduce")
+        })
+    })
+    .clone()
 }
 
 /// Run `referee ARGS` with the official rules discoverable.
