@@ -2,9 +2,9 @@
 //! the harness writes, and what the benchmark's generated rule file says
 //! about them.
 
+use referee_harness::provenance::CodeIdentity;
 use referee_harness::session::clock::{Clock, FakeClock};
 use referee_harness::session::collective::Local;
-use referee_harness::provenance::CodeIdentity;
 use referee_harness::session::run::{Observer, RunPlan, run_once};
 use referee_rules::Verdict;
 use referee_rules::checker::{Checker, RulesetChoice};
