@@ -36,6 +36,13 @@ pub struct LogReport {
     pub suppressed: usize,
     pub records: usize,
     pub rule_files: Vec<String>,
+    /// Findings beyond the official verdict ([`crate::policy`]); they never
+    /// change `verdict`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<Diagnostic>,
+    /// The configuration the log disclosed (for the result-set checks).
+    #[serde(skip)]
+    pub disclosed: crate::policy::log::Disclosed,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -184,6 +191,20 @@ impl Checker {
                 d
             })
             .collect();
+        let usage = match choice {
+            RulesetChoice::Official { usage, .. } => Some(usage.as_str()),
+            _ => None,
+        };
+        let (policy, disclosed) = crate::policy::log::check_log(
+            &crate::policy::log::LogContext {
+                lib: &self.lib,
+                display,
+                usage,
+                ruleset: ruleset.as_deref(),
+                rule_files: &out.rule_files,
+            },
+            parsed,
+        );
         Ok(LogReport {
             path: display.to_string(),
             verdict: out.verdict,
@@ -193,6 +214,8 @@ impl Checker {
             suppressed: out.suppressed,
             records: out.records,
             rule_files: out.rule_files,
+            policy,
+            disclosed,
         })
     }
 }

@@ -76,6 +76,10 @@ pub struct Diagnostic {
     /// The official tool's message for the same finding, verbatim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub official: Option<String>,
+    /// The rulesets a policy finding's rule applies to (see
+    /// [`crate::policy`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applies: Option<String>,
 }
 
 impl Diagnostic {
@@ -93,6 +97,7 @@ impl Diagnostic {
             expected: None,
             found: None,
             official: None,
+            applies: None,
         }
     }
     pub fn error(code: &'static str, message: impl Into<String>) -> Self {
@@ -139,6 +144,10 @@ impl Diagnostic {
     }
     pub fn official(mut self, o: impl Into<String>) -> Self {
         self.official = Some(o.into());
+        self
+    }
+    pub fn applies(mut self, rulesets: impl Into<String>) -> Self {
+        self.applies = Some(rulesets.into());
         self
     }
     pub fn is_error(&self) -> bool {

@@ -6,7 +6,9 @@
 //! [`py`] is the sandboxed interpreter of their Python subset;
 //! [`compliance`] runs a rule chain over one log; [`checker`] checks a file
 //! (the harness checks many); [`lifecycle`] lists the keys referee acts on of
-//! its own accord; [`diag`] is the diagnostic type every check emits.
+//! its own accord; [`diag`] is the diagnostic type every check emits;
+//! [`policy`] holds the rules the official tools leave unchecked, whose
+//! findings stay apart from the official verdict.
 
 pub mod checker;
 pub mod compliance;
@@ -16,6 +18,7 @@ pub mod layout;
 pub mod lifecycle;
 pub mod mllog;
 pub mod package_check;
+pub mod policy;
 pub mod py;
 pub mod rcp;
 pub mod report;

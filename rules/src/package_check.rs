@@ -7,10 +7,13 @@
 //! test (closed division), with the `package_checker_params` bypasses.
 //! Added to the official checks: the repository hygiene checks of the
 //! official repo checker, and a verdict in the exit code (the official
-//! package checker always exits 0).
+//! package checker always exits 0). Apart from the verdict: the policy
+//! findings ([`crate::policy`]) of every log and result set.
 
 use crate::diag::{Diagnostic, Severity, Verdict};
 use crate::layout::{self, BenchmarkDir};
+use crate::policy::set::{SetContext, SetRun, check_set};
+use crate::policy::{PolicyMode, PolicySummary};
 use crate::score::{RunAnalysis, ScoreContext, analyze_run, check_rcp_runs};
 use crate::seeds;
 use crate::sysdesc::{self, SystemDesc};
@@ -24,6 +27,9 @@ pub struct PackageOptions {
     pub rcp_bypass: bool,
     pub seed_checker_bypass: bool,
     pub bert_train_samples: bool,
+    /// What policy findings do to the verdict (never changed by the
+    /// package's params files).
+    pub policy: PolicyMode,
 }
 
 /// Result for one benchmark directory.
@@ -48,6 +54,24 @@ pub struct PackageReport {
     pub systems: usize,
     pub benchmarks: Vec<BenchmarkCheck>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Findings beyond the official verdict: of each log, then of each
+    /// result set. Errors only under `--policy error`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<Diagnostic>,
+    /// Their counts (present when there is a finding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_summary: Option<PolicySummary>,
+}
+
+impl PackageReport {
+    /// The official verdict, and under `--policy error` no policy finding.
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Pass
+            && !self
+                .policy_summary
+                .as_ref()
+                .is_some_and(PolicySummary::fails)
+    }
 }
 
 /// Flags from a `package_checker_params` file. Per-system and
@@ -310,11 +334,23 @@ pub fn check_package(
     let plans = plan_benchmark_dirs(ctx, org, global, &mut systems, &mut diags);
     let analyses = analyse_logs(ctx, &plans, progress);
     let mut checks = Vec::new();
+    let mut policy = Vec::new();
     for (plan, runs) in plans.iter().zip(analyses) {
         let (check, findings) = check_benchmark_dir(ctx, plan, &runs);
+        let official_seed_check = plan.closed
+            && ctx.facts.has_seed_and_rcp_checks(&ctx.ruleset)
+            && !plan.opts.seed_checker_bypass;
+        policy.extend(policy_of_set(
+            &plan.dir,
+            official_seed_check,
+            &runs,
+            check.expected_files,
+        ));
         checks.push(check);
         diags.extend(findings);
     }
+    crate::policy::apply_mode(&mut policy, global.policy);
+    let policy_summary = (!policy.is_empty()).then(|| PolicySummary::of(global.policy, &policy));
     diags.extend(repo_checks(org));
     if systems.files == 0 && org.join("systems").is_dir() {
         diags.push(
@@ -331,7 +367,55 @@ pub fn check_package(
         systems: systems.files,
         benchmarks: checks,
         diagnostics: diags,
+        policy,
+        policy_summary,
     }
+}
+
+/// The policy findings of one result set (`results/SYSTEM/BENCHMARK` of
+/// an organisation folder): each log's, then the set's.
+pub(crate) fn policy_of_set(
+    dir: &BenchmarkDir,
+    official_seed_check: bool,
+    runs: &[RunAnalysis],
+    required: usize,
+) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = runs
+        .iter()
+        .filter_map(|r| r.report.as_ref().ok())
+        .flat_map(|r| r.policy.iter().cloned())
+        .collect();
+    let empty = crate::policy::log::Disclosed::default();
+    let set_runs: Vec<SetRun> = runs
+        .iter()
+        .map(|r| SetRun {
+            path: &r.path,
+            disclosed: r.report.as_ref().map(|x| &x.disclosed).unwrap_or(&empty),
+            seeds: r.seeds.as_ref().ok().map(Vec::as_slice),
+        })
+        .collect();
+    let code_dirs = dir
+        .path
+        .ancestors()
+        .nth(3)
+        .map(|org| {
+            let implementations = org
+                .join("benchmarks")
+                .join(&dir.benchmark)
+                .join("implementations");
+            layout::sub_dirs(&implementations).unwrap_or_default()
+        })
+        .unwrap_or_default();
+    out.extend(check_set(
+        &SetContext {
+            dir: &dir.path,
+            code_dirs,
+            required_runs: required,
+            official_seed_check,
+        },
+        &set_runs,
+    ));
+    out
 }
 
 /// The options for the whole package: the command line's, plus the flags of
@@ -342,6 +426,7 @@ fn package_options(org: &Path, cli: PackageOptions, diags: &mut Vec<Diagnostic>)
         rcp_bypass: cli.rcp_bypass || top.rcp_bypass,
         seed_checker_bypass: cli.seed_checker_bypass || top.seed_checker_bypass,
         bert_train_samples: cli.bert_train_samples || top.bert_train_samples,
+        policy: cli.policy,
     }
 }
 
@@ -474,6 +559,7 @@ fn plan_benchmark_dirs(
             rcp_bypass: global.rcp_bypass || sys_flags.0 || bench_flags.0,
             seed_checker_bypass: global.seed_checker_bypass || sys_flags.1 || bench_flags.1,
             bert_train_samples: global.bert_train_samples,
+            policy: global.policy,
         };
         let results = layout::result_files(&d.path).unwrap_or_default();
         plans.push(BenchmarkDirPlan {

@@ -129,6 +129,9 @@ pub fn write_diagnostic<W: Write + ?Sized>(
             None => writeln!(out, "{pad}rule:     {r}")?,
         }
     }
+    if let Some(a) = &d.applies {
+        writeln!(out, "{pad}applies:  {a}")?;
+    }
     if let Some(t) = &d.test
         && d.expected.as_deref() != Some(t.as_str())
     {
@@ -174,6 +177,9 @@ pub fn write_diagnostic_markdown(out: &mut dyn Write, d: &Diagnostic) -> io::Res
     )?;
     if let Some(r) = &d.rule {
         writeln!(out, "  - rule: `{}`", md_escape(r))?;
+    }
+    if let Some(a) = &d.applies {
+        writeln!(out, "  - applies: {}", md_escape(a))?;
     }
     if let Some(e) = &d.expected {
         writeln!(out, "  - expected: {}", md_escape(e))?;

@@ -334,6 +334,7 @@ pub struct RuleLibrary {
     embedded: HashMap<String, String>,
     cache: Mutex<HashMap<String, Result<Arc<RuleFile>, LoadError>>>,
     universes: Mutex<HashMap<String, Arc<std::collections::HashSet<String>>>>,
+    constants: std::sync::OnceLock<Arc<std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for RuleLibrary {
@@ -354,6 +355,7 @@ impl RuleLibrary {
             embedded: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
             universes: Mutex::new(HashMap::new()),
+            constants: std::sync::OnceLock::new(),
         }
     }
 
@@ -365,6 +367,7 @@ impl RuleLibrary {
             embedded: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
             universes: Mutex::new(HashMap::new()),
+            constants: std::sync::OnceLock::new(),
         }
     }
 
@@ -456,6 +459,26 @@ impl RuleLibrary {
         u
     }
 
+    /// The key names the logging library defines (the string constants of
+    /// `mlperf_logging/mllog/constants.py` beside the rules root, e.g.
+    /// `opt_adamw_epsilon`): keys a log may carry though no rule reads them.
+    /// Empty without an installed library.
+    pub fn logging_constants(&self) -> Arc<std::collections::HashSet<String>> {
+        self.constants
+            .get_or_init(|| {
+                let text = self
+                    .root
+                    .as_ref()
+                    .and_then(|r| r.parent())
+                    .and_then(|p| {
+                        std::fs::read_to_string(p.join("mllog").join("constants.py")).ok()
+                    })
+                    .unwrap_or_default();
+                Arc::new(string_constants(&text))
+            })
+            .clone()
+    }
+
     /// Where a relative rule path resolves on disk (for messages).
     pub fn resolve(&self, rel: &str) -> PathBuf {
         let p = Path::new(rel);
@@ -495,6 +518,32 @@ fn is_version(v: &str) -> bool {
 }
 
 /// Sort key for `X.Y.Z` strings.
+/// The values of `NAME = "value"` lines (upper-case names, one string
+/// literal) of a Python constants module.
+fn string_constants(text: &str) -> std::collections::HashSet<String> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once('=')?;
+            let name = name.trim();
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                return None;
+            }
+            let rest = rest.trim();
+            let q = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+            let body = &rest[1..];
+            let end = body.find(q)?;
+            body[end + 1..]
+                .trim()
+                .is_empty()
+                .then(|| body[..end].to_string())
+        })
+        .collect()
+}
+
 pub fn version_key(v: &str) -> Vec<u64> {
     v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }

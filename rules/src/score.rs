@@ -260,6 +260,13 @@ pub struct BenchScore {
     #[serde(skip)]
     pub rcp_outcome: Option<RcpOutcome>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Findings beyond the official verdict ([`crate::policy`]): of each
+    /// log, then of the result set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<Diagnostic>,
+    /// Their counts (present when there is a finding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_summary: Option<crate::policy::PolicySummary>,
 }
 
 /// Read `scaling.json` (`{"scaling_factor": x}`); 1.0 when absent.
@@ -331,6 +338,16 @@ pub fn score_dir(
         run_minutes: times.per_run,
         rcp_outcome: rcp.outcome,
         diagnostics: diags,
+        policy: crate::package_check::policy_of_set(
+            dir,
+            division == "closed" && ctx.facts.has_seed_and_rcp_checks(&ctx.ruleset),
+            runs,
+            ctx.facts
+                .benchmark(&ctx.usage, &dir.benchmark)
+                .map(|b| b.result_files)
+                .unwrap_or(0),
+        ),
+        policy_summary: None,
     }
 }
 

@@ -34,6 +34,7 @@ use referee_rules::Verdict;
 use referee_rules::layout;
 use referee_rules::mllog;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
+use referee_rules::policy::PolicyMode;
 use referee_rules::rcp::RcpTable;
 use referee_rules::report::{Detail, Report};
 use referee_submission::sign::{VerifyReport, verify_dir_trusting};
@@ -87,6 +88,8 @@ pub struct AuditRequest {
     pub rules: crate::rules_env::RulesRequest,
     /// Verify the runs' RFC 3161 time-stamps against this CA (crate::tsa).
     pub tsa_ca: Option<PathBuf>,
+    /// What findings beyond the official verdict do (`--policy`).
+    pub policy: PolicyMode,
 }
 
 /// How a step of the audit ended.
@@ -97,6 +100,9 @@ pub enum StepStatus {
     Failed,
     /// Asked for but not carried out; `detail` says why.
     NotDone,
+    /// Findings listed that do not change the verdict (policy findings
+    /// beyond the official verdict, without `--policy error`).
+    Noted,
 }
 
 /// One step of the audit: the signature, the package check, one re-run.
@@ -114,6 +120,7 @@ impl StepStatus {
             StepStatus::Passed => "passed",
             StepStatus::Failed => "failed",
             StepStatus::NotDone => "not_done",
+            StepStatus::Noted => "noted",
         }
     }
 }
@@ -248,6 +255,7 @@ impl Report for AuditReport {
                 StepStatus::Passed => "passed  ",
                 StepStatus::Failed => "FAILED  ",
                 StepStatus::NotDone => "NOT DONE",
+                StepStatus::Noted => "noted   ",
             };
             writeln!(out, "{status} {}: {}", s.step, s.detail)?;
         }
@@ -300,9 +308,17 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
         });
     }
     let rules = crate::rules_env::resolve_rules(&req.rules, std::slice::from_ref(&req.dir))?;
-    let pkg = check_package(&rules.scoring, &req.dir, PackageOptions::default(), &|| {});
+    let options = PackageOptions {
+        policy: req.policy,
+        ..PackageOptions::default()
+    };
+    let pkg = check_package(&rules.scoring, &req.dir, options, &|| {});
     package_section(&mut md, &pkg, &rules.description);
     steps.push(package_step(&pkg, &rules.description));
+    if let Some(step) = policy_step(&pkg, req.policy) {
+        policy_section(&mut md, &pkg);
+        steps.push(step);
+    }
     if let Some(step) = witness_step(&req.dir) {
         md.push_str(&format!(
             "\n**Witness**: {} — {}\n\n",
@@ -492,6 +508,48 @@ fn signature_section(md: &mut String, verify: &VerifyReport) {
 }
 
 /// Section 2 of `audit.md`.
+/// The package's findings beyond the official verdict: noted (or, under
+/// `--policy error`, failed); no step when there are none and they are
+/// only warnings.
+fn policy_step(pkg: &PackageReport, mode: PolicyMode) -> Option<Step> {
+    match &pkg.policy_summary {
+        None if mode == PolicyMode::Error => Some(Step::new(
+            "policy",
+            StepStatus::Passed,
+            "no finding beyond the official verdict",
+        )),
+        None => None,
+        Some(s) => Some(Step::new(
+            "policy",
+            if s.fails() {
+                StepStatus::Failed
+            } else {
+                StepStatus::Noted
+            },
+            s.line(),
+        )),
+    }
+}
+
+fn policy_section(md: &mut String, pkg: &PackageReport) {
+    let Some(s) = &pkg.policy_summary else {
+        return;
+    };
+    md.push_str(&format!(
+        "### Beyond the official verdict\n\n{}\n\n",
+        s.line()
+    ));
+    for d in &pkg.policy {
+        md.push_str(&format!(
+            "- {} `{}`: {} (rule: {})\n",
+            d.file.as_deref().unwrap_or(""),
+            d.code,
+            d.message,
+            d.rule.as_deref().unwrap_or("")
+        ));
+    }
+}
+
 fn package_section(md: &mut String, pkg: &PackageReport, rules: &str) {
     md.push_str(&format!(
         "## 2. Package check\n\n{} ({rules})\n\n",

@@ -48,6 +48,8 @@ pub struct AuditArgs {
     /// (PEM) and report the anchored interval of each (docs/tsa.md).
     #[arg(long, value_name = "FILE")]
     pub tsa_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: super::common::PolicyArgs,
     /// Re-run even if the code or the data differ from the original's
     /// (recorded in the report).
     #[arg(long)]
@@ -135,6 +137,7 @@ pub fn run(a: AuditArgs) -> i32 {
             .unwrap_or_else(referee_datasets::default_data_dir),
         rules: a.rules.request(),
         tsa_ca: a.tsa_ca.clone(),
+        policy: a.policy.mode(),
     };
     let report = match audit(&req) {
         Ok(r) => r,

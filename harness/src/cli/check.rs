@@ -1,11 +1,13 @@
 //! `referee check`: compliance of result logs.
 
+use super::common::PolicyArgs;
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use crate::rules_env::OfficialRules;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
 use referee_rules::compliance::CheckOptions;
+use referee_rules::policy::PolicyMode;
 use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
 use referee_rules::ruleset::RuleLibrary;
 use std::io::IsTerminal;
@@ -71,6 +73,8 @@ pub struct CheckArgs {
     /// (PEM); a log that is not anchored fails (docs/tsa.md).
     #[arg(long, value_name = "FILE")]
     pub tsa_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// The validated, resolved form of `CheckArgs`.
@@ -84,6 +88,7 @@ struct CheckConfig {
     rules: String,
     threads: usize,
     tsa_ca: Option<PathBuf>,
+    policy: PolicyMode,
 }
 
 fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
@@ -163,6 +168,7 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         rules,
         threads: init_threads(a.threads),
         tsa_ca: a.tsa_ca,
+        policy: a.policy.mode(),
     })
 }
 
@@ -204,7 +210,12 @@ pub fn run(args: CheckArgs) -> i32 {
         rules: cfg.rules.clone(),
         ..CheckSummary::default()
     };
+    summary.policy.mode = cfg.policy;
     let mut io_ok = true;
+    for rep in results.iter_mut().flatten() {
+        referee_rules::policy::apply_mode(&mut rep.policy, cfg.policy);
+        summary.count_policy(&rep.policy);
+    }
     for r in &results {
         summary.count(r.as_ref().ok().map(|rep| rep.verdict));
         let res = match r {

@@ -21,6 +21,36 @@ impl UsageArg {
     }
 }
 
+/// `--policy`: what findings beyond the official verdict do.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PolicyArgs {
+    /// Findings beyond the official verdict (policy[...]: rules the
+    /// official tools leave unchecked): `warn` lists them apart from the
+    /// verdict, `error` fails on them.
+    #[arg(
+        long = "policy",
+        value_enum,
+        default_value = "warn",
+        value_name = "MODE"
+    )]
+    pub policy: PolicyArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Warn,
+    Error,
+}
+
+impl PolicyArgs {
+    pub fn mode(self) -> referee_rules::policy::PolicyMode {
+        match self.policy {
+            PolicyArg::Warn => referee_rules::policy::PolicyMode::Warn,
+            PolicyArg::Error => referee_rules::policy::PolicyMode::Error,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PruningArg {
     /// The official pruning, flaw included (mlcommons/logging#368).

@@ -1,6 +1,6 @@
 //! `referee package-check`: is a submission folder acceptable?
 
-use super::common::RulesetArgs;
+use super::common::{PolicyArgs, RulesetArgs};
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -27,6 +27,8 @@ pub struct PackageCheckArgs {
     /// For bert, read RCP convergence from train_samples.
     #[arg(long)]
     pub rcp_bert_train_samples: bool,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// One JSON object per submission folder.
     #[arg(long, group = "format")]
     pub json: bool,
@@ -54,6 +56,7 @@ pub fn run(a: PackageCheckArgs) -> i32 {
         rcp_bypass: a.rcp_bypass,
         seed_checker_bypass: a.seed_checker_bypass,
         bert_train_samples: a.rcp_bert_train_samples,
+        policy: a.policy.mode(),
     };
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new_spinner();

@@ -1,11 +1,12 @@
 //! `referee summarize`: scores of submission folders.
 
-use super::common::RulesetArgs;
-use super::{EXIT_OK, EXIT_USAGE, init_threads, usage_error};
+use super::common::{PolicyArgs, RulesetArgs};
+use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::diag::Severity;
 use referee_rules::layout;
+use referee_rules::policy::PolicySummary;
 use referee_rules::report::scores::{ScoreTable, write_csv};
 use referee_rules::report::{Detail, Format, render, write_diagnostic};
 use referee_rules::score::summarize;
@@ -34,6 +35,8 @@ pub struct SummarizeArgs {
     pub verbose: bool,
     #[arg(short = 'j', long, value_name = "N")]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 pub fn run(a: SummarizeArgs) -> i32 {
@@ -64,6 +67,14 @@ pub fn run(a: SummarizeArgs) -> i32 {
     };
     let (mut rows, problems) = summarize(&resolved.scoring, &orgs, &|| pb.inc(1));
     pb.finish_and_clear();
+    let mode = a.policy.mode();
+    for r in &mut rows {
+        referee_rules::policy::apply_mode(&mut r.score.policy, mode);
+        if !r.score.policy.is_empty() {
+            r.score.policy_summary = Some(PolicySummary::of(mode, &r.score.policy));
+        }
+    }
+    let policy = PolicySummary::of(mode, rows.iter().flat_map(|r| &r.score.policy));
     rows.sort_by(|x, y| {
         (&x.submitter_dir, &x.system, &x.score.benchmark).cmp(&(
             &y.submitter_dir,
@@ -108,6 +119,27 @@ pub fn run(a: SummarizeArgs) -> i32 {
             }
         }
     }
+    for r in rows
+        .iter()
+        .filter(|r| a.verbose && !r.score.policy.is_empty())
+    {
+        let _ = writeln!(
+            err,
+            "{}/{}/{} (beyond the official verdict):",
+            r.submitter_dir, r.system, r.score.benchmark
+        );
+        for d in &r.score.policy {
+            let _ = write_diagnostic(&mut err, d, "  ");
+        }
+    }
+    if policy.findings > 0 {
+        let _ = writeln!(
+            err,
+            "{}{}",
+            policy.line(),
+            if a.verbose { "" } else { " (-v lists them)" }
+        );
+    }
     let _ = writeln!(
         err,
         "{} rows ({} without a valid score) from {} logs of {} submitter{}, {}{}; {:.2} s, {} thread{}",
@@ -128,6 +160,8 @@ pub fn run(a: SummarizeArgs) -> i32 {
     );
     if problems.iter().any(|d| d.is_error()) {
         EXIT_USAGE
+    } else if policy.fails() {
+        EXIT_FAIL
     } else {
         EXIT_OK
     }

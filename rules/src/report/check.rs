@@ -4,6 +4,7 @@
 use super::{md_escape, write_diagnostic, write_diagnostic_markdown};
 use crate::checker::LogReport;
 use crate::diag::{Diagnostic, Severity, Verdict};
+use crate::policy::PolicySummary;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ pub struct CheckSummary {
     pub threads: usize,
     /// e.g. "training 5.0.0 rules from mlperf-logging 4.1.68".
     pub rules: String,
+    /// The findings beyond the official verdict, counted per code.
+    pub policy: PolicySummary,
 }
 
 /// The worst result among the logs of a `check` invocation, which decides
@@ -40,11 +43,20 @@ impl CheckSummary {
         }
     }
 
-    /// The worst result counted so far.
+    /// Counts one log's policy findings.
+    pub fn count_policy(&mut self, findings: &[Diagnostic]) {
+        for f in findings {
+            self.policy.findings += 1;
+            *self.policy.by_code.entry(f.code.to_string()).or_default() += 1;
+        }
+    }
+
+    /// The worst result counted so far (policy findings count as failures
+    /// under `--policy error`).
     pub fn worst(&self) -> Worst {
         if self.errors > 0 {
             Worst::Error
-        } else if self.fail > 0 {
+        } else if self.fail > 0 || self.policy.fails() {
             Worst::Fail
         } else {
             Worst::Pass
@@ -75,7 +87,7 @@ impl<W: Write> HumanSink<W> {
 impl<W: Write> Sink for HumanSink<W> {
     fn log(&mut self, r: &LogReport) -> io::Result<()> {
         let has_warnings = r.diagnostics.iter().any(|d| d.severity != Severity::Error);
-        if r.verdict == Verdict::Pass && !self.show_pass && !has_warnings {
+        if r.verdict == Verdict::Pass && !self.show_pass && !has_warnings && r.policy.is_empty() {
             return Ok(());
         }
         let mut ctx = Vec::new();
@@ -101,6 +113,12 @@ impl<W: Write> Sink for HumanSink<W> {
                 r.suppressed,
                 if r.suppressed == 1 { "" } else { "s" }
             )?;
+        }
+        if !r.policy.is_empty() {
+            writeln!(self.out, "  beyond the official verdict:")?;
+            for d in &r.policy {
+                write_diagnostic(&mut self.out, d, "    ")?;
+            }
         }
         Ok(())
     }
@@ -128,7 +146,11 @@ impl<W: Write> Sink for HumanSink<W> {
             s.elapsed.as_secs_f64(),
             s.threads,
             if s.threads == 1 { "" } else { "s" }
-        )
+        )?;
+        if s.policy.findings > 0 {
+            writeln!(self.out, "{}", s.policy.line())?;
+        }
+        Ok(())
     }
 }
 
@@ -184,8 +206,10 @@ impl<W: Write> Sink for MarkdownSink<W> {
             r.benchmark.clone().unwrap_or_default(),
             errors,
         ));
-        if !r.diagnostics.is_empty() {
-            self.details.push((r.path.clone(), r.diagnostics.clone()));
+        if !r.diagnostics.is_empty() || !r.policy.is_empty() {
+            let mut all = r.diagnostics.clone();
+            all.extend(r.policy.iter().cloned());
+            self.details.push((r.path.clone(), all));
         }
         Ok(())
     }
@@ -203,6 +227,9 @@ impl<W: Write> Sink for MarkdownSink<W> {
             "{} PASS, {} FAIL, {} not checked; {}.\n",
             s.pass, s.fail, s.errors, s.rules
         )?;
+        if s.policy.findings > 0 {
+            writeln!(self.out, "{}\n", md_escape(&s.policy.line()))?;
+        }
         writeln!(
             self.out,
             "| log | verdict | benchmark | errors |\n| --- | --- | --- | ---: |"

@@ -47,6 +47,16 @@ impl Report for PackageReport {
         for d in shown {
             write_diagnostic_markdown(out, d)?;
         }
+        if let Some(s) = &self.policy_summary {
+            writeln!(
+                out,
+                "\n### Beyond the official verdict\n\n{}\n",
+                md_escape(&s.line())
+            )?;
+            for d in &self.policy {
+                write_diagnostic_markdown(out, d)?;
+            }
+        }
         Ok(())
     }
 }
@@ -87,6 +97,12 @@ fn write_human(out: &mut dyn Write, rep: &PackageReport, verbose: bool) -> io::R
         }
         write_diagnostic(out, d, "  ")?;
     }
+    if let Some(s) = &rep.policy_summary {
+        writeln!(out, "  {}", s.line())?;
+        for d in &rep.policy {
+            write_diagnostic(out, d, "    ")?;
+        }
+    }
     Ok(())
 }
 
@@ -102,9 +118,7 @@ pub struct PackageCheckReport {
 
 impl PackageCheckReport {
     pub fn passed(&self) -> bool {
-        self.folders
-            .iter()
-            .all(|f| f.verdict == crate::diag::Verdict::Pass)
+        self.folders.iter().all(PackageReport::passed)
     }
 
     fn closing_line(&self) -> String {
