@@ -18,6 +18,7 @@ pub mod fsutil;
 pub mod outdir;
 pub mod own_benchmarks;
 pub mod packaging;
+pub mod power;
 pub mod provenance;
 pub mod rules_env;
 pub mod session;

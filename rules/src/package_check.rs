@@ -12,6 +12,7 @@
 
 use crate::diag::{Diagnostic, Severity, Verdict};
 use crate::layout::{self, BenchmarkDir};
+use crate::policy::power::{PowerRun, check_power};
 use crate::policy::set::{SetContext, SetRun, check_set};
 use crate::policy::{PolicyMode, PolicySummary};
 use crate::score::{RunAnalysis, ScoreContext, analyze_run, check_rcp_runs};
@@ -394,10 +395,31 @@ pub(crate) fn policy_of_set(
             seeds: r.seeds.as_ref().ok().map(Vec::as_slice),
         })
         .collect();
-    let code_dirs = dir
-        .path
-        .ancestors()
-        .nth(3)
+    let org = dir.path.ancestors().nth(3);
+    let power = dir.path.join("power");
+    if power.is_dir() {
+        let nodes = org.and_then(|o| {
+            sysdesc::SystemDesc::load(&o.join("systems").join(format!("{}.json", dir.system)))
+                .ok()
+                .and_then(|d| d.int("number_of_nodes"))
+        });
+        let folders: Vec<PathBuf> = runs
+            .iter()
+            .map(|r| power.join(r.path.file_stem().unwrap_or_default()))
+            .collect();
+        let power_runs: Vec<PowerRun> = runs
+            .iter()
+            .zip(&folders)
+            .filter(|(_, f)| f.is_dir())
+            .map(|(r, f)| PowerRun {
+                folder: f,
+                run_start_ms: r.run_start_ms,
+                run_stop_ms: r.run_stop_ms,
+            })
+            .collect();
+        out.extend(check_power(&power_runs, nodes));
+    }
+    let code_dirs = org
         .map(|org| {
             let implementations = org
                 .join("benchmarks")

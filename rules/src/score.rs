@@ -693,6 +693,14 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Strin
     Ok(out)
 }
 
+/// The energy of one node's power log over a run of `ttt_ms`, in joules,
+/// as the official summarizer computes it (Σ reading × interval, scaled to
+/// the time to train, times the conversion efficiency).
+pub fn node_energy_joules(path: &Path, ttt_ms: f64) -> Result<f64, String> {
+    let log = mllog::read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    power_node(&log.records, ttt_ms).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn power_node(records: &[Record], ttt_ms: f64) -> Result<f64, String> {
     let mut recs: Vec<&Record> = records.iter().collect();
     recs.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));

@@ -510,6 +510,7 @@ fn build(
                 let dst = results.join(format!("result_{i}.txt"));
                 std::fs::copy(log, &dst)
                     .map_err(|e| format!("{} → {}: {e}", log.display(), dst.display()))?;
+                copy_power(log, &results.join("power").join(format!("result_{i}")))?;
                 i += 1;
             }
         }
@@ -540,6 +541,30 @@ fn build(
             _ => {}
         }
         write(&imp.join("README.md"), readme(bench, rs, spec).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The power logs of a run (`power/result_N/node_*.txt` and `sw_*.txt`
+/// beside its `result_N.txt`, as `run --power` writes them) into the
+/// official layout's `power/result_I/` of the published result.
+fn copy_power(log: &Path, to: &Path) -> Result<(), String> {
+    let (Some(dir), Some(n)) = (log.parent(), result_number(log)) else {
+        return Ok(());
+    };
+    let from = dir.join("power").join(format!("result_{n}"));
+    let Ok(rd) = std::fs::read_dir(&from) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let is_power =
+            (name.starts_with("node_") || name.starts_with("sw_")) && name.ends_with(".txt");
+        if is_power && e.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+            std::fs::copy(e.path(), to.join(&name))
+                .map_err(|err| format!("{} → {}: {err}", e.path().display(), to.display()))?;
+        }
     }
     Ok(())
 }

@@ -394,6 +394,7 @@ impl Rerunner<'_> {
                 .unwrap_or(crate::exec::witness::DEFAULT_TOLERANCE_MS),
             grace: std::time::Duration::from_secs(10),
             tsa: Vec::new(),
+            power: None,
             record_extra: Default::default(),
         };
         let mut cfg = crate::exec::ExecConfig::resolve(req)?;

@@ -15,6 +15,7 @@ pub mod data;
 pub mod package;
 pub mod package_check;
 pub mod perf;
+pub mod power;
 pub mod rcp;
 pub mod rules;
 pub mod run;
@@ -71,6 +72,8 @@ pub enum Command {
     Verify(sign::VerifyArgs),
     /// Write an sbatch script that runs a benchmark's runs on a Slurm cluster.
     Slurm(slurm::SlurmArgs),
+    /// Measure this node's power as an MLPerf power log (nvml, rapl, ipmi, redfish, a command).
+    Power(power::PowerArgs),
     /// Describe this machine as the MLCommons system JSON (33 fields); list what must be filled.
     System(system::SystemArgs),
 }
@@ -106,6 +109,7 @@ where
         Command::Verify(a) => sign::run_verify(a),
         Command::Slurm(a) => slurm::run(a),
         Command::System(a) => system::run(a),
+        Command::Power(a) => power::run(a),
     }
 }
 

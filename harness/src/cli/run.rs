@@ -139,6 +139,13 @@ pub struct RunArgs {
     /// (docs/tsa.md). An authority that cannot be reached stops the session.
     #[arg(long = "tsa", value_name = "URL")]
     pub tsa: Vec<String>,
+    /// Measure this node's power during each run (--exec): nvml, rapl, ipmi,
+    /// redfish:URL or cmd:COMMAND; the power log is written to
+    /// power/result_i/node_N.txt from before run_start to after run_stop.
+    #[arg(long, value_name = "SOURCE")]
+    pub power: Option<String>,
+    #[command(flatten)]
+    pub power_opts: super::power::SourceArgs,
     /// Add this many milliseconds to every training step (for testing
     /// regression gates such as `referee compare`; recorded in the run record).
     #[arg(long, default_value_t = 0, value_name = "MS")]
@@ -199,6 +206,16 @@ impl RunArgs {
             tolerance_ms: self.witness_tolerance_ms,
             grace: std::time::Duration::from_secs_f64(self.grace_seconds),
             tsa: self.tsa.clone(),
+            power: match &self.power {
+                Some(src) => Some(crate::power::PowerRequest {
+                    source: src
+                        .parse()
+                        .map_err(|e: crate::power::PowerError| e.to_string())?,
+                    interval: std::time::Duration::from_millis(self.power_opts.interval_ms.max(1)),
+                    conversion_eff: self.power_opts.conversion_eff,
+                }),
+                None => None,
+            },
             record_extra: Default::default(),
         })
     }

@@ -40,6 +40,8 @@ pub struct ExecRequest {
     pub grace: Duration,
     /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
     pub tsa: Vec<String>,
+    /// Power measured during each run (`--power`; crate::power).
+    pub power: Option<crate::power::PowerRequest>,
     /// Fields added to the run record (datasets, code fingerprint:
     /// crate::audit::identity).
     pub record_extra: serde_json::Map<String, serde_json::Value>,

@@ -51,6 +51,9 @@ pub struct ExecRun {
     /// The run's time-stamps (crate::tsa), with `--tsa`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tsa: Option<Value>,
+    /// The run's power log and its energy (`--power`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::RunPower>,
     /// The closing check of its log (reported beside the runs, not in the
     /// run record).
     #[serde(skip)]
@@ -166,6 +169,24 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     let live = InitRules {
         scoring: &cfg.scoring,
     };
+    // Power is measured from before the program starts until after it
+    // ends: the timed part lies inside (power/result_i/node_N.txt).
+    let sampler = match &cfg.req.power {
+        Some(p) => Some(
+            crate::power::Sampler::start(crate::power::SamplerConfig {
+                source: p.source.clone(),
+                out: out
+                    .join("power")
+                    .join(format!("result_{i}"))
+                    .join(format!("{}.txt", power_host())),
+                interval: p.interval,
+                host: power_host(),
+                conversion_eff: p.conversion_eff,
+            })
+            .map_err(|e| e.to_string())?,
+        ),
+        None => None,
+    };
     // Once the program runs, and yielding to it: referee's own digest, and
     // the identity of the program's code (in a large checkout `git diff`
     // takes a while), so that the provenance waits for neither.
@@ -178,6 +199,32 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
             crate::provenance::git_identity(&cwd)
         }));
     })?;
+    let power = match sampler {
+        Some(smp) => {
+            let file = smp.out.clone();
+            let r = smp.stop().map_err(|e| e.to_string())?;
+            Some(crate::power::RunPower {
+                file: file.display().to_string(),
+                source: cfg
+                    .req
+                    .power
+                    .as_ref()
+                    .map(|p| p.source.name())
+                    .unwrap_or_default(),
+                readings: r.readings,
+                missed: r.missed,
+                energy_joules: s
+                    .time_to_train_ms
+                    .and_then(|t| referee_rules::score::node_energy_joules(&file, t).ok()),
+                average_watts: s.time_to_train_ms.and_then(|t| {
+                    referee_rules::score::node_energy_joules(&file, t)
+                        .ok()
+                        .map(|j| j / (t / 1000.0))
+                }),
+            })
+        }
+        None => None,
+    };
     let started = std::time::Instant::now();
     let check = check_log(&cfg.scoring, &spec.result, s.parsed, &s.witness);
     let check_seconds = started.elapsed().as_secs_f64();
@@ -211,7 +258,16 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         supervised_seconds: s.supervised_seconds,
         witness: s.witness,
         tsa: None,
+        power,
     })
+}
+
+/// `node_$SLURM_NODEID` under Slurm (one sampler per node), else `node_0`.
+fn power_host() -> String {
+    format!(
+        "node_{}",
+        std::env::var("SLURM_NODEID").unwrap_or_else(|_| "0".into())
+    )
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -506,6 +562,24 @@ impl ExecObserver for ExecProgress {
                 .map(|w| format!(": {w}"))
                 .unwrap_or_default()
         );
+        if let Some(p) = &r.power {
+            eprintln!(
+                "referee: run {} power ({}): {} readings, {} missed{} → {}",
+                r.index + 1,
+                p.source,
+                p.readings,
+                p.missed,
+                match (p.energy_joules, p.average_watts) {
+                    (Some(j), Some(w)) => format!(
+                        "; energy {:.1} kJ ({:.4} kWh), average {w:.1} W over the timed part",
+                        j / 1000.0,
+                        j / 3.6e6
+                    ),
+                    _ => String::new(),
+                },
+                p.file
+            );
+        }
     }
 }
 

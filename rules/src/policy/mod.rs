@@ -6,7 +6,7 @@
 //! rulesets it applies to — and the checks that apply them: per log
 //! ([`log`]: misspelt keys, the full framework output) and per result set
 //! ([`set`]: one configuration across the runs, the named config file, the
-//! number of runs, unique seeds). A finding is a [`Diagnostic`] (severity
+//! number of runs, unique seeds; [`power`]: the power measurement rules). A finding is a [`Diagnostic`] (severity
 //! warning) listed apart from the official findings; it never changes an
 //! official verdict. [`PolicyMode::Error`] (`--policy error`) makes a
 //! command fail on them instead. Must not know how the official checks judge
@@ -17,6 +17,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 pub mod log;
+pub mod power;
 pub mod set;
 
 /// What a command does with policy findings (`--policy`).
