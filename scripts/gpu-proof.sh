@@ -7,7 +7,9 @@
 #      all-reduce and its bandwidth (`referee system --nccl`);
 #   3. a mini benchmark trained to its quality target on cuda:0 and its log
 #      checked (`referee run mini_llm --device cuda:0`);
-#   4. step time, throughput and MFU over a window (`--mode throughput`).
+#   4. step time, throughput and MFU over a window (`--mode throughput`);
+#   5. the GPU's board power through NVML (`referee power sample --source
+#      nvml`), and the training run of 3. measured with `--power nvml`.
 #
 #   scripts/gpu-proof.sh [BIN] [OUT]     (default target-cuda/release/referee, out/gpu-proof)
 #
@@ -59,7 +61,8 @@ step version "$BIN" --version
 step ldd sh -c "ldd '$BIN' | grep -E 'cuda|cublas|curand|nvrtc|nccl|not found'"
 step nccl "$BIN" system --nccl
 step nccl-json "$BIN" system --nccl --nccl-mib 1024 --json
-step train "$BIN" run mini_llm --device cuda:0 --runs 1 --seed 1 --quiet --out "$OUT/train" --no-cache-clear --budget-minutes 4
+step power "$BIN" power sample --source nvml --seconds 5 --out "$OUT/power/node_0.txt"
+step train "$BIN" run mini_llm --device cuda:0 --runs 1 --seed 1 --quiet --out "$OUT/train" --no-cache-clear --budget-minutes 4 --power nvml
 step check sh -c "'$BIN' check '$OUT'/train/result_*.txt"
 step throughput --exit-1-ok "$BIN" run mini_llm --device cuda:0 --mode throughput --runs 1 --steps 300 --window 101..301 \
   --seed 1 --quiet --json --out "$OUT/throughput" --no-cache-clear

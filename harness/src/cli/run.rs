@@ -139,7 +139,7 @@ pub struct RunArgs {
     /// (docs/tsa.md). An authority that cannot be reached stops the session.
     #[arg(long = "tsa", value_name = "URL")]
     pub tsa: Vec<String>,
-    /// Measure this node's power during each run (--exec): nvml, rapl, ipmi,
+    /// Measure this node's power during each run: nvml, rapl, ipmi,
     /// redfish:URL or cmd:COMMAND; the power log is written to
     /// power/result_i/node_N.txt from before run_start to after run_stop.
     #[arg(long, value_name = "SOURCE")]
@@ -245,6 +245,21 @@ impl RunArgs {
             window: self.window.clone(),
             step_delay_ms: self.step_delay_ms,
             tsa: self.tsa.clone(),
+            power: self.power_request().ok().flatten(),
+        }
+    }
+
+    /// `--power SOURCE` with its interval and conversion efficiency.
+    pub fn power_request(&self) -> Result<Option<crate::power::PowerRequest>, String> {
+        match &self.power {
+            Some(src) => Ok(Some(crate::power::PowerRequest {
+                source: src
+                    .parse()
+                    .map_err(|e: crate::power::PowerError| e.to_string())?,
+                interval: std::time::Duration::from_millis(self.power_opts.interval_ms.max(1)),
+                conversion_eff: self.power_opts.conversion_eff,
+            })),
+            None => Ok(None),
         }
     }
 }

@@ -175,12 +175,9 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         Some(p) => Some(
             crate::power::Sampler::start(crate::power::SamplerConfig {
                 source: p.source.clone(),
-                out: out
-                    .join("power")
-                    .join(format!("result_{i}"))
-                    .join(format!("{}.txt", power_host())),
+                out: crate::power::run_power_file(&out, i),
                 interval: p.interval,
-                host: power_host(),
+                host: crate::power::node_host(),
                 conversion_eff: p.conversion_eff,
             })
             .map_err(|e| e.to_string())?,
@@ -200,29 +197,14 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         }));
     })?;
     let power = match sampler {
-        Some(smp) => {
-            let file = smp.out.clone();
-            let r = smp.stop().map_err(|e| e.to_string())?;
-            Some(crate::power::RunPower {
-                file: file.display().to_string(),
-                source: cfg
-                    .req
-                    .power
-                    .as_ref()
-                    .map(|p| p.source.name())
-                    .unwrap_or_default(),
-                readings: r.readings,
-                missed: r.missed,
-                energy_joules: s
-                    .time_to_train_ms
-                    .and_then(|t| referee_rules::score::node_energy_joules(&file, t).ok()),
-                average_watts: s.time_to_train_ms.and_then(|t| {
-                    referee_rules::score::node_energy_joules(&file, t)
-                        .ok()
-                        .map(|j| j / (t / 1000.0))
-                }),
-            })
-        }
+        Some(smp) => Some(
+            crate::power::finish(
+                smp,
+                cfg.req.power.as_ref().map(|p| &p.source),
+                s.time_to_train_ms,
+            )
+            .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
     let started = std::time::Instant::now();
@@ -260,14 +242,6 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         tsa: None,
         power,
     })
-}
-
-/// `node_$SLURM_NODEID` under Slurm (one sampler per node), else `node_0`.
-fn power_host() -> String {
-    format!(
-        "node_{}",
-        std::env::var("SLURM_NODEID").unwrap_or_else(|_| "0".into())
-    )
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -563,22 +537,7 @@ impl ExecObserver for ExecProgress {
                 .unwrap_or_default()
         );
         if let Some(p) = &r.power {
-            eprintln!(
-                "referee: run {} power ({}): {} readings, {} missed{} → {}",
-                r.index + 1,
-                p.source,
-                p.readings,
-                p.missed,
-                match (p.energy_joules, p.average_watts) {
-                    (Some(j), Some(w)) => format!(
-                        "; energy {:.1} kJ ({:.4} kWh), average {w:.1} W over the timed part",
-                        j / 1000.0,
-                        j / 3.6e6
-                    ),
-                    _ => String::new(),
-                },
-                p.file
-            );
+            eprintln!("referee: run {} {}", r.index + 1, p.line());
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct RunRequest {
     pub step_delay_ms: u64,
     /// RFC 3161 time-stamping authorities (`--tsa URL`; crate::tsa).
     pub tsa: Vec<String>,
+    /// Power measured during each run (`--power`; crate::power).
+    pub power: Option<crate::power::PowerRequest>,
 }
 
 /// A session of runs, resolved and validated.
@@ -92,6 +94,8 @@ pub struct SessionConfig {
     /// seed was chosen (`--seed`) rather than derived from their tokens.
     pub tsa: Vec<String>,
     pub seed_chosen: bool,
+    /// Power measured during each run, by the first rank of each node.
+    pub power: Option<crate::power::PowerRequest>,
 }
 
 impl SessionConfig {
@@ -188,6 +192,7 @@ impl SessionConfig {
             gpu,
             tsa: a.tsa.clone(),
             seed_chosen: a.seed.is_some(),
+            power: a.power.clone(),
         })
     }
 }

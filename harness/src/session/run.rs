@@ -121,6 +121,9 @@ pub struct RunResult {
     /// The run's time-stamps (crate::tsa), with `--tsa`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tsa: Option<serde_json::Value>,
+    /// The run's power log and its energy (`--power`; crate::power).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::RunPower>,
 }
 
 /// Progress notifications (the CLI draws a progress bar from them).
@@ -851,6 +854,7 @@ fn finish(
         initial_weights_sha256: weights,
         log: final_path,
         tsa: None,
+        power: None,
     })
 }
 

@@ -56,7 +56,7 @@ pub fn run_line(cfg: &SessionConfig, r: &RunResult) -> String {
         .map(|e| format!("{:.4}", e.1))
         .unwrap_or_else(|| "-".into());
     format!(
-        "run {}/{}: {} after {} samples in {:.2} min (seed {}, last eval {best}, target {}, {:.0} samples/s{})",
+        "run {}/{}: {} after {} samples in {:.2} min (seed {}, last eval {best}, target {}, {:.0} samples/s{}){}",
         r.index + 1,
         cfg.seeds.len(),
         r.status,
@@ -68,6 +68,10 @@ pub fn run_line(cfg: &SessionConfig, r: &RunResult) -> String {
         r.throughput
             .tokens_per_second
             .map(|t| format!(", {t:.0} tokens/s"))
+            .unwrap_or_default(),
+        r.power
+            .as_ref()
+            .map(|p| format!("; {}", p.line()))
             .unwrap_or_default()
     )
 }
@@ -96,7 +100,30 @@ pub fn execute(
             .start(i, &plan.out_dir, *seed)
             .map_err(|e| e.to_string())?;
         let run_observer = observer.run_starting(i, cfg.seeds.len(), max_samples);
+        // Power: one sampler per node (its first local rank), from before
+        // the run's first line to after its last.
+        let sampler = match &cfg.power {
+            Some(p) if cfg.placement.local_rank == 0 => Some(
+                crate::power::Sampler::start(crate::power::SamplerConfig {
+                    source: p.source.clone(),
+                    out: crate::power::run_power_file(&plan.out_dir, i),
+                    interval: p.interval,
+                    host: crate::power::node_host(),
+                    conversion_eff: p.conversion_eff,
+                })
+                .map_err(|e| e.to_string())?,
+            ),
+            _ => None,
+        };
         let mut r = run_once(plan, i, seed, clock.clone(), coll, run_observer.as_ref())?;
+        if let Some(smp) = sampler {
+            let ttt_ms =
+                (r.run_stop_ms > r.run_start_ms).then(|| (r.run_stop_ms - r.run_start_ms) as f64);
+            r.power = Some(
+                crate::power::finish(smp, cfg.power.as_ref().map(|p| &p.source), ttt_ms)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
         if let Some(log) = &r.log {
             // No witness: the end token covers the result file and `null`.
             let witness = crate::tsa::witness_bytes::<()>(None);
