@@ -49,6 +49,11 @@ pub struct SlurmArgs {
     /// Override one hyperparameter (repeatable), passed to `referee run`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Measure each node's power during each run (nvml, rapl, ipmi,
+    /// redfish:URL, cmd:COMMAND): the first rank of every node samples into
+    /// power/result_i/node_$SLURM_NODEID.txt (docs/energy.md).
+    #[arg(long, value_name = "SOURCE")]
+    pub power: Option<String>,
     #[arg(long, value_enum, default_value_t = DivisionArg::Closed)]
     pub division: DivisionArg,
     /// System name (submission_platform).
@@ -129,6 +134,11 @@ pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
     }
     for s in &a.sets {
         run_args.extend(["--set".into(), s.clone()]);
+    }
+    if let Some(p) = &a.power {
+        p.parse::<crate::power::Source>()
+            .map_err(|e| e.to_string())?;
+        run_args.extend(["--power".into(), p.clone()]);
     }
     let srun_mpi = match a.srun_mpi.trim() {
         "" | "none" => None,
@@ -227,6 +237,27 @@ mod tests {
         assert!(
             s.contains("srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=8 --mpi=pmix \"$REFEREE\" run mini_llm --out \"$RUN_DIR\" --runs 3 --device cuda --division closed --quiet\n"),
             "{s}"
+        );
+    }
+
+    #[test]
+    fn a_power_source_reaches_every_node_s_run_and_a_bad_one_is_refused() {
+        let j = resolve(&args(&["mini_llm", "--nodes", "2", "--power", "ipmi"])).unwrap();
+        assert!(
+            script(&j).contains(" --quiet --power ipmi\n"),
+            "{}",
+            script(&j)
+        );
+        let j = resolve(&args(&["mini_llm", "--power", "cmd:cat /run/watts"])).unwrap();
+        assert!(
+            script(&j).contains(" --power 'cmd:cat /run/watts'\n"),
+            "{}",
+            script(&j)
+        );
+        assert!(
+            resolve(&args(&["mini_llm", "--power", "psu"]))
+                .unwrap_err()
+                .contains("unknown power source `psu`")
         );
     }
 
