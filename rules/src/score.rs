@@ -693,6 +693,44 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Strin
     Ok(out)
 }
 
+/// The energy of the run whose result log is `log` (`DIR/result_N.txt`),
+/// from its power folder `DIR/power/result_N/` (every `node_*.txt` and
+/// `sw_*.txt`), over a time to train of `ttt_ms`, in joules; `None`
+/// without power logs.
+pub fn run_energy_joules(log: &Path, ttt_ms: f64) -> Option<Result<f64, String>> {
+    let stem = log.file_stem()?.to_string_lossy().to_string();
+    let folder = log.parent()?.join("power").join(stem);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    let mut total = 0.0;
+    let mut nodes = 0;
+    for f in &files {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if name.starts_with("node_") {
+            nodes += 1;
+            match node_energy_joules(f, ttt_ms) {
+                Ok(j) => total += j,
+                Err(e) => return Some(Err(e)),
+            }
+        } else if name.starts_with("sw_") {
+            match mllog::read_file(f) {
+                Ok(l) => total += power_switch(&l.records, ttt_ms),
+                Err(e) => return Some(Err(format!("{}: {e}", f.display()))),
+            }
+        }
+    }
+    (nodes > 0).then_some(Ok(total))
+}
+
 /// The energy of one node's power log over a run of `ttt_ms`, in joules,
 /// as the official summarizer computes it (Σ reading × interval, scaled to
 /// the time to train, times the conversion efficiency).

@@ -326,6 +326,65 @@ fn run_exec_power_is_packaged_accepted_and_its_energy_is_the_official_summarizer
         ((ours - theirs) / theirs).abs() < 1e-9,
         "{ours} vs {theirs}"
     );
+
+    // compare: the energy per run of a release drawing 400 W against this
+    // one's 300 W, with its confidence interval.
+    let out2 = t.path().join("runs-400w");
+    let o = referee_in(
+        &[
+            "run",
+            "--exec",
+            "--benchmark",
+            "llama2_70b_lora",
+            "--ruleset",
+            "5.0.0",
+            "--runs",
+            "10",
+            "--seed",
+            "12",
+            "--cache-clear-cmd",
+            "true",
+            "-q",
+            "--out",
+            out2.to_str().unwrap(),
+            "--power",
+            "cmd:echo 400",
+            "--power-interval-ms",
+            "100",
+            "--conversion-eff",
+            "0.94",
+            "--",
+            &py,
+            fake.to_str().unwrap(),
+        ],
+        &work,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let c = referee(&[
+        "compare",
+        out.to_str().unwrap(),
+        out2.to_str().unwrap(),
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&stdout(&c)).unwrap();
+    let m = v["groups"][0]["throughput"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "energy_joules")
+        .cloned()
+        .unwrap_or_else(|| panic!("{v:#}"));
+    let (b, c) = (
+        m["baseline"].as_f64().unwrap(),
+        m["candidate"].as_f64().unwrap(),
+    );
+    // 400 W against 300 W: more energy per run, whatever the runs' lengths.
+    assert!(c > b * 1.1, "{m:#}");
+    let change = m["relative_change"].as_f64().unwrap();
+    assert!(
+        m["ci"]["lo"].as_f64().unwrap() < change && change < m["ci"]["hi"].as_f64().unwrap(),
+        "{m:#}"
+    );
 }
 
 /// Lenovo's v5.0 llama2_70b_lora results with 1 Hz power logs.

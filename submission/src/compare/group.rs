@@ -263,6 +263,13 @@ fn throughput_metrics(b: &RunSet, c: &RunSet, opts: &Options) -> Vec<MetricCompa
             c,
             opts,
         ),
+        metric(
+            ("energy_joules", "energy per run (J)", Better::Lower),
+            |r| r.energy_joules,
+            b,
+            c,
+            opts,
+        ),
     ]
     .into_iter()
     .flatten()

@@ -492,6 +492,9 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
             samples_per_second: sps,
             tokens_per_second: tps,
             mfu,
+            energy_joules: a.minutes.as_ref().ok().and_then(|m| {
+                referee_rules::score::run_energy_joules(&a.path, m * 60_000.0).and_then(Result::ok)
+            }),
             seed: f.seed,
             step_seconds: None,
             status: None,
@@ -604,6 +607,7 @@ fn framework_run(r: &PerfRow) -> RunRecord {
         samples_per_second: keep(r.samples_per_second),
         tokens_per_second: keep(r.tokens_per_second),
         mfu: keep(r.mfu.as_ref().map(|m| m.value)),
+        energy_joules: None,
         seed: None,
         step_seconds: keep(r.step_time_s.map(|s| s.mean)),
         status: Some(r.status.kind.as_str()),

@@ -156,6 +156,10 @@ pub struct RunRecord {
     pub samples_per_second: Option<f64>,
     pub tokens_per_second: Option<f64>,
     pub mfu: Option<f64>,
+    /// Energy of the run's timed part in joules, from its power logs
+    /// (`power/result_N/`), as the official summarizer computes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_joules: Option<f64>,
     pub seed: Option<i64>,
     /// Framework logs: the window's mean step time, seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
