@@ -20,6 +20,7 @@
 //! of `referee compare`, which reads its rows.
 
 pub mod fields;
+pub mod flops;
 pub mod formats;
 pub mod html;
 pub mod peaks;
