@@ -387,6 +387,8 @@ pub fn analyze_file(
     let name = fields::from_file_name(path);
     let mut row = match format {
         Format::Mllog => mllog_row(path, &scan, &layers, &name, window.is_some()),
+        Format::Torchtitan => titan_row(path, &scan, &layers, &name, window),
+        Format::HfTrainer => hf_row(path, &scan, &layers, &name, window.is_some()),
         _ => framework_row(path, &scan, format, &layers, &name, window),
     };
     derive_rates(&mut row, req);
@@ -656,7 +658,9 @@ fn derive_rates(row: &mut PerfRow, req: &PerfRequest) {
             }
         }
     }
-    if let Some(tps) = row.tokens_per_second {
+    if row.tokens_per_second_per_gpu.is_none()
+        && let Some(tps) = row.tokens_per_second
+    {
         match gpus {
             Some(g) if g > 0 => row.tokens_per_second_per_gpu = Some(tps / g as f64),
             _ => missing.push("tokens/s/GPU: the GPU count is not stated (--gpus)".into()),
@@ -899,6 +903,175 @@ fn mllog_row(
     row
 }
 
+/// A torchtitan log: per logged step the tokens/s per GPU, TFLOP/s per GPU
+/// and MFU it prints (each an average since the previous logged step). The
+/// window: `--window` (steps as printed), else every logged step but the
+/// first (which includes start-up and compilation). torchtitan prints no
+/// total, so the last step printed is the run's end.
+fn titan_row(
+    path: &Path,
+    scan: &Scan,
+    layers: &Layers,
+    name: &Stated,
+    user_window: Option<(u64, u64, Source)>,
+) -> PerfRow {
+    let rank = scan
+        .titan
+        .iter()
+        .map(|t| t.rank)
+        .filter(|r| *r != NO_RANK)
+        .min()
+        .or_else(|| scan.titan.first().map(|t| t.rank));
+    let mut steps: std::collections::BTreeMap<u64, &formats::TitanStep> = Default::default();
+    let mut notes = Vec::new();
+    let others = scan.titan.iter().filter(|t| Some(t.rank) != rank).count();
+    if others > 0 {
+        notes.push(format!(
+            "{others} metrics line{} of other ranks not counted (one rank per step)",
+            if others == 1 { "" } else { "s" }
+        ));
+    }
+    for t in scan.titan.iter().filter(|t| Some(t.rank) == rank) {
+        steps.entry(t.step).or_insert(t);
+    }
+    let fields = layers.resolve(&Stated::default(), name);
+    let window = match user_window {
+        Some((a, b, src)) => Window {
+            first: a,
+            last: b,
+            rule: format!("the {} --window", src.as_str()),
+        },
+        None => {
+            let first = steps.keys().nth(usize::from(steps.len() > 1)).copied();
+            Window {
+                first: first.unwrap_or(0),
+                last: steps.keys().last().copied().unwrap_or(0),
+                rule: "every logged step but the first (start-up and compilation)".into(),
+            }
+        }
+    };
+    let inside: Vec<&formats::TitanStep> = steps
+        .range(window.first..=window.last)
+        .map(|(_, t)| *t)
+        .collect();
+    let tps: Vec<f64> = inside.iter().filter_map(|t| t.tps).collect();
+    let tflops: Vec<f64> = inside.iter().filter_map(|t| t.tflops).collect();
+    let mfu: Vec<f64> = inside.iter().filter_map(|t| t.mfu).collect();
+    let status = if let Some(n) = &scan.nan_grad {
+        Status {
+            kind: StatusKind::NanGradNorm,
+            detail: format!("a NaN gradient norm at line {}", n.line),
+        }
+    } else if tps.is_empty() {
+        Status {
+            kind: StatusKind::NoData,
+            detail: "no window step prints tps".into(),
+        }
+    } else {
+        Status {
+            kind: StatusKind::Complete,
+            detail: format!(
+                "{} logged step{} in the window (torchtitan prints no total: the last step printed ends the run)",
+                tps.len(),
+                if tps.len() == 1 { "" } else { "s" }
+            ),
+        }
+    };
+    let mut row = empty_row(path, Format::Torchtitan, fields, status);
+    row.rank = rank.and_then(|r| scan.prefixes.get(&r).cloned());
+    row.window = Some(window);
+    let mean = |v: &[f64]| window::mean_sd(v);
+    if let Some(t) = mean(&tps) {
+        row.tokens_per_second_per_gpu = Some(t.mean);
+        if let Some(g) = row.fields.value("gpus") {
+            row.tokens_per_second = Some(t.mean * g as f64);
+        }
+        if let (Some(g), Some(b), Some(s)) = (
+            row.fields.value("gpus"),
+            row.fields.value("gbs"),
+            row.fields.value("seq_len"),
+        ) {
+            row.step_time_s = Some(Stat {
+                mean: (b * s) as f64 / (t.mean * g as f64),
+                sd: None,
+                n: t.n,
+            });
+        }
+    }
+    if let Some(t) = mean(&tflops) {
+        row.tflops_stat = Some(t);
+        row.model_tflops_per_gpu = Some(Field::new(t.mean, Source::Log));
+    }
+    if let Some(m) = mean(&mfu) {
+        row.mfu = Some(Field::new(m.mean, Source::Log));
+    }
+    row.notes = notes;
+    row.problems = scan.problems.clone();
+    row
+}
+
+/// A Hugging Face Trainer log: the final summary's samples/s (all
+/// processes) and steps/s over the whole run — start-up, evaluation and
+/// saving included, as `train_runtime` is.
+fn hf_row(path: &Path, scan: &Scan, layers: &Layers, name: &Stated, window_given: bool) -> PerfRow {
+    let fields = layers.resolve(&Stated::default(), name);
+    let status = if let Some(n) = &scan.nan_grad {
+        Status {
+            kind: StatusKind::NanGradNorm,
+            detail: format!("a NaN grad_norm at line {}", n.line),
+        }
+    } else if scan.hf.summary.is_some() {
+        Status {
+            kind: StatusKind::Complete,
+            detail: "the train_runtime summary printed".into(),
+        }
+    } else {
+        Status {
+            kind: StatusKind::Incomplete,
+            detail: format!(
+                "{} step dict{} but no train_runtime summary (the run did not finish)",
+                scan.hf.steps,
+                if scan.hf.steps == 1 { "" } else { "s" }
+            ),
+        }
+    };
+    let mut row = empty_row(path, Format::HfTrainer, fields, status);
+    if let Some((runtime, sps, steps, _)) = scan.hf.summary {
+        let n = steps.map_or(0, |s| (s * runtime).round() as u64);
+        row.window = Some(Window {
+            first: 1,
+            last: n,
+            rule: "the whole run (train_runtime: start-up, evaluation and saving included)".into(),
+        });
+        row.samples_per_second = Some(sps);
+        if let Some(s) = row.fields.value("seq_len") {
+            row.tokens_per_second = Some(sps * s as f64);
+        }
+        if let Some(st) = steps {
+            row.step_time_s = Some(Stat {
+                mean: 1.0 / st,
+                sd: None,
+                n: n as usize,
+            });
+        }
+    }
+    if window_given {
+        row.notes.push(
+            "--window does not apply to a Hugging Face Trainer log: it prints one summary of the whole run"
+                .into(),
+        );
+    }
+    if scan.hf.steps > 0 {
+        row.notes.push(format!(
+            "{} per-step dict{} (they carry no timing)",
+            scan.hf.steps,
+            if scan.hf.steps == 1 { "" } else { "s" }
+        ));
+    }
+    row.problems = scan.problems.clone();
+    row
+}
+
 /// Samples ÷ seconds over blocks (each block's samples since the previous
 /// block at its rate), and each block's rate.
 fn block_rate(blocks: &[(f64, f64, usize)]) -> (f64, Vec<f64>) {
@@ -948,7 +1121,14 @@ pub fn framework_runs(paths: &[PathBuf]) -> Result<Vec<PerfRow>, String> {
     let mut out = Vec::new();
     for r in rows {
         if let Some(row) = r?
-            && matches!(row.format, Format::Nemo | Format::Megatron)
+            && matches!(
+                row.format,
+                Format::Nemo
+                    | Format::Megatron
+                    | Format::Lightning
+                    | Format::Torchtitan
+                    | Format::HfTrainer
+            )
         {
             out.push(row);
         }
