@@ -278,3 +278,200 @@ fn unknown_model_is_named() {
         r["missing"]
     );
 }
+
+/// Llama 2 7B's FLOPs per token in NeMo's published form (L 32, h 4096,
+/// 32 heads and KV heads, FFN 11008, vocab 32000), full attention.
+fn llama2_7b_flops_per_token(s: f64) -> f64 {
+    let (l, h, a, g, f, v) = (32.0, 4096.0, 32.0, 32.0, 11008.0, 32000.0);
+    l * h * h * (12.0 + 12.0 * g / a + 18.0 * f / h + 12.0 * s / h + 6.0 * v / (l * h))
+}
+
+const LLAMA2_FLAGS: &[&str] = &[
+    "--json",
+    "--model",
+    "llama2-7b",
+    "--gpu",
+    "H100",
+    "--precision",
+    "bf16",
+    "--gpus",
+    "8",
+    "--seq-len",
+    "4096",
+];
+
+/// A NeMo 1 progress-bar log (issue #55's form, `\r`-separated updates on
+/// one line): step i at 5.0 + (i mod 5 − 2)/100 s/it, GBS 128 by flag.
+#[test]
+fn lightning_progress_bar_log_end_to_end() {
+    let path = fixture("formats/lightning_llama2_7b.out");
+    let mut args = LLAMA2_FLAGS.to_vec();
+    args.extend(["--gbs", "128"]);
+    let o = perf(&args, &[&path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    assert_eq!(r["format"], "lightning");
+    assert_eq!(r["status"]["kind"], "complete");
+    assert_eq!(
+        (r["window"]["first"].as_u64(), r["window"]["last"].as_u64()),
+        (Some(35), Some(44))
+    );
+    close(&r["step_time_s"]["mean"], 5.0, 1e-12);
+    close(&r["step_time_s"]["sd"], 0.01 * (20.0f64 / 9.0).sqrt(), 1e-9);
+    let tpg = 4096.0 * 128.0 / 5.0 / 8.0;
+    close(&r["tokens_per_second_per_gpu"], tpg, 1e-12);
+    let tflops = llama2_7b_flops_per_token(4096.0) * tpg / 1e12;
+    close(&r["model_tflops_per_gpu"]["value"], tflops, 1e-9);
+    close(&r["mfu"]["value"], tflops / 989.0, 1e-9);
+    // All updates sit on line 2 (one line of `\r`-separated updates).
+    assert!(r["problems"].as_array().unwrap().is_empty());
+}
+
+/// torchtitan: the step-10 line (start-up, 1,000 tps) is left out; steps
+/// 20–100 print 5,800 ± 50 tps (mean 5,800), 339.16 TFLOP/s, 34.29 %.
+#[test]
+fn torchtitan_log_end_to_end() {
+    let path = fixture("formats/torchtitan.out");
+    let o = perf(LLAMA2_FLAGS, &[&path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    assert_eq!(r["format"], "torchtitan");
+    assert_eq!(r["rank"], "[rank0]:");
+    assert_eq!(
+        (r["window"]["first"].as_u64(), r["window"]["last"].as_u64()),
+        (Some(20), Some(100))
+    );
+    close(&r["tokens_per_second_per_gpu"], 5800.0, 1e-12);
+    close(&r["tokens_per_second"], 5800.0 * 8.0, 1e-12);
+    close(&r["model_tflops_per_gpu"]["value"], 339.16, 1e-12);
+    assert_eq!(r["model_tflops_per_gpu"]["source"], "log");
+    close(&r["mfu"]["value"], 0.3429, 1e-12);
+    let ours = llama2_7b_flops_per_token(4096.0) * 5800.0 / 1e12;
+    close(&r["model_flops"]["tflops_per_gpu"], ours, 1e-9);
+    assert_eq!(r["model_flops"]["disagrees"], true);
+    // No sequence length: no tokens per step, so no model figure, named.
+    let o = perf(&["--json", "--model", "llama2-7b"], &[&path]);
+    let r = &json_of(&o)["rows"][0];
+    close(&r["tokens_per_second_per_gpu"], 5800.0, 1e-12);
+    assert!(
+        r["missing"]
+            .to_string()
+            .contains("the sequence length is not stated"),
+        "{}",
+        r["missing"]
+    );
+}
+
+/// Hugging Face Trainer: 32 samples/s and 2 steps/s over the whole run;
+/// 4,096 tokens per sample on 8 GPUs: 16,384 tokens/s/GPU.
+#[test]
+fn hugging_face_trainer_log_end_to_end() {
+    let path = fixture("formats/hf_trainer.out");
+    let o = perf(LLAMA2_FLAGS, &[&path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    assert_eq!(r["format"], "hf-trainer");
+    assert_eq!(r["status"]["kind"], "complete");
+    close(&r["samples_per_second"], 32.0, 1e-12);
+    close(&r["step_time_s"]["mean"], 0.5, 1e-12);
+    close(&r["tokens_per_second_per_gpu"], 32.0 * 4096.0 / 8.0, 1e-12);
+    let tflops = llama2_7b_flops_per_token(4096.0) * 32.0 * 4096.0 / 8.0 / 1e12;
+    close(&r["model_tflops_per_gpu"]["value"], tflops, 1e-9);
+    // Without the summary the run is incomplete.
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.log");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&cut, text.lines().take(4).collect::<Vec<_>>().join("\n")).unwrap();
+    let o = perf(&["--json"], &[cut.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let r = &json_of(&o)["rows"][0];
+    assert_eq!(r["status"]["kind"], "incomplete");
+    assert!(
+        r["status"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no train_runtime summary"),
+        "{}",
+        r["status"]
+    );
+}
+
+/// A side of three NeMo 2 runs of issue 33's example (no TFLOP/s in the
+/// log), run k's every step × factor × (1 + 0.002·k), with the fields in
+/// the side's `referee-perf.yaml`.
+fn nemo2_side(dir: &std::path::Path, factor: f64) -> Vec<f64> {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = std::fs::read_to_string(fixture(EXAMPLE)).unwrap();
+    let key = "train_step_timing in s: ";
+    let mut means = Vec::new();
+    for k in 0..3 {
+        let f = factor * (1.0 + 0.002 * k as f64);
+        let mut out = String::new();
+        for line in src.lines() {
+            match line.find(key) {
+                Some(i) => {
+                    let v: f64 = line[i + key.len()..].trim().parse().unwrap();
+                    out.push_str(&format!("{}{key}{}\n", &line[..i], v * f));
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        std::fs::write(dir.join(format!("run{k}.log")), out).unwrap();
+        means.push(60.0 * f); // the window's mean step time
+    }
+    std::fs::write(
+        dir.join("referee-perf.yaml"),
+        "model: llama3-70b\nsystem: lab\ngpu: H100\nprecision: bf16\ngpus: 64\ngbs: 512\nseq_len: 8192\n",
+    )
+    .unwrap();
+    means
+}
+
+/// `referee compare` of two releases' framework logs: each run's MFU from
+/// the model's FLOPs, the sides' MFU compared with a bootstrap interval.
+#[test]
+fn compare_two_releases_mfu_from_the_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, slow) = (tmp.path().join("a"), tmp.path().join("slow"));
+    let steps_a = nemo2_side(&a, 1.0);
+    let steps_b = nemo2_side(&slow, 1.1);
+    let o = referee(&[
+        "compare",
+        "--json",
+        a.to_str().unwrap(),
+        slow.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j = json_of(&o);
+    let g = &j["groups"][0];
+    assert_eq!(g["verdict"], "regression", "{g:#}");
+    let mfu_of = |step: f64| {
+        llama3_70b_flops_per_token(8192.0, true) * (8192.0 * 512.0 / step / 64.0) / 1e12 / 989.0
+    };
+    let runs = g["baseline"]["runs"].as_array().unwrap();
+    let mut got: Vec<f64> = runs.iter().map(|r| r["mfu"].as_f64().unwrap()).collect();
+    got.sort_by(f64::total_cmp);
+    let mut want: Vec<f64> = steps_a.iter().map(|s| mfu_of(*s)).collect();
+    want.sort_by(f64::total_cmp);
+    for (x, y) in got.iter().zip(&want) {
+        assert!((x / y - 1.0).abs() < 1e-9, "{x} vs {y}");
+    }
+    let m = g["throughput"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["metric"] == "mfu")
+        .unwrap_or_else(|| panic!("no mfu metric: {g:#}"));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let base = mean(&steps_a.iter().map(|s| mfu_of(*s)).collect::<Vec<_>>());
+    let cand = mean(&steps_b.iter().map(|s| mfu_of(*s)).collect::<Vec<_>>());
+    close(&m["baseline"], base, 1e-9);
+    close(&m["candidate"], cand, 1e-9);
+    close(&m["relative_change"], cand / base - 1.0, 1e-9);
+    // The interval of the change excludes 0: the candidate is ~9 % lower.
+    assert!(m["ci"]["hi"].as_f64().unwrap() < 0.0, "{m:#}");
+    assert_eq!(m["better"], "higher");
+}

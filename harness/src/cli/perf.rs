@@ -1,6 +1,8 @@
 //! `referee perf LOG_OR_DIR...`: throughput, TFLOP/s per GPU and MFU from
-//! NeMo, Megatron(-Bridge) and MLLOG logs, with the DGX Cloud recipes'
-//! window rule, against published reference numbers. The flags resolve
+//! NeMo, Megatron(-Bridge), Lightning progress-bar, torchtitan, Hugging
+//! Face Trainer and MLLOG logs — from the model's FLOPs per token when the
+//! model is known — with the DGX Cloud recipes' window rule, against
+//! published reference numbers. The flags resolve
 //! into one [`PerfRequest`]; the work is `referee_submission::perf::perf`;
 //! this file renders the report and decides the exit code (0 every run
 //! complete, 1 a run incomplete / NaN grad norm / without data, 2 bad
@@ -17,7 +19,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct PerfArgs {
-    /// Log files (NeMo, Megatron-LM / Megatron-Bridge, MLLOG; Slurm output
+    /// Log files (NeMo, Megatron-LM / Megatron-Bridge, NeMo 1 / Lightning
+    /// progress bars, torchtitan, Hugging Face Trainer, MLLOG; Slurm output
     /// of many ranks is fine) or directories of them.
     #[arg(required = true, value_name = "LOG_OR_DIR")]
     pub paths: Vec<PathBuf>,

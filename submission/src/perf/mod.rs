@@ -246,7 +246,7 @@ pub fn perf(req: &PerfRequest) -> Result<PerfReport, String> {
     }
     if rows.is_empty() {
         return Err(format!(
-            "no NeMo, Megatron or MLLOG log found in {}",
+            "no training log (NeMo, Megatron, Lightning progress bar, torchtitan, Hugging Face Trainer or MLLOG) found in {}",
             req.paths
                 .iter()
                 .map(|p| p.display().to_string())
