@@ -431,3 +431,42 @@ fn llama_formula_is_nemos_form() {
         .total;
     assert!((ours / causal - 1.0).abs() < 1e-12);
 }
+
+/// Qwen1.5-MoE-A2.7B's `config.json` (Qwen2-MoE: one shared expert of its
+/// own size, `shared_expert_intermediate_size`); two `mlp_only_layers`
+/// added to exercise dense leading layers. The weights by hand.
+#[test]
+fn qwen2_moe_shared_expert_and_dense_layers() {
+    let a = from_text(
+        r#"{"model_type": "qwen2_moe", "hidden_act": "silu", "hidden_size": 2048,
+            "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+            "intermediate_size": 5632, "moe_intermediate_size": 1408,
+            "shared_expert_intermediate_size": 5632, "num_experts": 60,
+            "num_experts_per_tok": 4, "vocab_size": 151936, "mlp_only_layers": [0, 1]}"#,
+    )
+    .expect("qwen2 moe");
+    assert_eq!(
+        a.moe,
+        Some(Moe {
+            experts: 60,
+            top_k: 4,
+            ffn: 1408,
+            shared_experts: 1,
+            shared_ffn: 5632,
+            dense_layers: 2,
+        })
+    );
+    let h = 2048.0;
+    let attn = 4.0 * h * h;
+    let moe = 3.0 * h * (4.0 * 1408.0 + 5632.0);
+    let dense = 3.0 * h * 5632.0;
+    let want = 24.0 * attn + 22.0 * moe + 2.0 * dense + h * 151936.0;
+    assert_eq!(a.weights_per_token(), want);
+    // GPT-2's family is not gated.
+    let g = from_text(
+        r#"{"model_type": "gpt2", "hidden_size": 768, "num_hidden_layers": 12,
+            "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 50257}"#,
+    )
+    .expect("gpt2");
+    assert!(!g.gated);
+}
