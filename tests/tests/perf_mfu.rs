@@ -207,6 +207,41 @@ fn model_config_file_gives_the_same_figures_and_names_missing_keys() {
         "{}",
         stderr(&o)
     );
+    // A folder's referee-perf.yaml may name the config.json (relative to
+    // it): what `referee compare` reads from a side.
+    std::fs::write(&cfg, LLAMA3_70B_CONFIG).unwrap();
+    let side = tmp.path().join("side");
+    std::fs::create_dir(&side).unwrap();
+    std::fs::copy(fixture(EXAMPLE), side.join("run.log")).unwrap();
+    std::fs::write(
+        side.join("referee-perf.yaml"),
+        "model_config: ../Meta-Llama-3-70B/config.json\ngpu: H100\nprecision: bf16\ngpus: 64\ngbs: 512\nseq_len: 8192\n",
+    )
+    .unwrap();
+    let o = perf(&["--json"], &[side.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &json_of(&o)["rows"][0];
+    close(
+        &r["model_tflops_per_gpu"]["value"],
+        llama3_70b_flops_per_token(8192.0, true) * tokens_per_gpu / 1e12,
+        1e-9,
+    );
+    assert!(
+        r["model_flops"]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("model_config "),
+        "{}",
+        r["model_flops"]
+    );
+    std::fs::write(side.join("referee-perf.yaml"), "model_config: nope.json\n").unwrap();
+    let o = perf(&["--json"], &[side.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("model_config: --model-config "),
+        "{}",
+        stderr(&o)
+    );
     let o = perf(&["--attention-flops", "half-ish"], &[&fixture(EXAMPLE)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -391,7 +391,18 @@ pub fn analyze_file(
         Format::HfTrainer => hf_row(path, &scan, &layers, &name, window.is_some()),
         _ => framework_row(path, &scan, format, &layers, &name, window),
     };
-    derive_rates(&mut row, req);
+    let arch = req
+        .model_config
+        .as_ref()
+        .map(|(a, f)| (a.clone(), format!("--model-config {f}")))
+        .or_else(|| {
+            req.config
+                .as_ref()
+                .or(dir_cfg)
+                .and_then(|c| c.model_config.as_ref())
+                .map(|(a, f)| (a.clone(), format!("model_config {f}")))
+        });
+    derive_rates(&mut row, req, arch);
     let file = path.display().to_string();
     for p in &mut row.problems {
         p.file = file.clone();
@@ -632,7 +643,7 @@ fn empty_row(path: &Path, format: Format, fields: Fields, status: Status) -> Per
 /// samples/s, tokens/s, tokens/s/GPU, model TFLOP/s/GPU (from the model's
 /// FLOPs when the log prints none) and MFU from the step time, the fields
 /// and the architecture; what cannot be computed is named in `missing`.
-fn derive_rates(row: &mut PerfRow, req: &PerfRequest) {
+fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch, String)>) {
     let no_tflops = row.no_tflops;
     let f = &row.fields;
     let step = row.step_time_s.map(|s| s.mean);
@@ -666,14 +677,12 @@ fn derive_rates(row: &mut PerfRow, req: &PerfRequest) {
             _ => missing.push("tokens/s/GPU: the GPU count is not stated (--gpus)".into()),
         }
     }
-    let arch = match &req.model_config {
-        Some((a, file)) => Some((a.clone(), format!("--model-config {file}"))),
-        None => f
-            .model
+    let arch = arch.or_else(|| {
+        f.model
             .as_ref()
             .and_then(|m| flops::lookup(&m.value))
-            .map(|a| (a, "built-in".to_string())),
-    };
+            .map(|a| (a, "built-in".to_string()))
+    });
     let peak = match (&f.gpu, &f.precision) {
         (Some(g), Some(p)) => peaks::peak_tflops(&g.value, p.value),
         _ => None,
