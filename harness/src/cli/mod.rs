@@ -58,7 +58,7 @@ pub enum Command {
     PackageCheck(package_check::PackageCheckArgs),
     /// Compare release A with release B: time to train, convergence, throughput; exit 1 on a regression.
     Compare(compare::CompareArgs),
-    /// Throughput, TFLOP/s per GPU and MFU from NeMo, Megatron and MLLOG logs; exit 1 when a run is incomplete.
+    /// Throughput, TFLOP/s per GPU and MFU (from the model's FLOPs when the log prints none) from NeMo, Megatron, Lightning, torchtitan, Hugging Face Trainer and MLLOG logs; exit 1 when a run is incomplete.
     Perf(perf::PerfArgs),
     /// Build an MLCommons submission folder from `referee run` outputs.
     Package(package::PackageArgs),

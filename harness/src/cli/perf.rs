@@ -1,6 +1,8 @@
 //! `referee perf LOG_OR_DIR...`: throughput, TFLOP/s per GPU and MFU from
-//! NeMo, Megatron(-Bridge) and MLLOG logs, with the DGX Cloud recipes'
-//! window rule, against published reference numbers. The flags resolve
+//! NeMo, Megatron(-Bridge), Lightning progress-bar, torchtitan, Hugging
+//! Face Trainer and MLLOG logs — from the model's FLOPs per token when the
+//! model is known — with the DGX Cloud recipes' window rule, against
+//! published reference numbers. The flags resolve
 //! into one [`PerfRequest`]; the work is `referee_submission::perf::perf`;
 //! this file renders the report and decides the exit code (0 every run
 //! complete, 1 a run incomplete / NaN grad norm / without data, 2 bad
@@ -12,12 +14,13 @@ use clap::Args;
 use referee_rules::report::{Detail, Format, render};
 use referee_submission::perf::fields::{self, Source, Stated};
 use referee_submission::perf::precision::Precision;
-use referee_submission::perf::{self, PerfRequest, html, reference, report, window};
+use referee_submission::perf::{self, PerfRequest, flops, html, reference, report, window};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct PerfArgs {
-    /// Log files (NeMo, Megatron-LM / Megatron-Bridge, MLLOG; Slurm output
+    /// Log files (NeMo, Megatron-LM / Megatron-Bridge, NeMo 1 / Lightning
+    /// progress bars, torchtitan, Hugging Face Trainer, MLLOG; Slurm output
     /// of many ranks is fine) or directories of them.
     #[arg(required = true, value_name = "LOG_OR_DIR")]
     pub paths: Vec<PathBuf>,
@@ -62,9 +65,21 @@ pub struct PerfArgs {
     /// Gradient accumulation steps.
     #[arg(long, value_name = "N")]
     pub ga: Option<u64>,
-    /// Model name (as the reference table spells it, any case or separators).
+    /// Model name (as the reference table spells it, any case or
+    /// separators); a name of the built-in architectures (llama3-70b,
+    /// mixtral-8x7b, deepseek-v3, …) also gives model TFLOP/s/GPU and MFU
+    /// from the model's FLOPs per token.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// A Hugging Face `config.json` of the model (any decoder): its FLOPs
+    /// per token give model TFLOP/s/GPU and MFU.
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// How the model FLOPs count attention: `full` (the whole score
+    /// matrix: Megatron-LM, NeMo; default) or `causal` (its causal half:
+    /// NeMo AutoModel).
+    #[arg(long, value_name = "full|causal")]
+    pub attention_flops: Option<String>,
     /// System name (DGX-H100, DGX-B200, your cluster's name).
     #[arg(long, value_name = "NAME")]
     pub system: Option<String>,
@@ -149,12 +164,26 @@ impl PerfArgs {
             },
         };
         let against = self.against.as_deref().map(reference::load).transpose()?;
+        let model_config = match &self.model_config {
+            Some(p) => Some((
+                flops::read_model_config(p).map_err(|e| e.to_string())?,
+                p.display().to_string(),
+            )),
+            None => None,
+        };
+        let attention = match &self.attention_flops {
+            Some(a) => flops::Attention::parse(a)
+                .ok_or_else(|| format!("--attention-flops {a}: expected full or causal"))?,
+            None => flops::Attention::default(),
+        };
         Ok(PerfRequest {
             paths: self.paths.clone(),
             flags,
             config,
             window,
             against,
+            model_config,
+            attention,
         })
     }
 }

@@ -131,18 +131,30 @@ impl Stated {
 
 /// A `--config` file: YAML or JSON, one mapping of field names to values
 /// (`model`, `system`, `gpu`, `task`, `precision`, `gpus`, `gbs`, `mbs`,
-/// `seq_len`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `ga`, and `window`).
+/// `seq_len`, `tp`, `pp`, `cp`, `vp`, `ep`, `fsdp`, `ga`, `window`, and
+/// `model_config`: a Hugging Face `config.json`, relative to the file).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConfigFile {
     pub stated: Stated,
     /// `window: A..B` (as `--window`).
     pub window: Option<String>,
+    /// `model_config:` as written.
+    pub model_config_path: Option<String>,
+    /// That file's architecture and its path (read by [`read_config`]).
+    pub model_config: Option<(super::flops::Arch, String)>,
 }
 
 /// Read a config file; errors name the file, the line and what was expected.
 pub fn read_config(path: &Path) -> Result<ConfigFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_config(&text).map_err(|e| format!("{}:{e}", path.display()))
+    let mut c = parse_config(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    if let Some(m) = &c.model_config_path {
+        let p = path.parent().unwrap_or(Path::new("")).join(m);
+        let arch = super::flops::read_model_config(&p)
+            .map_err(|e| format!("{}: model_config: {e}", path.display()))?;
+        c.model_config = Some((arch, p.display().to_string()));
+    }
+    Ok(c)
 }
 
 /// Parse a config file's text; `Err("LINE: message")`.
@@ -171,6 +183,7 @@ pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
             "gpu" => out.stated.gpu = Some(text.to_string()),
             "task" => out.stated.task = Some(text.to_string()),
             "window" => out.window = Some(text.to_string()),
+            "model_config" => out.model_config_path = Some(text.to_string()),
             "precision" => {
                 out.stated.precision = Some(Precision::parse(text).ok_or_else(|| {
                     format!("{at}: precision `{text}`: expected bf16, fp8, fp16, fp32 or nvfp4")
@@ -184,7 +197,7 @@ pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
             }
             other => {
                 return Err(format!(
-                    "{at}: unknown field `{other}` (known: model, system, gpu, task, precision, window, {})",
+                    "{at}: unknown field `{other}` (known: model, system, gpu, task, precision, window, model_config, {})",
                     COUNTS
                         .iter()
                         .map(|(n, _)| *n)

@@ -21,6 +21,21 @@
 //!   between `---- arguments ----` and `---- end of arguments ----`) and
 //!   `using world size: 1, data-parallel-size: 1, tensor-model-parallel
 //!   size: 1, pipeline-model-parallel size: 1`;
+//! * NeMo 1 / PyTorch Lightning progress bars, `\r`-separated updates on
+//!   one line: `Epoch 0:   1%|          | 795/77225 [9:07:58<878:01:48,
+//!   41.36s/it, loss=3.1, v_num=, reduced_train_loss=3.090,
+//!   global_step=794.0, consumed_samples=1.63e+6]` (NVIDIA/NeMo-Framework-
+//!   Launcher#55); the step time is `train_step_timing in s=` when the bar
+//!   carries it, else the bar's rate (`s/it`, or the inverse of `it/s`:
+//!   tqdm's smoothed rate); the iteration is `global_step` + 1 when given,
+//!   else the bar's count, numbered from 1;
+//! * torchtitan: `step: 200  loss:  6.1384  memory: 49.66GiB(52.28%)  tps:
+//!   5,856  tflops: 339.16  mfu: 34.29%` (pytorch/torchtitan#1287), ANSI
+//!   colours stripped;
+//! * Hugging Face Trainer / Accelerate: per-step dicts `{'loss': 2.119,
+//!   'grad_norm': 37.65, 'learning_rate': 4.58e-05, 'epoch': 0.25}`
+//!   (counted; a NaN `grad_norm` marks the run) and the final
+//!   `{'train_runtime': 110.5948, 'train_samples_per_second': 1.808, …}`;
 //! * MLLOG (`:::MLLOG {…}`): referee's `throughput` events, the official
 //!   keys (`global_batch_size`, `max_sequence_length`,
 //!   `submission_benchmark`, `submission_platform`, `run_stop`) and NVIDIA's
@@ -62,6 +77,12 @@ pub enum Format {
     Nemo,
     /// Megatron-LM / Megatron-Bridge `training_log` lines.
     Megatron,
+    /// NeMo 1 / PyTorch Lightning progress bars (`Epoch 0: … N/M [… s/it, …]`).
+    Lightning,
+    /// torchtitan's `step: … tps: … tflops: … mfu: …%` lines.
+    Torchtitan,
+    /// Hugging Face Trainer / Accelerate (`{'train_runtime': …}`).
+    HfTrainer,
     /// MLLOG (`:::MLLOG`).
     Mllog,
     /// Nothing referee can read throughput from.
@@ -73,6 +94,9 @@ impl Format {
         match self {
             Format::Nemo => "NeMo",
             Format::Megatron => "Megatron",
+            Format::Lightning => "Lightning",
+            Format::Torchtitan => "torchtitan",
+            Format::HfTrainer => "HF Trainer",
             Format::Mllog => "MLLOG",
             Format::Unknown => "unknown",
         }
@@ -84,6 +108,7 @@ impl Format {
 pub enum Dialect {
     Nemo,
     Megatron,
+    Lightning,
 }
 
 /// Lines without a rank prefix.
@@ -125,6 +150,29 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// One torchtitan metrics line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TitanStep {
+    pub rank: u64,
+    pub step: u64,
+    /// Tokens per second per GPU.
+    pub tps: Option<f64>,
+    pub tflops: Option<f64>,
+    /// A fraction (the log's percent ÷ 100).
+    pub mfu: Option<f64>,
+    pub line: usize,
+}
+
+/// What a Hugging Face Trainer log states.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HfFacts {
+    /// Per-step dicts (`{'loss': …}`).
+    pub steps: usize,
+    /// `train_runtime` (s), `train_samples_per_second`,
+    /// `train_steps_per_second`, and the line.
+    pub summary: Option<(f64, f64, Option<f64>, usize)>,
+}
+
 /// The first NaN gradient norm.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NanGrad {
@@ -151,6 +199,9 @@ pub struct Scan {
     pub unmarked: usize,
     /// Rank key → its prefix as printed (first seen).
     pub prefixes: BTreeMap<u64, String>,
+    /// torchtitan metrics lines.
+    pub titan: Vec<TitanStep>,
+    pub hf: HfFacts,
 }
 
 impl Scan {
@@ -182,6 +233,14 @@ impl Scan {
         for (k, v) in o.prefixes {
             self.prefixes.entry(k).or_insert(v);
         }
+        for mut t in o.titan {
+            t.line += off;
+            self.titan.push(t);
+        }
+        self.hf.steps += o.hf.steps;
+        if let Some((a, b, c, l)) = o.hf.summary {
+            self.hf.summary = Some((a, b, c, l + off));
+        }
         self.unmarked += o.unmarked;
         self.lines += o.lines;
         self.bytes += o.bytes;
@@ -190,18 +249,25 @@ impl Scan {
     /// The format the timing lines (or MLLOG lines) say.
     pub fn format(&self) -> Format {
         if !self.samples.is_empty() {
-            let nemo = self
-                .samples
-                .iter()
-                .filter(|s| s.dialect == Dialect::Nemo)
-                .count();
-            if nemo * 2 >= self.samples.len() {
+            let n = |d: Dialect| self.samples.iter().filter(|s| s.dialect == d).count();
+            let (nemo, megatron, lightning) = (
+                n(Dialect::Nemo),
+                n(Dialect::Megatron),
+                n(Dialect::Lightning),
+            );
+            if lightning > nemo && lightning > megatron {
+                Format::Lightning
+            } else if nemo >= megatron {
                 Format::Nemo
             } else {
                 Format::Megatron
             }
         } else if !self.mllog.is_empty() {
             Format::Mllog
+        } else if !self.titan.is_empty() {
+            Format::Torchtitan
+        } else if self.hf.summary.is_some() || self.hf.steps > 0 {
+            Format::HfTrainer
         } else {
             Format::Unknown
         }
@@ -230,6 +296,11 @@ struct Finders {
     tflop_unit: Finder<'static>,
     gbs_nemo: Finder<'static>,
     gbs_megatron: Finder<'static>,
+    bar_sit: Finder<'static>,
+    bar_its: Finder<'static>,
+    titan_tps: Finder<'static>,
+    hf_loss: Finder<'static>,
+    hf_runtime: Finder<'static>,
 }
 
 fn finders() -> &'static Finders {
@@ -248,6 +319,11 @@ fn finders() -> &'static Finders {
         tflop_unit: Finder::new("TFLOP/s/GPU"),
         gbs_nemo: Finder::new("global_batch_size:"),
         gbs_megatron: Finder::new("global batch size:"),
+        bar_sit: Finder::new("s/it"),
+        bar_its: Finder::new("it/s"),
+        titan_tps: Finder::new("tps:"),
+        hf_loss: Finder::new("{'loss':"),
+        hf_runtime: Finder::new("{'train_runtime':"),
     })
 }
 
@@ -279,6 +355,11 @@ pub fn scan_piece(hay: &[u8]) -> Scan {
         &f.grad_under,
         &f.dots,
         &f.world,
+        &f.bar_sit,
+        &f.bar_its,
+        &f.titan_tps,
+        &f.hf_loss,
+        &f.hf_runtime,
     ] {
         let mut pos = 0;
         while let Some(i) = finder.find(&hay[pos..]) {
@@ -314,9 +395,46 @@ pub fn scan_piece(hay: &[u8]) -> Scan {
 
 fn parse_line(line: &[u8], line_no: usize, scan: &mut Scan) {
     let f = finders();
+    if f.mllog.find(line).is_none() && line.contains(&b'\r') {
+        // Progress-bar updates overwrite each other with `\r`: each is read;
+        // of consecutive updates of one iteration the last counts.
+        for seg in line.split(|b| *b == b'\r') {
+            let before = scan.samples.len();
+            parse_segment(seg, line_no, scan);
+            let n = scan.samples.len();
+            if n == before + 1 && before > 0 {
+                let (a, b) = (&scan.samples[before - 1], &scan.samples[before]);
+                if a.line == b.line
+                    && a.dialect == Dialect::Lightning
+                    && b.dialect == Dialect::Lightning
+                    && a.iteration == b.iteration
+                    && a.rank == b.rank
+                {
+                    scan.samples.remove(before - 1);
+                }
+            }
+        }
+        return;
+    }
+    parse_segment(line, line_no, scan);
+}
+
+fn parse_segment(line: &[u8], line_no: usize, scan: &mut Scan) {
+    let f = finders();
     let (rank, body) = rank_prefix(line);
     if f.mllog.find(body).is_some() {
         scan.mllog.push((line_no, line.to_vec()));
+        return;
+    }
+    if lightning_bar(body, rank, line_no, scan) {
+        note_prefix(line, body, rank, scan);
+        return;
+    }
+    if f.titan_tps.find(body).is_some() && titan_line(body, rank, line_no, scan) {
+        note_prefix(line, body, rank, scan);
+        return;
+    }
+    if hf_line(body, line_no, scan) {
         return;
     }
     let iteration = iteration_marker(body);
@@ -334,6 +452,10 @@ fn parse_line(line: &[u8], line_no: usize, scan: &mut Scan) {
         return;
     }
     timing_line(body, rank, iteration, line_no, scan);
+    note_prefix(line, body, rank, scan);
+}
+
+fn note_prefix(line: &[u8], body: &[u8], rank: u64, scan: &mut Scan) {
     if rank != NO_RANK && !scan.prefixes.contains_key(&rank) {
         let prefix_len = line.len() - body.len();
         let p = String::from_utf8_lossy(&line[..prefix_len])
@@ -341,6 +463,218 @@ fn parse_line(line: &[u8], line_no: usize, scan: &mut Scan) {
             .to_string();
         scan.prefixes.insert(rank, p);
     }
+}
+
+fn bad(line_no: usize, what: &str, expected: &str, tok: &[u8]) -> Problem {
+    Problem {
+        file: String::new(),
+        line: line_no,
+        message: format!("unreadable {what}"),
+        expected: expected.to_string(),
+        found: if tok.is_empty() {
+            "nothing".to_string()
+        } else {
+            format!("`{}`", String::from_utf8_lossy(tok))
+        },
+    }
+}
+
+/// A Lightning / NeMo 1 progress-bar update: `Epoch E: … N/M [elapsed<left,
+/// RATE, key=value, …]`. True when the segment is one (read or diagnosed).
+fn lightning_bar(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> bool {
+    let t = trim_start(body);
+    let Some(rest) = t.strip_prefix(b"Epoch ") else {
+        return false;
+    };
+    let Some((_, rest)) = digits(rest) else {
+        return false;
+    };
+    if !rest.starts_with(b":") {
+        return false;
+    }
+    let Some(open) = memchr::memchr(b'[', rest) else {
+        return false;
+    };
+    let head = &rest[..open];
+    let count = value_before(head, head.len());
+    let count = count.rsplit(|b| *b == b'|').next().unwrap_or(count);
+    let mut nm = count.splitn(2, |b| *b == b'/');
+    let (Some((n, _)), Some((m, _))) = (nm.next().and_then(digits), nm.next().and_then(digits))
+    else {
+        return false;
+    };
+    let inner = &rest[open + 1..];
+    let inner = memchr::memchr(b']', inner).map_or(inner, |j| &inner[..j]);
+    let mut step_s = None;
+    let mut timing = None;
+    let mut global_step = None;
+    for part in inner.split(|b| *b == b',') {
+        let p = trim_start(part);
+        let p = &p[..p.len() - p.iter().rev().take_while(|b| **b == b' ').count()];
+        if let Some(x) = p.strip_suffix(b"s/it") {
+            match number(x).filter(|v| v.is_finite() && *v > 0.0) {
+                Some(v) => step_s = Some(v),
+                None => scan.problems.push(bad(
+                    line_no,
+                    "progress-bar rate",
+                    "a positive number before `s/it`",
+                    p,
+                )),
+            }
+        } else if let Some(x) = p.strip_suffix(b"it/s") {
+            if x != b"?" {
+                match number(x).filter(|v| v.is_finite() && *v > 0.0) {
+                    Some(v) => step_s = Some(1.0 / v),
+                    None => scan.problems.push(bad(
+                        line_no,
+                        "progress-bar rate",
+                        "a positive number (or `?`) before `it/s`",
+                        p,
+                    )),
+                }
+            }
+        } else if let Some(x) = p.strip_prefix(b"train_step_timing in s=") {
+            match number(x).filter(|v| v.is_finite() && *v > 0.0) {
+                Some(v) => timing = Some(v),
+                None => scan.problems.push(bad(
+                    line_no,
+                    "step time",
+                    "a positive number of seconds after `train_step_timing in s=`",
+                    x,
+                )),
+            }
+        } else if let Some(x) = p.strip_prefix(b"global_step=") {
+            global_step = number(x).filter(|v| v.is_finite() && *v >= 0.0 && v.fract() == 0.0);
+        }
+    }
+    let iteration = global_step.map_or(n, |g| g as u64 + 1);
+    scan.samples.push(Sample {
+        rank,
+        dialect: Dialect::Lightning,
+        iteration,
+        last: m + iteration.saturating_sub(n),
+        step_s: timing.or(step_s),
+        tflops: None,
+        gbs: None,
+        line: line_no,
+    });
+    true
+}
+
+/// Remove ANSI colour sequences (`ESC [ … m`).
+fn strip_ansi(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == 0x1b && s.get(i + 1) == Some(&b'[') {
+            i += 2;
+            while i < s.len() && !s[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The token after `key` in `s`, if `key` occurs.
+fn field<'a>(s: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    let i = memchr::memmem::find(s, key.as_bytes())?;
+    let t = trim_start(&s[i + key.len()..]);
+    let n = t.iter().take_while(|b| !matches!(b, b' ' | b'\t')).count();
+    Some(&t[..n])
+}
+
+/// torchtitan's `step: N  loss: …  tps: 1,234  tflops: …  mfu: …%`. True
+/// when the line is one.
+fn titan_line(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> bool {
+    let clean = strip_ansi(body);
+    let Some(step) = field(&clean, "step:").and_then(digits).map(|(n, _)| n) else {
+        return false;
+    };
+    let mut get = |key: &str, expected: &str, strip: &[u8]| -> Option<f64> {
+        let tok = field(&clean, key)?;
+        let t: Vec<u8> = tok.iter().copied().filter(|b| *b != b',').collect();
+        let t = t.strip_suffix(strip).unwrap_or(&t);
+        match number(t).filter(|v| v.is_finite() && *v >= 0.0) {
+            Some(v) => Some(v),
+            None => {
+                scan.problems
+                    .push(bad(line_no, key.trim_end_matches(':'), expected, tok));
+                None
+            }
+        }
+    };
+    let tps = get("tps:", "tokens per second per GPU (`1,234`)", b"");
+    let tflops = get("tflops:", "a number of TFLOP/s per GPU", b"");
+    let mfu = get("mfu:", "a percentage (`34.29%`)", b"%").map(|m| m / 100.0);
+    scan.titan.push(TitanStep {
+        rank,
+        step,
+        tps,
+        tflops,
+        mfu,
+        line: line_no,
+    });
+    true
+}
+
+/// A Hugging Face Trainer dict line: `{'loss': …}` (counted; a NaN
+/// `grad_norm` noted) or `{'train_runtime': …}`. True when the line is one.
+fn hf_line(body: &[u8], line_no: usize, scan: &mut Scan) -> bool {
+    let f = finders();
+    let value = |key: &str| -> Option<&[u8]> {
+        let k = format!("'{key}':");
+        let i = memchr::memmem::find(body, k.as_bytes())?;
+        let t = trim_start(&body[i + k.len()..]);
+        let n = t.iter().take_while(|b| !matches!(b, b',' | b'}')).count();
+        let v = &t[..n];
+        Some(
+            v.strip_prefix(b"'")
+                .and_then(|v| v.strip_suffix(b"'"))
+                .unwrap_or(v),
+        )
+    };
+    if f.hf_runtime.find(body).is_some() {
+        let mut num = |key: &str| -> Option<f64> {
+            let tok = value(key)?;
+            match number(tok).filter(|v| v.is_finite() && *v > 0.0) {
+                Some(v) => Some(v),
+                None => {
+                    scan.problems.push(bad(
+                        line_no,
+                        key,
+                        &format!("a positive number after `'{key}':`"),
+                        tok,
+                    ));
+                    None
+                }
+            }
+        };
+        let runtime = num("train_runtime");
+        let sps = num("train_samples_per_second");
+        let steps = num("train_steps_per_second");
+        if let (Some(r), Some(s)) = (runtime, sps) {
+            scan.hf.summary = Some((r, s, steps, line_no));
+        }
+        return true;
+    }
+    if f.hf_loss.find(body).is_some() {
+        scan.hf.steps += 1;
+        if scan.nan_grad.is_none()
+            && value("grad_norm").is_some_and(|v| v.eq_ignore_ascii_case(b"nan"))
+        {
+            scan.nan_grad = Some(NanGrad {
+                line: line_no,
+                iteration: None,
+            });
+        }
+        return true;
+    }
+    false
 }
 
 /// Strip rank prefixes; returns the rank key and the rest of the line.

@@ -8,6 +8,9 @@
 //! * [`window`]: the window rule, mean and sample sd, the status.
 //! * [`fields`]: model, system, GPU count, batch sizes, sequence length,
 //!   parallelism, precision, and where each came from.
+//! * [`flops`]: model FLOPs per token from the architecture (built-in
+//!   records, a Hugging Face `config.json`): TFLOP/s/GPU and MFU when the
+//!   log prints no TFLOP/s.
 //! * [`peaks`]: the GPU dense peak table (the one `referee run` uses),
 //!   keyed by [`precision`].
 //! * [`reference`]: the shipped published rows and the matching.
@@ -20,6 +23,7 @@
 //! of `referee compare`, which reads its rows.
 
 pub mod fields;
+pub mod flops;
 pub mod formats;
 pub mod html;
 pub mod peaks;
@@ -53,6 +57,7 @@ pub const RULES: &[&str] = &[
     "status: NaN grad norm when any line has a NaN gradient norm; else no data when no window iteration has a step time; else incomplete when a window iteration is missing or the final iteration (M of `iteration N/M`) was never printed; else complete. Exit 0 when every run is complete, 1 otherwise, 2 when the input cannot be read",
     "statistics: mean and sample standard deviation (n − 1) of the step time (Megatron's milliseconds as seconds) and of the model TFLOP/s/GPU the log prints, over the window",
     "derived: samples/s = GBS ÷ step time; tokens/s = sequence length × GBS ÷ step time; tokens/s/GPU = tokens/s ÷ GPUs; MFU = model TFLOP/s/GPU ÷ the GPU's dense peak at the run's precision (FP16 at the BF16 rate)",
+    "model FLOPs: when the model is known (--model or the log naming a built-in architecture, or --model-config config.json), model TFLOP/s/GPU = FLOPs per token × tokens/s/GPU ÷ 10¹², FLOPs per token = 3 × 2 × (weights a token is multiplied by + L · c · s · heads · (d_qk + d_v)) (Narayanan et al. 2021; NeMo's formulas), c = 1 counting the whole attention matrix (Megatron-LM and NeMo, the default) or ½ its causal half (--attention-flops causal, NeMo AutoModel), 2 × instead of 3 × for LoRA; where the log also prints TFLOP/s/GPU the log's figure is the row's and a difference beyond 2 % is named",
     "multi-rank output: per iteration only the lowest-numbered rank that printed timing lines counts (unlabelled lines only when no labelled rank printed any); other ranks' lines and repeated iterations are counted and reported, never averaged in",
     "fields: flags, then --config (or a directory's referee-perf.yaml), then the log, then the log's file name (the recipes' experiment naming); GA derived as GBS ÷ (MBS × GPUs ÷ (TP × PP × CP)); a figure a missing field prevents is left out with the field named",
 ];
@@ -68,7 +73,41 @@ pub struct PerfRequest {
     /// The window (inclusive) and where it came from.
     pub window: Option<(u64, u64, Source)>,
     pub against: Option<Reference>,
+    /// `--model-config`: the architecture of every run (else the built-in
+    /// record of the run's model name).
+    pub model_config: Option<(flops::Arch, String)>,
+    /// How the attention matrix is counted (`--attention-flops`).
+    pub attention: flops::Attention,
 }
+
+/// Model TFLOP/s per GPU and MFU from the model's FLOPs per token.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelFlops {
+    /// The architecture's name.
+    pub model: String,
+    /// `built-in` or `--model-config FILE`.
+    pub source: String,
+    pub attention: flops::Attention,
+    /// LoRA (2 × forward instead of 3 ×): the run's task is `lora`.
+    pub lora: bool,
+    pub seq_len: u64,
+    /// Training FLOPs per token.
+    pub flops_per_token: f64,
+    /// FLOPs per token × tokens/s/GPU ÷ 10¹².
+    pub tflops_per_gpu: Option<f64>,
+    /// That ÷ the GPU's dense peak.
+    pub mfu: Option<f64>,
+    /// The model TFLOP/s/GPU the log states, when it does.
+    pub log_tflops_per_gpu: Option<f64>,
+    /// (log − model) ÷ model × 100.
+    pub difference_pct: Option<f64>,
+    /// |difference| > 2 %.
+    pub disagrees: bool,
+}
+
+/// The largest difference between the log's TFLOP/s/GPU and the model's
+/// that is not named, percent.
+pub const FLOPS_TOLERANCE_PCT: f64 = 2.0;
 
 /// One run's figures.
 #[derive(Debug, Clone, Serialize)]
@@ -89,6 +128,9 @@ pub struct PerfRow {
     pub mfu: Option<Field<f64>>,
     /// The dense peak MFU was computed against, TFLOP/s per GPU.
     pub peak_tflops: Option<f64>,
+    /// From the model's FLOPs per token (when the model is known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_flops: Option<ModelFlops>,
     pub status: Status,
     /// Figures left out, each with the field that is missing.
     pub missing: Vec<String>,
@@ -100,6 +142,9 @@ pub struct PerfRow {
     /// (iteration, step time s) of every iteration that counted (plots).
     #[serde(skip)]
     pub iterations: Vec<(u64, f64)>,
+    /// Why the log gives no model TFLOP/s/GPU (for `missing`).
+    #[serde(skip)]
+    pub no_tflops: &'static str,
 }
 
 impl PerfRow {
@@ -201,7 +246,7 @@ pub fn perf(req: &PerfRequest) -> Result<PerfReport, String> {
     }
     if rows.is_empty() {
         return Err(format!(
-            "no NeMo, Megatron or MLLOG log found in {}",
+            "no training log (NeMo, Megatron, Lightning progress bar, torchtitan, Hugging Face Trainer or MLLOG) found in {}",
             req.paths
                 .iter()
                 .map(|p| p.display().to_string())
@@ -342,8 +387,22 @@ pub fn analyze_file(
     let name = fields::from_file_name(path);
     let mut row = match format {
         Format::Mllog => mllog_row(path, &scan, &layers, &name, window.is_some()),
+        Format::Torchtitan => titan_row(path, &scan, &layers, &name, window),
+        Format::HfTrainer => hf_row(path, &scan, &layers, &name, window.is_some()),
         _ => framework_row(path, &scan, format, &layers, &name, window),
     };
+    let arch = req
+        .model_config
+        .as_ref()
+        .map(|(a, f)| (a.clone(), format!("--model-config {f}")))
+        .or_else(|| {
+            req.config
+                .as_ref()
+                .or(dir_cfg)
+                .and_then(|c| c.model_config.as_ref())
+                .map(|(a, f)| (a.clone(), format!("model_config {f}")))
+        });
+    derive_rates(&mut row, req, arch);
     let file = path.display().to_string();
     for p in &mut row.problems {
         p.file = file.clone();
@@ -551,7 +610,7 @@ fn framework_row(
     row.notes = notes;
     row.problems = scan.problems.clone();
     row.problems.extend(mllog.problems);
-    derive_rates(&mut row, "the log prints no TFLOP/s per GPU");
+    row.no_tflops = "the log prints no TFLOP/s per GPU";
     row
 }
 
@@ -570,19 +629,22 @@ fn empty_row(path: &Path, format: Format, fields: Fields, status: Status) -> Per
         tokens_per_second_per_gpu: None,
         mfu: None,
         peak_tflops: None,
+        model_flops: None,
         status,
         missing: Vec::new(),
         notes: Vec::new(),
         problems: Vec::new(),
         reference: None,
         iterations: Vec::new(),
+        no_tflops: "the log prints no TFLOP/s per GPU",
     }
 }
 
-/// samples/s, tokens/s, tokens/s/GPU and MFU from the step time, the model
-/// TFLOP/s/GPU and the fields; what cannot be computed is named in
-/// `missing`.
-fn derive_rates(row: &mut PerfRow, no_tflops: &str) {
+/// samples/s, tokens/s, tokens/s/GPU, model TFLOP/s/GPU (from the model's
+/// FLOPs when the log prints none) and MFU from the step time, the fields
+/// and the architecture; what cannot be computed is named in `missing`.
+fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch, String)>) {
+    let no_tflops = row.no_tflops;
     let f = &row.fields;
     let step = row.step_time_s.map(|s| s.mean);
     let (gbs, seq, gpus) = (f.value("gbs"), f.value("seq_len"), f.value("gpus"));
@@ -607,15 +669,99 @@ fn derive_rates(row: &mut PerfRow, no_tflops: &str) {
             }
         }
     }
-    if let Some(tps) = row.tokens_per_second {
+    if row.tokens_per_second_per_gpu.is_none()
+        && let Some(tps) = row.tokens_per_second
+    {
         match gpus {
             Some(g) if g > 0 => row.tokens_per_second_per_gpu = Some(tps / g as f64),
             _ => missing.push("tokens/s/GPU: the GPU count is not stated (--gpus)".into()),
         }
     }
+    let arch = arch.or_else(|| {
+        f.model
+            .as_ref()
+            .and_then(|m| flops::lookup(&m.value))
+            .map(|a| (a, "built-in".to_string()))
+    });
+    let peak = match (&f.gpu, &f.precision) {
+        (Some(g), Some(p)) => peaks::peak_tflops(&g.value, p.value),
+        _ => None,
+    };
+    let mut from_model = None;
+    match (&arch, seq) {
+        (Some((a, source)), Some(seq)) => {
+            let lora = f.task.as_ref().is_some_and(|t| t.value == "lora");
+            let fpt = a.flops_per_token(seq, req.attention, lora).total;
+            let tflops = row.tokens_per_second_per_gpu.map(|t| fpt * t / 1e12);
+            let log = row.model_tflops_per_gpu.as_ref().map(|t| t.value);
+            let difference_pct = match (log, tflops) {
+                (Some(l), Some(m)) if m > 0.0 => Some((l - m) / m * 100.0),
+                _ => None,
+            };
+            let disagrees = difference_pct.is_some_and(|d| d.abs() > FLOPS_TOLERANCE_PCT);
+            if disagrees && let (Some(l), Some(m), Some(d)) = (log, tflops, difference_pct) {
+                row.notes.push(format!(
+                    "the log's model TFLOP/s/GPU {} differs from {}'s FLOPs ({} TFLOP/s/GPU, {} attention) by {d:+.1} %, beyond {FLOPS_TOLERANCE_PCT} %: the log counts other FLOPs (attention convention, embedding, activation recomputation) or states other fields",
+                    crate::figures::fig(l),
+                    a.name,
+                    crate::figures::fig(m),
+                    req.attention.as_str()
+                ));
+            }
+            if tflops.is_none() {
+                missing.push(format!(
+                    "model TFLOP/s/GPU from {}'s FLOPs: tokens/s/GPU is not known",
+                    a.name
+                ));
+            }
+            if row.model_tflops_per_gpu.is_none()
+                && let Some(t) = tflops
+            {
+                row.model_tflops_per_gpu = Some(Field {
+                    value: t,
+                    source: Source::Derived,
+                    note: Some(format!(
+                        "{:.1} GFLOP/token of {} × tokens/s/GPU",
+                        fpt / 1e9,
+                        a.name
+                    )),
+                });
+            }
+            from_model = Some(ModelFlops {
+                model: a.name.clone(),
+                source: source.clone(),
+                attention: req.attention,
+                lora,
+                seq_len: seq,
+                flops_per_token: fpt,
+                tflops_per_gpu: tflops,
+                mfu: tflops.zip(peak).map(|(t, p)| t / p),
+                log_tflops_per_gpu: log,
+                difference_pct,
+                disagrees,
+            });
+        }
+        (Some((a, _)), None) => missing.push(format!(
+            "model TFLOP/s/GPU from {}'s FLOPs: the sequence length is not stated (--seq-len)",
+            a.name
+        )),
+        (None, _) => {}
+    }
+    row.model_flops = from_model;
+    let f = &row.fields;
     if row.mfu.is_none() {
         match (&row.model_tflops_per_gpu, &f.gpu, &f.precision) {
-            (None, _, _) => missing.push(format!("model TFLOP/s/GPU and MFU: {no_tflops}")),
+            (None, _, _) => missing.push(format!(
+                "model TFLOP/s/GPU and MFU: {no_tflops}{}",
+                match (&arch, &f.model) {
+                    (Some(_), _) => String::new(),
+                    (None, Some(m)) => format!(
+                        " and the model `{}` has no built-in architecture (--model-config config.json)",
+                        m.value
+                    ),
+                    (None, None) => " and no model is stated (--model, --model-config)".into(),
+                }
+            )),
             (Some(_), None, _) => missing.push("MFU: the GPU is not stated (--gpu)".into()),
             (Some(_), Some(_), None) => {
                 missing.push("MFU: the precision is not stated (--precision)".into())
@@ -758,12 +904,180 @@ fn mllog_row(
     }
     row.notes = notes;
     row.problems = m.problems;
-    let why = if m.window.is_some_and(|w| w.achieved_flops.is_some()) {
+    row.no_tflops = if m.window.is_some_and(|w| w.achieved_flops.is_some()) {
         "the GPU count is not stated (--gpus), so achieved_flops cannot be divided per GPU"
     } else {
         "the log states no achieved FLOP/s"
     };
-    derive_rates(&mut row, why);
+    row
+}
+
+/// A torchtitan log: per logged step the tokens/s per GPU, TFLOP/s per GPU
+/// and MFU it prints (each an average since the previous logged step). The
+/// window: `--window` (steps as printed), else every logged step but the
+/// first (which includes start-up and compilation). torchtitan prints no
+/// total, so the last step printed is the run's end.
+fn titan_row(
+    path: &Path,
+    scan: &Scan,
+    layers: &Layers,
+    name: &Stated,
+    user_window: Option<(u64, u64, Source)>,
+) -> PerfRow {
+    let rank = scan
+        .titan
+        .iter()
+        .map(|t| t.rank)
+        .filter(|r| *r != NO_RANK)
+        .min()
+        .or_else(|| scan.titan.first().map(|t| t.rank));
+    let mut steps: std::collections::BTreeMap<u64, &formats::TitanStep> = Default::default();
+    let mut notes = Vec::new();
+    let others = scan.titan.iter().filter(|t| Some(t.rank) != rank).count();
+    if others > 0 {
+        notes.push(format!(
+            "{others} metrics line{} of other ranks not counted (one rank per step)",
+            if others == 1 { "" } else { "s" }
+        ));
+    }
+    for t in scan.titan.iter().filter(|t| Some(t.rank) == rank) {
+        steps.entry(t.step).or_insert(t);
+    }
+    let fields = layers.resolve(&Stated::default(), name);
+    let window = match user_window {
+        Some((a, b, src)) => Window {
+            first: a,
+            last: b,
+            rule: format!("the {} --window", src.as_str()),
+        },
+        None => {
+            let first = steps.keys().nth(usize::from(steps.len() > 1)).copied();
+            Window {
+                first: first.unwrap_or(0),
+                last: steps.keys().last().copied().unwrap_or(0),
+                rule: "every logged step but the first (start-up and compilation)".into(),
+            }
+        }
+    };
+    let inside: Vec<&formats::TitanStep> = steps
+        .range(window.first..=window.last)
+        .map(|(_, t)| *t)
+        .collect();
+    let tps: Vec<f64> = inside.iter().filter_map(|t| t.tps).collect();
+    let tflops: Vec<f64> = inside.iter().filter_map(|t| t.tflops).collect();
+    let mfu: Vec<f64> = inside.iter().filter_map(|t| t.mfu).collect();
+    let status = if let Some(n) = &scan.nan_grad {
+        Status {
+            kind: StatusKind::NanGradNorm,
+            detail: format!("a NaN gradient norm at line {}", n.line),
+        }
+    } else if tps.is_empty() {
+        Status {
+            kind: StatusKind::NoData,
+            detail: "no window step prints tps".into(),
+        }
+    } else {
+        Status {
+            kind: StatusKind::Complete,
+            detail: format!(
+                "{} logged step{} in the window (torchtitan prints no total: the last step printed ends the run)",
+                tps.len(),
+                if tps.len() == 1 { "" } else { "s" }
+            ),
+        }
+    };
+    let mut row = empty_row(path, Format::Torchtitan, fields, status);
+    row.rank = rank.and_then(|r| scan.prefixes.get(&r).cloned());
+    row.window = Some(window);
+    let mean = |v: &[f64]| window::mean_sd(v);
+    if let Some(t) = mean(&tps) {
+        row.tokens_per_second_per_gpu = Some(t.mean);
+        if let Some(g) = row.fields.value("gpus") {
+            row.tokens_per_second = Some(t.mean * g as f64);
+        }
+        if let (Some(g), Some(b), Some(s)) = (
+            row.fields.value("gpus"),
+            row.fields.value("gbs"),
+            row.fields.value("seq_len"),
+        ) {
+            row.step_time_s = Some(Stat {
+                mean: (b * s) as f64 / (t.mean * g as f64),
+                sd: None,
+                n: t.n,
+            });
+        }
+    }
+    if let Some(t) = mean(&tflops) {
+        row.tflops_stat = Some(t);
+        row.model_tflops_per_gpu = Some(Field::new(t.mean, Source::Log));
+    }
+    if let Some(m) = mean(&mfu) {
+        row.mfu = Some(Field::new(m.mean, Source::Log));
+    }
+    row.notes = notes;
+    row.problems = scan.problems.clone();
+    row
+}
+
+/// A Hugging Face Trainer log: the final summary's samples/s (all
+/// processes) and steps/s over the whole run — start-up, evaluation and
+/// saving included, as `train_runtime` is.
+fn hf_row(path: &Path, scan: &Scan, layers: &Layers, name: &Stated, window_given: bool) -> PerfRow {
+    let fields = layers.resolve(&Stated::default(), name);
+    let status = if let Some(n) = &scan.nan_grad {
+        Status {
+            kind: StatusKind::NanGradNorm,
+            detail: format!("a NaN grad_norm at line {}", n.line),
+        }
+    } else if scan.hf.summary.is_some() {
+        Status {
+            kind: StatusKind::Complete,
+            detail: "the train_runtime summary printed".into(),
+        }
+    } else {
+        Status {
+            kind: StatusKind::Incomplete,
+            detail: format!(
+                "{} step dict{} but no train_runtime summary (the run did not finish)",
+                scan.hf.steps,
+                if scan.hf.steps == 1 { "" } else { "s" }
+            ),
+        }
+    };
+    let mut row = empty_row(path, Format::HfTrainer, fields, status);
+    if let Some((runtime, sps, steps, _)) = scan.hf.summary {
+        let n = steps.map_or(0, |s| (s * runtime).round() as u64);
+        row.window = Some(Window {
+            first: 1,
+            last: n,
+            rule: "the whole run (train_runtime: start-up, evaluation and saving included)".into(),
+        });
+        row.samples_per_second = Some(sps);
+        if let Some(s) = row.fields.value("seq_len") {
+            row.tokens_per_second = Some(sps * s as f64);
+        }
+        if let Some(st) = steps {
+            row.step_time_s = Some(Stat {
+                mean: 1.0 / st,
+                sd: None,
+                n: n as usize,
+            });
+        }
+    }
+    if window_given {
+        row.notes.push(
+            "--window does not apply to a Hugging Face Trainer log: it prints one summary of the whole run"
+                .into(),
+        );
+    }
+    if scan.hf.steps > 0 {
+        row.notes.push(format!(
+            "{} per-step dict{} (they carry no timing)",
+            scan.hf.steps,
+            if scan.hf.steps == 1 { "" } else { "s" }
+        ));
+    }
+    row.problems = scan.problems.clone();
     row
 }
 
@@ -816,7 +1130,14 @@ pub fn framework_runs(paths: &[PathBuf]) -> Result<Vec<PerfRow>, String> {
     let mut out = Vec::new();
     for r in rows {
         if let Some(row) = r?
-            && matches!(row.format, Format::Nemo | Format::Megatron)
+            && matches!(
+                row.format,
+                Format::Nemo
+                    | Format::Megatron
+                    | Format::Lightning
+                    | Format::Torchtitan
+                    | Format::HfTrainer
+            )
         {
             out.push(row);
         }

@@ -90,7 +90,15 @@ pub fn cells(report: &PerfReport, r: &PerfRow) -> Vec<String> {
         r.window.as_ref().map_or_else(|| "—".into(), |w| w.text()),
         opt(r.tokens_per_second),
         opt(r.tokens_per_second_per_gpu),
-        opt(r.model_tflops_per_gpu.as_ref().map(|t| t.value)),
+        {
+            let mut t = opt(r.model_tflops_per_gpu.as_ref().map(|t| t.value));
+            if let Some(m) = &r.model_flops
+                && let (Some(_), Some(ours)) = (m.log_tflops_per_gpu, m.tflops_per_gpu)
+            {
+                t.push_str(&format!(" (model {})", fig(ours)));
+            }
+            t
+        },
         r.mfu
             .as_ref()
             .map_or_else(|| "—".into(), |m| format!("{:.1} %", m.value * 100.0)),
@@ -217,6 +225,9 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
     if !rates.is_empty() {
         v.push(format!("throughput: {}", rates.join(", ")));
     }
+    if let Some(m) = &r.model_flops {
+        v.push(model_flops_line(m));
+    }
     v.push(format!(
         "status: {} — {}",
         r.status.kind.as_str(),
@@ -271,6 +282,37 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
         ));
     }
     v
+}
+
+/// What the model's FLOPs give, beside what the log states.
+pub fn model_flops_line(m: &super::ModelFlops) -> String {
+    let mut s = format!(
+        "model FLOPs: {} ({}): {:.1} GFLOP/token at {} tokens ({} attention{})",
+        m.model,
+        m.source,
+        m.flops_per_token / 1e9,
+        m.seq_len,
+        m.attention.as_str(),
+        if m.lora { ", LoRA: 2 × forward" } else { "" }
+    );
+    if let Some(t) = m.tflops_per_gpu {
+        s.push_str(&format!(" → {} TFLOP/s/GPU", fig(t)));
+    }
+    if let Some(u) = m.mfu {
+        s.push_str(&format!(", MFU {:.2} %", u * 100.0));
+    }
+    if let (Some(l), Some(d)) = (m.log_tflops_per_gpu, m.difference_pct) {
+        s.push_str(&format!(
+            "; the log states {} TFLOP/s/GPU ({d:+.1} %{})",
+            fig(l),
+            if m.disagrees {
+                format!(", beyond {} %: they disagree", super::FLOPS_TOLERANCE_PCT)
+            } else {
+                format!(", within {} %", super::FLOPS_TOLERANCE_PCT)
+            }
+        ));
+    }
+    s
 }
 
 /// The summary line.
@@ -427,6 +469,10 @@ pub const CSV_COLUMNS: &[&str] = &[
     "pct_of_reference",
     "status",
     "status_detail",
+    "model_flops_per_token",
+    "model_flops_tflops_per_gpu",
+    "model_flops_mfu",
+    "log_vs_model_flops_pct",
 ];
 
 fn csv_cell(s: &str) -> String {
@@ -499,6 +545,11 @@ pub fn write_csv(r: &PerfReport, out: &mut dyn Write) -> io::Result<()> {
         }
         c.push(row.status.kind.as_str().to_string());
         c.push(row.status.detail.clone());
+        let m = row.model_flops.as_ref();
+        c.push(num(m.map(|m| m.flops_per_token)));
+        c.push(num(m.and_then(|m| m.tflops_per_gpu)));
+        c.push(num(m.and_then(|m| m.mfu)));
+        c.push(num(m.and_then(|m| m.difference_pct)));
         let line: Vec<String> = c.iter().map(|x| csv_cell(x)).collect();
         writeln!(out, "{}", line.join(","))?;
     }

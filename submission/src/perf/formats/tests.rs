@@ -48,7 +48,8 @@ Training epoch 0, iteration 122/149 | lr: 3e-05 | consumed_samples: 123 | global
 
 /// NeMo 1 progress bar, as NVIDIA's DGX Cloud recipe page for Grok1 314B
 /// shows it (https://catalog.ngc.nvidia.com/orgs/nvidia/teams/dgxc-benchmarking/resources/grok1-314b-dgxc-benchmarking-d):
-/// no `iteration N/M`, so not read (as the recipes' parser does not).
+/// no `iteration N/M` (the recipes' parser does not read it); referee
+/// reads it as a progress bar with `train_step_timing in s=`.
 const NEMO1_BAR: &str = "Epoch 0: : 100%|██████████| 50/50 [23:22<00:00, reduced_train_loss=0.186, global_step=49.00, consumed_samples=51200.0, train_step_timing in s=24.00]\n";
 
 /// One MLLOG line of a real MLPerf v5.0 result (Dell, 1xXE9680x8MI300X,
@@ -110,7 +111,11 @@ fn nemo_lines() {
     assert_eq!(a.step_s, Some(0.03215)); // seconds, not converted
     assert_eq!(a.gbs, Some(1));
     assert_eq!(a.tflops, None);
-    assert!(scan(NEMO1_BAR).samples.is_empty());
+    let bar = scan(NEMO1_BAR);
+    assert_eq!(bar.format(), Format::Lightning);
+    let a = &bar.samples[0];
+    // global_step 49 → iteration 50 (numbered from 1), of 50.
+    assert_eq!((a.iteration, a.last, a.step_s), (50, 50, Some(24.0)));
 }
 
 #[test]
@@ -273,4 +278,159 @@ fn pieces_agree_with_one_pass() {
     assert_eq!(f.lines, one.lines * copies);
     assert_eq!(f.bytes, big.len() as u64);
     assert_eq!(f.samples[40_000].line, one.lines + one.samples[0].line);
+}
+
+/// NVIDIA/NeMo-Framework-Launcher issue #55 ("How do we enable samples per
+/// second metric in NeMo training?",
+/// https://github.com/NVIDIA/NeMo-Framework-Launcher/issues/55), the line as
+/// posted.
+const LIGHTNING_55: &str = "Epoch 0:   1%|          | 795/77225 [9:07:58<878:01:48, 41.36s/it, loss=3.1, v_num=, reduced_train_loss=3.090, global_step=794.0, consumed_samples=1.63e+6]";
+
+/// official-stockfish/nnue-pytorch issue #83 ("Console output
+/// interpretation", https://github.com/official-stockfish/nnue-pytorch/issues/83):
+/// a Lightning bar with `it/s`, as posted.
+const LIGHTNING_83: &str = "Epoch 1:  39%|█████████▍              | 4846/12331 [05:59<09:15, 13.47it/s, loss=0.0136, v_num=1]";
+
+#[test]
+fn lightning_progress_bars() {
+    let s = scan(&format!("{LIGHTNING_55}\n"));
+    assert_eq!(s.format(), Format::Lightning);
+    let a = &s.samples[0];
+    // global_step 794 → iteration 795 (= the bar's count), of 77225.
+    assert_eq!((a.iteration, a.last, a.line), (795, 77225, 1));
+    assert_eq!(a.step_s, Some(41.36)); // s/it
+    assert!(s.problems.is_empty());
+    let s = scan(&format!("{LIGHTNING_83}\n"));
+    let a = &s.samples[0];
+    // No global_step: the bar's count.
+    assert_eq!((a.iteration, a.last), (4846, 12331));
+    assert_eq!(a.step_s, Some(1.0 / 13.47)); // it/s inverted
+    assert_eq!(s.format(), Format::Lightning);
+}
+
+/// Lightning redraws its bar with `\r`: the updates of issue #55's form on
+/// one line, each read; repeated updates of one step keep the last.
+#[test]
+fn lightning_carriage_return_updates() {
+    let upd = |n: u64, rate: &str| {
+        format!(
+            "Epoch 0:   1%|          | {n}/77225 [9:07:58<878:01:48, {rate}, loss=3.1, v_num=, reduced_train_loss=3.090, global_step={}.0, consumed_samples=1.63e+6]",
+            n - 1
+        )
+    };
+    let text = format!(
+        "[NeMo I 2023-05-25 10:00:00 exp_manager:374] start\n{}\r{}\r{}\r{}\n",
+        upd(795, "41.36s/it"),
+        upd(796, "41.30s/it"),
+        upd(796, "41.20s/it"),
+        upd(797, "?it/s")
+    );
+    let s = scan(&text);
+    let got: Vec<(u64, Option<f64>, usize)> = s
+        .samples
+        .iter()
+        .map(|x| (x.iteration, x.step_s, x.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(795, Some(41.36), 2), (796, Some(41.2), 2), (797, None, 2)]
+    );
+    assert!(s.problems.is_empty());
+}
+
+#[test]
+fn malformed_progress_bar_names_the_line() {
+    let text = format!(
+        "{LIGHTNING_55}\n{}\n",
+        LIGHTNING_55.replace("41.36s/it", "4x.36s/it")
+    );
+    let s = scan(&text);
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    let p = &s.problems[0];
+    assert_eq!(p.line, 2);
+    assert_eq!(p.found, "`4x.36s/it`");
+    assert!(p.expected.contains("s/it"), "{}", p.expected);
+    assert_eq!(s.samples[1].step_s, None); // the step is kept without a time
+}
+
+/// pytorch/torchtitan pull request #1287
+/// (https://github.com/pytorch/torchtitan/pull/1287), lines as posted.
+const TITAN_1287: &str = "[rank0]:[titan] 2025-06-16 22:30:48,735 - root - INFO - [GC] Peforming periodical GC collection. 0.06 seconds.
+[rank0]:[titan] 2025-06-16 22:30:50,322 - root - INFO - step: 200  loss:  6.1384  memory: 49.66GiB(52.28%)  tps: 5,856  tflops: 339.16  mfu: 34.29%
+[rank0]:[titan] 2025-06-16 22:31:04,970 - root - INFO - step: 210  loss:  6.0388  memory: 49.66GiB(52.28%)  tps: 5,593  tflops: 323.92  mfu: 32.75%
+[rank0]:[titan] 2025-06-16 22:31:18,934 - root - INFO - step: 220  loss:  6.0348  memory: 49.66GiB(52.28%)  tps: 5,868  tflops: 339.82  mfu: 34.36%
+";
+
+/// pytorch/torchtitan pull request #2389
+/// (https://github.com/pytorch/torchtitan/pull/2389): with `grad_norm`.
+const TITAN_2389: &str = "[titan] 2026-02-24 19:46:17,508 - root - INFO - step:  4  loss:  7.62585  grad_norm: 26.6250  memory: 66.91GiB(37.51%)  tps: 10,050  tflops: 314.71  mfu: 13.99%\n";
+
+#[test]
+fn torchtitan_lines() {
+    let s = scan(TITAN_1287);
+    assert_eq!(s.format(), Format::Torchtitan);
+    let got: Vec<(u64, Option<f64>, Option<f64>, usize)> = s
+        .titan
+        .iter()
+        .map(|t| (t.step, t.tps, t.tflops, t.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (200, Some(5856.0), Some(339.16), 2),
+            (210, Some(5593.0), Some(323.92), 3),
+            (220, Some(5868.0), Some(339.82), 4),
+        ]
+    );
+    assert_eq!(s.titan[0].mfu, Some(0.3429));
+    assert_eq!(s.titan[0].rank, 0 << 32);
+    let s = scan(TITAN_2389);
+    assert_eq!((s.titan[0].step, s.titan[0].tps), (4, Some(10050.0)));
+    assert!(s.nan_grad.is_none());
+    // Colours (torchtitan's default terminal output) are stripped.
+    let s = scan(
+        "\u{1b}[31mstep: 10  \u{1b}[32mloss:  9.5  \u{1b}[33mmemory: 3GiB(4%)  \u{1b}[34mtps: 1,234  \u{1b}[36mtflops: 56.7  \u{1b}[35mmfu: 5.73%\u{1b}[39m\n",
+    );
+    assert_eq!(
+        (s.titan[0].step, s.titan[0].tps, s.titan[0].tflops),
+        (10, Some(1234.0), Some(56.7))
+    );
+    // A malformed tps: file:line, expected, found.
+    let s = scan(&TITAN_2389.replace("10,050", "lots"));
+    assert_eq!(s.problems.len(), 1);
+    assert_eq!(
+        (s.problems[0].line, s.problems[0].found.as_str()),
+        (1, "`lots`")
+    );
+    assert_eq!(s.titan[0].tps, None);
+}
+
+/// huggingface/transformers pull request #35207
+/// (https://github.com/huggingface/transformers/pull/35207): Trainer
+/// per-step dicts as posted; the summary line from the transformers
+/// documentation (`docs/source/en/perf_train_gpu_many.md`, "DP vs DDP").
+const HF_STEPS: &str = "{'loss': 2.119, 'grad_norm': 37.657958984375, 'learning_rate': 4.5833333333333334e-05, 'epoch': 0.25}
+{'loss': 1.6462, 'grad_norm': 17.54932403564453, 'learning_rate': 4.166666666666667e-05, 'epoch': 0.5}
+";
+const HF_SUMMARY: &str =
+    "{'train_runtime': 110.5948, 'train_samples_per_second': 1.808, 'epoch': 0.69}\n";
+
+#[test]
+fn hugging_face_trainer_lines() {
+    let s = scan(&format!("{HF_STEPS}{HF_SUMMARY}"));
+    assert_eq!(s.format(), Format::HfTrainer);
+    assert_eq!(s.hf.steps, 2);
+    assert_eq!(s.hf.summary, Some((110.5948, 1.808, None, 3)));
+    assert!(s.nan_grad.is_none());
+    // Newer versions quote the values; steps/s when printed.
+    let s = scan(
+        "{'train_runtime': '1575', 'train_samples_per_second': '1.333', 'train_steps_per_second': '0.168', 'train_loss': '0.2854', 'epoch': '3'}\n",
+    );
+    assert_eq!(s.hf.summary, Some((1575.0, 1.333, Some(0.168), 1)));
+    let s = scan(&HF_STEPS.replace("17.54932403564453", "nan"));
+    assert_eq!(s.nan_grad.map(|n| n.line), Some(2));
+    let s = scan(&HF_SUMMARY.replace("1.808", "fast"));
+    assert_eq!(s.hf.summary, None);
+    assert_eq!(s.problems[0].line, 1);
+    assert_eq!(s.problems[0].found, "`fast`");
 }
