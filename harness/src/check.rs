@@ -54,9 +54,9 @@ pub fn check_file(
     let digest = hex::encode(hashed.sha.finalize());
     let mut rep = checker
         .check_parsed(&log.display().to_string(), &mut parsed, choice)
-        .map_err(|message| CheckError {
+        .map_err(|e| CheckError {
             path: log.to_path_buf(),
-            message,
+            message: e.to_string(),
         })?;
     let verified = find_in(records, &digest).map(|found| {
         found.map(|f| {

@@ -387,7 +387,7 @@ fn check_log(
             return ExecLogCheck {
                 path,
                 verdict: LogVerdict::Error,
-                diagnostics: vec![Diagnostic::error("io", e)],
+                diagnostics: vec![Diagnostic::error("io", e.to_string())],
             };
         }
     };

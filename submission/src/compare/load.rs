@@ -486,7 +486,7 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
         set.runs.push(RunRecord {
             path: a.path.display().to_string(),
             minutes: a.minutes.as_ref().ok().copied(),
-            dropped: a.minutes.as_ref().err().cloned(),
+            dropped: a.minutes.as_ref().err().map(ToString::to_string),
             converged,
             samples_to_target: conv.filter(|c| c.converged).map(|c| c.point),
             samples_per_second: sps,
