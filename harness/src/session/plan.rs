@@ -128,8 +128,8 @@ impl SessionConfig {
             }
         };
         let at = |e: String| format!("--device {}: {e}", a.device);
-        let ordinal =
-            referee_workloads::parse_device(&a.device, placement.local_rank).map_err(at)?;
+        let ordinal = referee_workloads::parse_device(&a.device, placement.local_rank)
+            .map_err(|e| at(e.to_string()))?;
         let device = referee_workloads::open_device(ordinal, a.device.trim())
             .map_err(|e| at(e.to_string()))?;
         let gpu = ordinal
