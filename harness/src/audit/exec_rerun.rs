@@ -18,9 +18,11 @@
 //! The re-run's result file, its raw stdout/stderr and its MLLOG file stay
 //! in the re-run directory for the auditor to read.
 
+use super::error::AuditError;
 use super::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
 use super::sandbox::{self, Mounts, Sandbox};
 use super::{Rerun, Rerunner, StepStatus, compare, rcp_bounds, read_curve};
+use referee_submission::fs::copy_tree;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -146,25 +148,6 @@ fn map_paths(command: &[String], wd: &str, cwd: &Path, notes: &mut Vec<String>) 
         .collect()
 }
 
-/// Copy a tree (regular files and directories; links are not followed).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let e = e.map_err(|e| format!("{}: {e}", from.display()))?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let ty = e
-            .file_type()
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        if ty.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if ty.is_file() {
-            std::fs::copy(&src, &dst)
-                .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
-        }
-    }
-    Ok(())
-}
-
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
@@ -197,7 +180,7 @@ impl Rerunner<'_> {
     }
 
     /// Re-run one result of a supervised program (see the module's doc).
-    pub(super) fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), String> {
+    pub(super) fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), AuditError> {
         let found = match crate::exec::witness::find(log) {
             Ok(Some(f)) => f,
             Ok(None) => {
@@ -209,7 +192,7 @@ impl Rerunner<'_> {
                 return Ok(());
             }
             Err(e) => {
-                self.exec_not_done(log, e);
+                self.exec_not_done(log, e.to_string());
                 return Ok(());
             }
         };
@@ -286,7 +269,7 @@ impl Rerunner<'_> {
         let mut binds = Vec::new();
         let mut datasets = Vec::new();
         for (rec, dir) in recorded_data.iter().zip(&self.req.data) {
-            let here = fingerprint_dir(dir).map_err(|e| format!("--data: {e}"))?;
+            let here = fingerprint_dir(dir).map_err(AuditError::Data)?;
             if here.fingerprint != rec.fingerprint {
                 differences.push(format!(
                     "dataset {}: original {} ({} files), here {} {} ({} files)",
@@ -370,7 +353,7 @@ impl Rerunner<'_> {
             );
             return Ok(());
         }
-        copy_tree(&code, &cwd)?;
+        copy_tree(&code, &cwd, &|_| false)?;
         let mut rules = self.req.rules.clone();
         rules.ruleset = Some(self.scoring.ruleset.clone());
         let req = crate::exec::ExecRequest {
@@ -425,7 +408,7 @@ impl Rerunner<'_> {
         let r = match crate::exec::run_one(&cfg, 0, seed) {
             Ok(r) => r,
             Err(e) => {
-                self.failed(log, e);
+                self.failed(log, e.to_string());
                 return Ok(());
             }
         };

@@ -107,7 +107,7 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
             .as_deref()
             .is_some_and(|c| !std::path::Path::new(c).is_absolute());
     let official = if needs_official || a.rules_dir.is_some() {
-        Some(OfficialRules::resolve(a.rules_dir.as_deref())?)
+        Some(OfficialRules::resolve(a.rules_dir.as_deref()).map_err(|e| e.to_string())?)
     } else {
         None
     };

@@ -385,13 +385,16 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
 fn run_exec(a: &RunArgs) -> i32 {
     let extra = std::env::current_dir()
         .map_err(|e| format!("the working directory: {e}"))
-        .and_then(|cwd| crate::audit::identity::record_extra(&cwd, &a.data));
+        .and_then(|cwd| {
+            crate::audit::identity::record_extra(&cwd, &a.data).map_err(|e| e.to_string())
+        });
     let req = a.exec_request().and_then(|r| Ok((r, extra?)));
     let cfg = match req.and_then(|(r, x)| {
         ExecConfig::resolve(ExecRequest {
             record_extra: x,
             ..r
         })
+        .map_err(|e| e.to_string())
     }) {
         Ok(c) => c,
         Err(e) => return usage_error(e),

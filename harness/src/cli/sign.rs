@@ -96,7 +96,9 @@ impl SignerArgs {
     pub fn trust(&self) -> Result<Trust, String> {
         Ok(match (&self.allowed_signers, &self.signer) {
             (Some(p), _) => Trust::AllowedSigners(p.clone()),
-            (None, Some(fp)) => Trust::Fingerprint(sign::parse_fingerprint(fp)?),
+            (None, Some(fp)) => {
+                Trust::Fingerprint(sign::parse_fingerprint(fp).map_err(|e| e.to_string())?)
+            }
             (None, None) => Trust::Unchecked,
         })
     }
