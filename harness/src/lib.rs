@@ -21,6 +21,7 @@ pub mod packaging;
 pub mod provenance;
 pub mod rules_env;
 pub mod session;
+pub mod signing;
 pub mod slurm;
 pub mod system;
 pub mod tsa;

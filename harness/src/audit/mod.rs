@@ -240,6 +240,36 @@ impl AuditReport {
             serde_json::to_string_pretty(self).expect("json").as_bytes(),
         )
     }
+
+    /// The line that says where [`AuditReport::write`] wrote the report.
+    pub fn written_line(out: &Path) -> String {
+        format!(
+            "audit report: {} and {}",
+            out.join("audit.md").display(),
+            out.join("audit.json").display()
+        )
+    }
+}
+
+/// The auditor's consent at a terminal: the plan of a package's program
+/// shown on stderr, `yes` runs it (no terminal: no consent).
+pub fn ask_at_terminal(plan: &str) -> bool {
+    use std::io::{BufRead, IsTerminal};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return false;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "referee: the package's program will run on this machine:\n{plan}Run it? Type yes to run, anything else to skip: "
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    if stdin.lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    line.trim() == "yes"
 }
 
 impl Report for AuditReport {
