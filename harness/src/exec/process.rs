@@ -68,6 +68,18 @@ pub(super) fn spawn(
         })
 }
 
+/// Does process `pid` still run? Not when it is gone, nor when it is a
+/// zombie (`Z`) or dead (`X`) that its reaper has not collected yet, as
+/// `/proc/PID/stat` says.
+pub fn process_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+    }
+}
+
 /// Is any process of the group that `pid` leads still there?
 pub(super) fn group_alive(pid: u32) -> bool {
     // SAFETY: kill(2) with signal 0 only asks whether the group exists.

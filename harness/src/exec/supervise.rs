@@ -883,13 +883,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let running = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => false,
-            Ok(stat) => stat
-                .rsplit_once(") ")
-                .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
-        };
-        let alive = running();
+        let alive = super::super::process::process_running(pid);
         if alive {
             // SAFETY: the test's own leftover `sleep`.
             unsafe { libc::kill(pid, libc::SIGKILL) };
