@@ -185,11 +185,7 @@ pub fn run(args: CheckArgs) -> i32 {
     let mut results =
         crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
     if let Some(ca) = &cfg.tsa_ca {
-        for (log, r) in cfg.logs.iter().zip(results.iter_mut()) {
-            if let Ok(rep) = r {
-                crate::tsa::verify::annotate(rep, log, ca);
-            }
-        }
+        crate::tsa::verify::annotate_all(&cfg.logs, &mut results, ca);
     }
     progress.finish_and_clear();
 

@@ -349,10 +349,7 @@ pub fn run(a: RunArgs) -> i32 {
     };
     let results = match session::execute(&cfg, coll.as_mut(), &progress) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("referee: error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(e),
     };
     if coll.rank() != 0 {
         return EXIT_OK;
@@ -371,7 +368,7 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
         }
     }
     for e in &summary.errors {
-        eprintln!("referee: error: {e}");
+        super::error_line(e);
     }
     let format = if json { Format::Json } else { Format::Human };
     let mut out = std::io::stdout().lock();
@@ -402,10 +399,7 @@ fn run_exec(a: &RunArgs) -> i32 {
     let progress = ExecProgress { quiet: a.quiet };
     let summary = match crate::exec::execute(&cfg, &progress) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("referee: error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(e),
     };
     let format = if a.json { Format::Json } else { Format::Human };
     let warnings = crate::audit::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);

@@ -81,8 +81,8 @@ pub enum SessionError {
     Fixed {
         origin: String,
         key: String,
-        reference: serde_json::Value,
-        given: serde_json::Value,
+        reference: Box<serde_json::Value>,
+        given: Box<serde_json::Value>,
     },
     #[error("invalid configuration of {benchmark}: {source}")]
     InvalidConfig {

@@ -360,9 +360,9 @@ pub fn resolve_config(
         {
             return Err(SessionError::Fixed {
                 origin,
-                reference: default[&k].clone(),
+                reference: Box::new(default[&k].clone()),
                 key: k,
-                given: v,
+                given: Box::new(v),
             });
         }
         obj.insert(k, v);

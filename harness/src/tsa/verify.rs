@@ -536,6 +536,19 @@ pub fn check_log(log: &Path, ca: &Path) -> Result<Option<RunAnchor>, TsaError> {
     Ok(None)
 }
 
+/// [`annotate`] every report that could be made (`results[i]` of `logs[i]`).
+pub fn annotate_all(
+    logs: &[PathBuf],
+    results: &mut [Result<LogReport, referee_rules::checker::CheckError>],
+    ca: &Path,
+) {
+    for (log, r) in logs.iter().zip(results.iter_mut()) {
+        if let Ok(rep) = r {
+            annotate(rep, log, ca);
+        }
+    }
+}
+
 /// `referee check --tsa-ca`: the time-stamps' verdict in a log's report —
 /// a note per authority when they hold; errors (and FAIL) when they do
 /// not, or when the log is not anchored.
