@@ -54,9 +54,9 @@ pub fn check_file(
     let digest = hex::encode(hashed.sha.finalize());
     let mut rep = checker
         .check_parsed(&log.display().to_string(), &mut parsed, choice)
-        .map_err(|message| CheckError {
+        .map_err(|e| CheckError {
             path: log.to_path_buf(),
-            message,
+            message: e.to_string(),
         })?;
     let verified = find_in(records, &digest).map(|found| {
         found.map(|f| {
@@ -85,7 +85,7 @@ impl<R: std::io::Read> std::io::Read for Hashed<R> {
 /// The witness's verdict on a log (see [`verify_log`]) in its report.
 fn add_to_report(
     rep: &mut LogReport,
-    verified: Result<Option<(FoundWitness, Vec<Diagnostic>)>, String>,
+    verified: Result<Option<(FoundWitness, Vec<Diagnostic>)>, crate::exec::error::ExecError>,
 ) {
     match verified {
         Ok(None) => {}
@@ -102,8 +102,10 @@ fn add_to_report(
         }
         Err(e) => {
             rep.verdict = referee_rules::Verdict::Fail;
-            rep.diagnostics
-                .push(Diagnostic::error("witness-record", e).expected("a readable run record"));
+            rep.diagnostics.push(
+                Diagnostic::error("witness-record", e.to_string())
+                    .expected("a readable run record"),
+            );
         }
     }
 }

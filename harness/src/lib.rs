@@ -22,6 +22,7 @@ pub mod power;
 pub mod provenance;
 pub mod rules_env;
 pub mod session;
+pub mod signing;
 pub mod slurm;
 pub mod system;
 pub mod tsa;

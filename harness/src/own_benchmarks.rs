@@ -91,11 +91,11 @@ pub fn find(name: &str) -> Option<&'static dyn Benchmark> {
 }
 
 /// A referee benchmark by name, or the usage error that lists the known ones.
-pub fn find_or_err(name: &str) -> Result<&'static dyn Benchmark, String> {
-    find(name).ok_or_else(|| {
-        format!(
-            "unknown benchmark `{name}`; referee runs: {}",
-            benchmark_names().join(", ")
-        )
+pub fn find_or_err(
+    name: &str,
+) -> Result<&'static dyn Benchmark, crate::session::error::SessionError> {
+    find(name).ok_or_else(|| crate::session::error::SessionError::UnknownBenchmark {
+        name: name.to_string(),
+        known: benchmark_names(),
     })
 }

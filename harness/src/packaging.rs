@@ -11,14 +11,63 @@
 //! (else `--code DIR`), so that an audit can re-run the code the signed
 //! package carries.
 
-use crate::rules_env::{RulesRequest, resolve_rules};
+use crate::rules_env::{RulesError, RulesRequest, resolve_rules};
 use crate::session::plan::Division;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
-use referee_submission::assemble::{Origin, PackageSpec, PackageSummary, RunDir, package};
+use referee_submission::assemble::{
+    Origin, PackageError, PackageSpec, PackageSummary, RunDir, package,
+};
+use referee_submission::fs::FsError;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+/// Why nothing was packaged.
+#[derive(Debug, thiserror::Error)]
+pub enum PackagingError {
+    #[error(transparent)]
+    Package(#[from] PackageError),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error(transparent)]
+    Rules(#[from] RulesError),
+    #[error("{} was run in the {found} division, not {expected}", .dir.display())]
+    Division {
+        dir: PathBuf,
+        found: String,
+        expected: &'static str,
+    },
+    #[error("give --ruleset X.Y.Z: the ruleset these logs are submitted under (e.g. 5.0.0)")]
+    NoRuleset,
+    /// `rules`: the rules' description; `allowed`: their benchmarks.
+    #[error(
+        "{}: `{benchmark}` is not a benchmark of {rules} (benchmarks: {})",
+        .dir.display(),
+        .allowed.join(", ")
+    )]
+    UnknownBenchmark {
+        dir: PathBuf,
+        benchmark: String,
+        rules: String,
+        allowed: Vec<String>,
+    },
+    /// The first log names no `submission_{key}` and no `--{flag}` was given.
+    #[error("{} logs no submission_{key}: give --{flag}", .log.display())]
+    Unnamed {
+        log: PathBuf,
+        key: &'static str,
+        flag: &'static str,
+    },
+    #[error("--system-json {}: {source}", .path.display())]
+    SystemJsonRead { path: PathBuf, source: io::Error },
+    #[error("--system-json {}:{line}: invalid JSON: {source}", .path.display())]
+    SystemJson {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+}
 
 /// What to package, as asked for.
 #[derive(Debug, Clone)]
@@ -90,7 +139,7 @@ impl Report for PackagingReport {
 
 /// Open the run directories, check their division, build the folder
 /// (atomically) and check it. `Err`: nothing was built, with why.
-pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
+pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, PackagingError> {
     let runs = req
         .runs
         .iter()
@@ -99,11 +148,11 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
     if let Some(d) = req.division {
         let want = d.as_str();
         if let Some(r) = runs.iter().find(|r| r.division() != want) {
-            return Err(format!(
-                "{} was run in the {} division, not {want}",
-                r.path.display(),
-                r.division()
-            ));
+            return Err(PackagingError::Division {
+                dir: r.path.clone(),
+                found: r.division().to_string(),
+                expected: want,
+            });
         }
     }
     let mut rules_req = req.rules.clone();
@@ -118,9 +167,7 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
             });
     }
     if rules_req.ruleset.is_none() {
-        return Err(
-            "give --ruleset X.Y.Z: the ruleset these logs are submitted under (e.g. 5.0.0)".into(),
-        );
+        return Err(PackagingError::NoRuleset);
     }
     let rules = resolve_rules(&rules_req, &[])?;
     let usage = rules.scoring.usage.clone();
@@ -133,18 +180,16 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
             .facts
             .benchmark(&usage, b)
             .filter(|_| allowed.iter().any(|a| a == b))
-            .ok_or_else(|| {
-                format!(
-                    "{}: `{b}` is not a benchmark of {} (benchmarks: {})",
-                    r.path.display(),
-                    rules.description,
-                    allowed.join(", ")
-                )
+            .ok_or_else(|| PackagingError::UnknownBenchmark {
+                dir: r.path.clone(),
+                benchmark: b.to_string(),
+                rules: rules.description.clone(),
+                allowed: allowed.clone(),
             })?;
         required.insert(b.to_string(), facts.result_files);
     }
     let first = referee_submission::assemble::LogFacts::read(&runs[0].logs[0])?;
-    let named = |flag: &Option<String>, key: &str| -> Result<String, String> {
+    let named = |flag: &Option<String>, key: &'static str| -> Result<String, PackagingError> {
         match flag {
             Some(v) => Ok(v.clone()),
             None => first
@@ -152,26 +197,25 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, String> {
                 .get(key)
                 .cloned()
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    format!(
-                        "{} logs no submission_{key}: give --{}",
-                        runs[0].logs[0].display(),
-                        if key == "org" { "org" } else { "system" }
-                    )
+                .ok_or_else(|| PackagingError::Unnamed {
+                    log: runs[0].logs[0].clone(),
+                    key,
+                    flag: if key == "org" { "org" } else { "system" },
                 }),
         }
     };
     let system_json = match &req.system_json {
         Some(p) => Some(
             std::fs::read_to_string(p)
-                .map_err(|e| format!("--system-json {}: {e}", p.display()))
+                .map_err(|e| PackagingError::SystemJsonRead {
+                    path: p.clone(),
+                    source: e,
+                })
                 .and_then(|t| {
-                    serde_json::from_str(&t).map_err(|e| {
-                        format!(
-                            "--system-json {}:{}: invalid JSON: {e}",
-                            p.display(),
-                            e.line()
-                        )
+                    serde_json::from_str(&t).map_err(|e| PackagingError::SystemJson {
+                        path: p.clone(),
+                        line: e.line(),
+                        source: e,
                     })
                 })?,
         ),

@@ -16,6 +16,43 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// The rules asked for cannot be found or do not exist.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    #[error("--rules-dir {}: no such directory", .0.display())]
+    NoRulesDir(PathBuf),
+    #[error(
+        "--rules-dir {}: expected the mlperf_logging package directory, its compliance_checker directory, or a directory of <usage>_<X.Y.Z>/ rule folders",
+        .0.display()
+    )]
+    NotARulesDir(PathBuf),
+    #[error(transparent)]
+    Discovery(#[from] referee_rules::ruleset::DiscoveryError),
+    /// No `--ruleset`, and none could be read from the paths (`own`:
+    /// referee's ruleset).
+    #[error(
+        "give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0), or --ruleset {own} for referee's benchmarks"
+    )]
+    NoRuleset { own: &'static str },
+    /// `origin`: where the rule files come from; `available`: the rulesets
+    /// they provide.
+    #[error("unknown ruleset {ruleset} for {usage}; {origin} provides: {}", .available.join(", "))]
+    UnknownRuleset {
+        ruleset: String,
+        usage: &'static str,
+        origin: String,
+        available: Vec<String>,
+    },
+    #[error("--rcp-dir {}: no such directory", .0.display())]
+    NoRcpDir(PathBuf),
+    /// The rules of a side of `referee compare` (`root`: its path).
+    #[error("{}: {source}", .root.display())]
+    Side {
+        root: PathBuf,
+        source: Box<RulesError>,
+    },
+}
+
 /// The official rule files, resolved from `--rules-dir` or discovery.
 #[derive(Debug, Clone)]
 pub struct OfficialRules {
@@ -30,11 +67,11 @@ pub struct OfficialRules {
 impl OfficialRules {
     /// Resolve: an explicit directory wins; otherwise find the installed
     /// Python package.
-    pub fn resolve(explicit: Option<&Path>) -> Result<Self, String> {
+    pub fn resolve(explicit: Option<&Path>) -> Result<Self, RulesError> {
         let pkg: MlperfLogging = match explicit {
             Some(dir) => {
                 if !dir.is_dir() {
-                    return Err(format!("--rules-dir {}: no such directory", dir.display()));
+                    return Err(RulesError::NoRulesDir(dir.to_path_buf()));
                 }
                 match package_from_dir(dir) {
                     Some(p) => p,
@@ -44,11 +81,7 @@ impl OfficialRules {
                             .map(|rd| rd.flatten().any(|e| e.path().join("common.yaml").is_file()))
                             .unwrap_or(false);
                         if !has_rulesets {
-                            return Err(format!(
-                                "--rules-dir {}: expected the mlperf_logging package directory, its \
-                                 compliance_checker directory, or a directory of <usage>_<X.Y.Z>/ rule folders",
-                                dir.display()
-                            ));
+                            return Err(RulesError::NotARulesDir(dir.to_path_buf()));
                         }
                         return Ok(OfficialRules {
                             compliance_dir: dir.to_path_buf(),
@@ -58,7 +91,7 @@ impl OfficialRules {
                     }
                 }
             }
-            None => discover_mlperf_logging().map_err(|e| e.to_string())?,
+            None => discover_mlperf_logging()?,
         };
         let origin = match &pkg.version {
             Some(v) => format!("mlperf-logging {v}"),
@@ -218,7 +251,7 @@ fn logs_name_referee_benchmarks(paths: &[PathBuf]) -> bool {
 }
 
 /// Resolve a rules request for the results under `paths`.
-pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRules, String> {
+pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRules, RulesError> {
     let usage = req.usage;
     let own = referee_workloads::bench::RULESET;
     let (ruleset, inferred) = match &req.ruleset {
@@ -229,9 +262,7 @@ pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRu
                 (own.to_string(), true)
             }
             None => {
-                return Err(format!(
-                    "give --ruleset X.Y.Z (it could not be read from the path, e.g. training_results_v5.0), or --ruleset {own} for referee's benchmarks"
-                ));
+                return Err(RulesError::NoRuleset { own });
             }
         },
     };
@@ -248,15 +279,16 @@ pub fn resolve_rules(req: &RulesRequest, paths: &[PathBuf]) -> Result<ResolvedRu
     let lib = official.library();
     let available = lib.rulesets(usage);
     if !available.contains(&ruleset) {
-        return Err(format!(
-            "unknown ruleset {ruleset} for {usage}; {} provides: {}",
-            official.origin,
-            available.join(", ")
-        ));
+        return Err(RulesError::UnknownRuleset {
+            ruleset,
+            usage,
+            origin: official.origin,
+            available,
+        });
     }
     let rcp_dir: Option<PathBuf> = match &req.rcp_dir {
         Some(d) if !d.is_dir() => {
-            return Err(format!("--rcp-dir {}: no such directory", d.display()));
+            return Err(RulesError::NoRcpDir(d.clone()));
         }
         Some(d) => Some(d.clone()),
         None => official.rcp_dir.clone(),
@@ -295,7 +327,11 @@ impl RulesProvider for RulesPerSide {
         self.request.usage.to_string()
     }
 
-    fn context(&self, root: &Path, benchmark: &str) -> Result<Arc<ScoreContext>, String> {
+    fn context(
+        &self,
+        root: &Path,
+        benchmark: &str,
+    ) -> Result<Arc<ScoreContext>, Box<dyn std::error::Error + Send + Sync>> {
         let own_ruleset = referee_workloads::bench::RULESET;
         let explicit_other = self
             .request
@@ -312,8 +348,11 @@ impl RulesProvider for RulesPerSide {
         if let Some(c) = cache.get(root) {
             return Ok(c.clone());
         }
-        let resolved = resolve_rules(&self.request, &[root.to_path_buf()])
-            .map_err(|e| format!("{}: {e}", root.display()))?;
+        let resolved =
+            resolve_rules(&self.request, &[root.to_path_buf()]).map_err(|e| RulesError::Side {
+                root: root.to_path_buf(),
+                source: Box::new(e),
+            })?;
         let ctx = Arc::new(resolved.scoring);
         cache.insert(root.to_path_buf(), ctx.clone());
         Ok(ctx)
@@ -355,7 +394,8 @@ mod tests {
         };
         let e = resolve_rules(&req, std::slice::from_ref(&dir))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(e.contains("--ruleset"), "{e}");
         std::fs::remove_file(dir.join("result_2.txt")).unwrap();
         let r = resolve_rules(&req, &[dir]).unwrap();

@@ -89,7 +89,7 @@ impl Benchmark for Synthetic {
     fn default_config(&self) -> Value {
         json!({"batch_size": 10, "total_steps": 50, "learn": 300.0})
     }
-    fn validate(&self, _c: &Value) -> std::result::Result<(), String> {
+    fn validate(&self, _c: &Value) -> std::result::Result<(), referee_workloads::ConfigError> {
         Ok(())
     }
     fn global_batch_size(&self, c: &Value) -> usize {
@@ -129,10 +129,14 @@ impl Benchmark for Synthetic {
         _s: u64,
         _r: usize,
         _w: usize,
-    ) -> std::result::Result<BatchStream, String> {
+    ) -> std::result::Result<BatchStream, referee_workloads::DataStreamError> {
         Ok(batches(c["batch_size"].as_u64().unwrap() as usize, None))
     }
-    fn open_eval(&self, _d: &Path, _c: &Value) -> std::result::Result<BatchStream, String> {
+    fn open_eval(
+        &self,
+        _d: &Path,
+        _c: &Value,
+    ) -> std::result::Result<BatchStream, referee_workloads::DataStreamError> {
         Ok(batches(5, Some(2)))
     }
     fn rcp_json(&self) -> &'static str {

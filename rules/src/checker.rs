@@ -3,6 +3,7 @@
 
 use crate::compliance::{self, CheckOptions};
 use crate::diag::{Diagnostic, Verdict};
+use crate::error::ChoiceError;
 use crate::mllog;
 use crate::ruleset::RuleLibrary;
 use serde::Serialize;
@@ -139,9 +140,9 @@ impl Checker {
     pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
         let mut parsed = self.read(path, choice)?;
         self.check_parsed(&path.display().to_string(), &mut parsed, choice)
-            .map_err(|message| CheckError {
+            .map_err(|e| CheckError {
                 path: path.to_path_buf(),
-                message,
+                message: e.to_string(),
             })
     }
 
@@ -151,7 +152,7 @@ impl Checker {
         display: &str,
         parsed: &mut mllog::ParsedLog,
         choice: &RulesetChoice,
-    ) -> Result<LogReport, String> {
+    ) -> Result<LogReport, ChoiceError> {
         let (ruleset, start) = match choice {
             RulesetChoice::Official { usage, version } => (
                 Some(version.clone()),
@@ -168,13 +169,10 @@ impl Checker {
                     Some((name, rel)) => (Some(name.clone()), rel.clone()),
                     None => {
                         return Err(match bench {
-                            Some(b) => format!(
-                                "`{b}` is not a referee benchmark, so no ruleset can be chosen automatically: \
-                                 pass --ruleset X.Y.Z (e.g. 5.0.0) to check it against the official MLPerf rules"
-                            ),
-                            None => "the log names no submission_benchmark, so no ruleset can be chosen \
-                                     automatically: pass --ruleset X.Y.Z"
-                                .to_string(),
+                            Some(b) => ChoiceError::NotOwnBenchmark {
+                                benchmark: b.to_string(),
+                            },
+                            None => ChoiceError::NoBenchmark,
                         });
                     }
                 }

@@ -11,6 +11,7 @@
 //! (the official tools follow the file system's order).
 
 use crate::checker::is_result_name;
+use crate::error::DirError;
 use std::path::{Path, PathBuf};
 
 /// Sorted sub-directories of a directory.
@@ -47,23 +48,20 @@ pub fn is_org(dir: &Path) -> bool {
 
 /// Expand inputs to organisation folders: an org folder as is, or every
 /// org folder directly inside a parent (like the official `PREFIX{*}`).
-pub fn find_orgs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn find_orgs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, DirError> {
     let mut out = Vec::new();
     for p in inputs {
         if !p.is_dir() {
-            return Err(format!("{}: not a directory", p.display()));
+            return Err(DirError::NotADirectory { path: p.clone() });
         }
         if is_org(p) {
             out.push(p.clone());
             continue;
         }
-        let subs = sub_dirs(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let subs = sub_dirs(p).map_err(|e| DirError::io(p, e))?;
         let orgs: Vec<PathBuf> = subs.into_iter().filter(|d| is_org(d)).collect();
         if orgs.is_empty() {
-            return Err(format!(
-                "{}: not a submission folder (no systems/ and results/) and holds none",
-                p.display()
-            ));
+            return Err(DirError::NotASubmission { path: p.clone() });
         }
         out.extend(orgs);
     }

@@ -13,6 +13,7 @@
 pub mod checker;
 pub mod compliance;
 pub mod diag;
+pub mod error;
 pub mod json;
 pub mod layout;
 pub mod lifecycle;

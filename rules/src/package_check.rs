@@ -232,7 +232,8 @@ fn power_checks(power: &Path, results: &[PathBuf], diags: &mut Vec<Diagnostic>) 
                     .collect()
             })
             .unwrap_or_default();
-        let idx = |prefix: &str| -> (usize, Result<Vec<i64>, String>) {
+        // The ids of the files named `prefix…`, or the first name without one.
+        let idx = |prefix: &str| -> (usize, Result<Vec<i64>, &str>) {
             let named: Vec<&String> = files.iter().filter(|f| f.starts_with(prefix)).collect();
             let parsed = named
                 .iter()
@@ -242,7 +243,7 @@ fn power_checks(power: &Path, results: &[PathBuf], diags: &mut Vec<Diagnostic>) 
                         .next()
                         .unwrap_or("")
                         .parse::<i64>()
-                        .map_err(|_| f.to_string())
+                        .map_err(|_| f.as_str())
                 })
                 .collect();
             (named.len(), parsed)
@@ -833,7 +834,10 @@ fn check_seeds(plan: &BenchmarkDirPlan, runs: &[RunAnalysis], local: &mut Vec<Di
                 .file(plan.dir.path.display().to_string()),
         );
     } else {
-        let seed_runs: Vec<(String, Result<Vec<seeds::SeedRecord>, String>)> = runs
+        let seed_runs: Vec<(
+            String,
+            Result<Vec<seeds::SeedRecord>, crate::error::SeedError>,
+        )> = runs
             .iter()
             .map(|r| (r.path.display().to_string(), r.seeds.clone()))
             .collect();

@@ -22,6 +22,7 @@
 //! anywhere sets the batch size).
 
 use crate::diag::Diagnostic;
+use crate::error::{RcpTableError, RunReadError};
 use crate::mllog::{ParsedLog, Record};
 use crate::ruleset_facts::{self, RulesetFacts};
 use crate::stats::{np_interp, np_mean, np_std, one_sided_p, py_round};
@@ -127,21 +128,24 @@ impl RcpTable {
         ruleset: &str,
         benchmark: &str,
         facts: &RulesetFacts,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RcpTableError> {
         let mut path = Self::official_path(rcp_dir, usage, ruleset, benchmark);
         if !path.is_file() {
             let flat = rcp_dir.join(format!("rcps_{benchmark}.json"));
             if flat.is_file() {
                 path = flat;
             } else {
-                return Err(format!(
-                    "no RCP file for {benchmark} in ruleset {ruleset} ({})",
-                    path.display()
-                ));
+                return Err(RcpTableError::NoFile {
+                    benchmark: benchmark.to_string(),
+                    ruleset: ruleset.to_string(),
+                    path,
+                });
             }
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| RcpTableError::Read {
+            path: path.clone(),
+            source: e.into(),
+        })?;
         Self::from_json(
             &text,
             &path.display().to_string(),
@@ -160,24 +164,33 @@ impl RcpTable {
         ruleset: &str,
         benchmark: &str,
         facts: &RulesetFacts,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RcpTableError> {
+        let file = || source.to_string();
         let runs = facts
             .benchmark(usage, benchmark)
             .and_then(|b| b.rcp_submission_runs)
-            .ok_or_else(|| {
-                format!("benchmark {benchmark} has no RCP test (unknown submission run count)")
+            .ok_or_else(|| RcpTableError::NoRcpTest {
+                benchmark: benchmark.to_string(),
             })?;
         let doc: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("{source}: invalid JSON: {e}"))?;
+            serde_json::from_str(text).map_err(|e| RcpTableError::Json {
+                file: file(),
+                source: e.into(),
+            })?;
         let obj = doc
             .as_object()
-            .ok_or_else(|| format!("{source}: expected an object of RCP records"))?;
+            .ok_or_else(|| RcpTableError::NotAnObject { file: file() })?;
         let mut records = Vec::new();
         for (name, rec) in obj {
+            let missing = |what: String| RcpTableError::MissingField {
+                file: file(),
+                record: name.clone(),
+                what,
+            };
             let bench = rec
                 .get("Benchmark")
                 .and_then(|b| b.as_str())
-                .ok_or_else(|| format!("{source}: record {name} has no Benchmark"))?;
+                .ok_or_else(|| missing("Benchmark".into()))?;
             let samples_field = facts
                 .benchmark(usage, bench)
                 .is_some_and(|b| b.rcp_samples_field);
@@ -189,24 +202,29 @@ impl RcpTable {
             let bs = rec
                 .get("BS")
                 .and_then(num)
-                .ok_or_else(|| format!("{source}: record {name} has no numeric BS"))?;
+                .ok_or_else(|| missing("numeric BS".into()))?;
             let mut points: Vec<f64> = rec
                 .get(field)
                 .and_then(|p| p.as_array())
-                .ok_or_else(|| format!("{source}: record {name} has no list `{field}`"))?
+                .ok_or_else(|| missing(format!("list `{field}`")))?
                 .iter()
                 .map(|x| {
-                    num(x).ok_or_else(|| format!("{source}: record {name}: non-numeric point {x}"))
+                    num(x).ok_or_else(|| RcpTableError::NonNumericPoint {
+                        file: file(),
+                        record: name.clone(),
+                        found: x.to_string(),
+                    })
                 })
                 .collect::<Result<_, _>>()?;
             points.sort_by(f64::total_cmp);
             let rejected = facts.max_dropped(usage, bench);
             if points.len() <= 2 * rejected {
-                return Err(format!(
-                    "{source}: record {name} has {} points; olympic statistics need more than {}",
-                    points.len(),
-                    2 * rejected
-                ));
+                return Err(RcpTableError::TooFewPoints {
+                    file: file(),
+                    record: name.clone(),
+                    found: points.len(),
+                    needed: 2 * rejected,
+                });
             }
             let mean = np_mean(&points[rejected..points.len() - rejected]);
             let stdev = np_std(&points);
@@ -468,7 +486,7 @@ pub fn read_run(
     log: &ParsedLog,
     benchmark_hint: Option<&str>,
     opts: &RcpOptions,
-) -> Result<RunConvergence, String> {
+) -> Result<RunConvergence, RunReadError> {
     let _ = benchmark_hint;
     let mut reader = RunReader {
         file,
@@ -584,16 +602,27 @@ struct LineFields<'a> {
 }
 
 impl LineFields<'_> {
-    fn meta(&self, name: &str) -> Result<Value, String> {
+    fn meta(&self, name: &str) -> Result<Value, RunReadError> {
         self.metadata
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("{}:{}: metadata has no `{name}`", self.file, self.line_no))
+            .ok_or_else(|| RunReadError::NoMetadata {
+                file: self.file.to_string(),
+                line: self.line_no,
+                name: name.to_string(),
+            })
     }
 
-    fn meta_number(&self, name: &str) -> Result<f64, String> {
-        json_number(Some(&self.meta(name)?))
-            .ok_or_else(|| format!("{}:{}: {name} is not a number", self.file, self.line_no))
+    fn meta_number(&self, name: &str) -> Result<f64, RunReadError> {
+        json_number(Some(&self.meta(name)?)).ok_or_else(|| self.not_a_number(name))
+    }
+
+    fn not_a_number(&self, name: &str) -> RunReadError {
+        RunReadError::NotANumber {
+            file: self.file.to_string(),
+            line: self.line_no,
+            name: name.to_string(),
+        }
     }
 }
 
@@ -624,7 +653,12 @@ impl RunReader<'_> {
 
     /// One line of the log (the official reader matches substrings of the
     /// line's text before it decodes it).
-    fn take(&mut self, text: &str, line_no: usize, rec: Option<&Record>) -> Result<(), String> {
+    fn take(
+        &mut self,
+        text: &str,
+        line_no: usize,
+        rec: Option<&Record>,
+    ) -> Result<(), RunReadError> {
         let file = self.file;
         let Some(s) = text.strip_prefix(":::MLLOG ") else {
             return Ok(());
@@ -639,9 +673,10 @@ impl RunReader<'_> {
             return Ok(());
         }
         let Some(rec) = rec else {
-            return Err(format!(
-                "{file}:{line_no}: the RCP reader needs this line but it is not valid MLLOG JSON"
-            ));
+            return Err(RunReadError::NotMllog {
+                file: file.to_string(),
+                line: line_no,
+            });
         };
         let v = rec.full_v();
         let line = LineFields {
@@ -672,7 +707,7 @@ impl RunReader<'_> {
         s: &str,
         evalish: bool,
         line: &LineFields,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunReadError> {
         if self.bench_is("stable_diffusion") && evalish {
             let unit = if self.opts.ruleset == "3.1.0" {
                 "step_num"
@@ -690,18 +725,15 @@ impl RunReader<'_> {
         } else if !self.use_train_samples && evalish {
             self.conv = Some(py_round(line.meta_number("epoch_num")?, 3));
         } else if self.use_train_samples && s.contains("train_samples") {
-            self.conv = Some(json_number(Some(&line.value)).ok_or_else(|| {
-                format!(
-                    "{}:{}: train_samples is not a number",
-                    line.file, line.line_no
-                )
-            })?);
+            self.conv = Some(
+                json_number(Some(&line.value)).ok_or_else(|| line.not_a_number("train_samples"))?,
+            );
         }
         Ok(())
     }
 
     /// `run_stop`: converged at the latest value on success.
-    fn take_run_stop(&mut self, line: &LineFields) -> Result<(), String> {
+    fn take_run_stop(&mut self, line: &LineFields) -> Result<(), RunReadError> {
         let status = line.meta("status")?;
         if status.as_str() != Some("success") {
             self.converged = false;
@@ -712,38 +744,43 @@ impl RunReader<'_> {
         if self.bench_is("stable_diffusion") {
             self.conv = self.first_passing_sd_step()?;
             if self.conv.is_none() {
-                return Err(format!(
-                    "{}: run_stop says success but no evaluation meets FID ≤ 90 and CLIP ≥ 0.15",
-                    self.file
-                ));
+                return Err(RunReadError::NoPassingEvaluation {
+                    file: self.file.to_string(),
+                });
             }
         }
-        self.point = self.conv.ok_or_else(|| {
-            format!(
-                "{}:{}: run_stop success before any evaluation",
-                line.file, line.line_no
-            )
-        })?;
+        self.point = self
+            .conv
+            .ok_or_else(|| RunReadError::SuccessBeforeEvaluation {
+                file: line.file.to_string(),
+                line: line.line_no,
+            })?;
         Ok(())
     }
 
     /// stable_diffusion: the first step whose FID ≤ 90 and CLIP ≥ 0.15.
-    fn first_passing_sd_step(&self) -> Result<Option<f64>, String> {
+    fn first_passing_sd_step(&self) -> Result<Option<f64>, RunReadError> {
         let file = self.file;
         let mut passing: Vec<f64> = Vec::new();
         for (step, res) in &self.sd {
-            let fid = res
-                .get("FID")
-                .and_then(Value::as_f64)
-                .ok_or_else(|| format!("{file}: evaluation at {step} has no FID value"))?;
-            let clip = res
-                .get("CLIP")
-                .and_then(Value::as_f64)
-                .ok_or_else(|| format!("{file}: evaluation at {step} has no CLIP value"))?;
+            let metric = |metric: &'static str| {
+                res.get(metric).and_then(Value::as_f64).ok_or_else(|| {
+                    RunReadError::EvaluationMissing {
+                        file: file.to_string(),
+                        step: step.clone(),
+                        metric,
+                    }
+                })
+            };
+            let fid = metric("FID")?;
+            let clip = metric("CLIP")?;
             if fid <= 90.0 && clip >= 0.15 {
                 passing.push(
                     step.parse::<f64>()
-                        .map_err(|_| format!("{file}: step {step} is not a number"))?,
+                        .map_err(|_| RunReadError::StepNotANumber {
+                            file: file.to_string(),
+                            step: step.clone(),
+                        })?,
                 );
             }
         }
@@ -760,8 +797,8 @@ fn opts_samples_extra(b: &str) -> bool {
 /// Run the RCP test on the runs of one directory. `table` loads the RCP
 /// table for the benchmark the runs name.
 pub fn check_runs(
-    runs: Vec<Result<RunConvergence, String>>,
-    table: &dyn Fn(&str) -> Result<RcpTable, String>,
+    runs: Vec<Result<RunConvergence, RunReadError>>,
+    table: &dyn Fn(&str) -> Result<RcpTable, RcpTableError>,
     opts: &RcpOptions,
     facts: &RulesetFacts,
 ) -> RcpOutcome {
@@ -789,7 +826,7 @@ pub fn check_runs(
             o.benchmark = Some(bench);
             o.official_crash = true;
             o.diagnostics
-                .push(Diagnostic::error("rcp-no-table", e).rule("rcp", None));
+                .push(Diagnostic::error("rcp-no-table", e.to_string()).rule("rcp", None));
             return o;
         }
     };
@@ -835,7 +872,7 @@ pub fn check_runs(
 /// The runs that could be read; an outcome (the official checker crashes)
 /// when one could not.
 fn readable_runs(
-    runs: Vec<Result<RunConvergence, String>>,
+    runs: Vec<Result<RunConvergence, RunReadError>>,
 ) -> Result<Vec<RunConvergence>, Box<RcpOutcome>> {
     let mut diags = Vec::new();
     let mut ok_runs = Vec::new();

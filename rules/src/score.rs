@@ -13,6 +13,7 @@
 
 use crate::checker::{CheckError, Checker, LogReport, RulesetChoice};
 use crate::diag::{Diagnostic, Verdict};
+use crate::error::{DirError, NotCounted, PowerError, RcpTableError, RunReadError, SeedError};
 use crate::layout::{self, BenchmarkDir};
 use crate::mllog::{self, ParsedLog, Record};
 use crate::rcp::{self, Pruning, RcpOptions, RcpOutcome, RcpPass, RcpTable, RunConvergence};
@@ -39,7 +40,7 @@ pub struct ScoreContext {
     pub pruning: Pruning,
     /// The compliance rules per log (default: the official ruleset's chain).
     pub choice: RulesetChoice,
-    tables: Mutex<HashMap<String, Result<RcpTable, String>>>,
+    tables: Mutex<HashMap<String, Result<RcpTable, RcpTableError>>>,
 }
 
 impl ScoreContext {
@@ -72,7 +73,7 @@ impl ScoreContext {
     }
 
     /// The RCP table of a benchmark (loaded once).
-    pub fn table(&self, benchmark: &str) -> Result<RcpTable, String> {
+    pub fn table(&self, benchmark: &str) -> Result<RcpTable, RcpTableError> {
         if let Some(t) = self.tables.lock().expect("table lock").get(benchmark) {
             return t.clone();
         }
@@ -88,7 +89,7 @@ impl ScoreContext {
         } else if let Some(dir) = &self.rcp_dir {
             RcpTable::load(dir, &self.usage, &self.ruleset, benchmark, &self.facts)
         } else {
-            Err("no RCP tables available (give --rcp-dir or install mlperf-logging)".to_string())
+            Err(RcpTableError::NoTables)
         };
         let t = t.map(|mut t| {
             if self.pruning != Pruning::Official {
@@ -121,11 +122,11 @@ pub struct RunAnalysis {
     pub path: PathBuf,
     pub report: Result<LogReport, CheckError>,
     /// Time to train in minutes, or why the run does not count.
-    pub minutes: Result<f64, String>,
+    pub minutes: Result<f64, NotCounted>,
     pub run_start_ms: Option<f64>,
     pub run_stop_ms: Option<f64>,
-    pub convergence: Result<RunConvergence, String>,
-    pub seeds: Result<Vec<SeedRecord>, String>,
+    pub convergence: Result<RunConvergence, RunReadError>,
+    pub seeds: Result<Vec<SeedRecord>, SeedError>,
 }
 
 impl RunAnalysis {
@@ -162,11 +163,11 @@ pub fn analyze_run(ctx: &ScoreContext, path: &Path, bert_train_samples: bool) ->
             return RunAnalysis {
                 path: path.to_path_buf(),
                 report: Err(e),
-                minutes: Err(msg.clone()),
+                minutes: Err(NotCounted::Unreadable(msg.clone())),
                 run_start_ms: None,
                 run_stop_ms: None,
-                convergence: Err(msg.clone()),
-                seeds: Err(msg),
+                convergence: Err(RunReadError::Log(msg.clone())),
+                seeds: Err(SeedError::Log(msg)),
             };
         }
     };
@@ -178,17 +179,17 @@ pub fn analyze_run(ctx: &ScoreContext, path: &Path, bert_train_samples: bool) ->
     let report = ctx
         .checker
         .check_parsed(&display, &mut parsed, &choice)
-        .map_err(|message| CheckError {
+        .map_err(|e| CheckError {
             path: path.to_path_buf(),
-            message,
+            message: e.to_string(),
         });
     let minutes = match &report {
-        Err(e) => Err(e.message.clone()),
-        Ok(r) if r.verdict != Verdict::Pass => Err("Compliance check failed".to_string()),
-        Ok(_) if has_problems => Err("Parse error".to_string()),
+        Err(e) => Err(NotCounted::Unreadable(e.message.clone())),
+        Ok(r) if r.verdict != Verdict::Pass => Err(NotCounted::NotCompliant),
+        Ok(_) if has_problems => Err(NotCounted::ParseError),
         Ok(_) => match (start, stop) {
-            (None, _) => Err("run_start not recorded".to_string()),
-            (_, None) => Err("run_stop not recorded".to_string()),
+            (None, _) => Err(NotCounted::NoRunStart),
+            (_, None) => Err(NotCounted::NoRunStop),
             (Some(a), Some(b)) => Ok((b - a) / 60.0 / 1000.0),
         },
     };
@@ -270,28 +271,30 @@ pub struct BenchScore {
 }
 
 /// Read `scaling.json` (`{"scaling_factor": x}`); 1.0 when absent.
-pub fn scaling_factor(dir: &Path) -> Result<f64, String> {
+pub fn scaling_factor(dir: &Path) -> Result<f64, DirError> {
     let p = dir.join("scaling.json");
     if !p.is_file() {
         return Ok(1.0);
     }
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", p.display()))?;
+    let text = std::fs::read_to_string(&p).map_err(|e| DirError::io(&p, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| DirError::Json {
+        path: p.clone(),
+        source: e.into(),
+    })?;
     v.get("scaling_factor")
         .and_then(|f| f.as_f64())
-        .ok_or_else(|| format!("{}: no numeric `scaling_factor`", p.display()))
+        .ok_or(DirError::NoScalingFactor { path: p })
 }
 
 /// Write `scaling.json` where the official package checker would write
 /// one (`factor`: [`rcp::RcpOutcome::writes_scaling`]), and remove any
 /// stale one where it would not; [`scaling_factor`] reads it back.
-pub fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), String> {
+pub fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), DirError> {
     let p = dir.join("scaling.json");
     let _ = std::fs::remove_file(&p);
     match factor {
         Some(f) => std::fs::write(&p, serde_json::json!({ "scaling_factor": f }).to_string())
-            .map_err(|e| format!("{}: {e}", p.display())),
+            .map_err(|e| DirError::io(&p, e)),
         None => Ok(()),
     }
 }
@@ -451,7 +454,7 @@ fn scaled_score(
         }
         Err(e) => {
             diags.push(
-                Diagnostic::error("scaling-json", e)
+                Diagnostic::error("scaling-json", e.to_string())
                     .rule("scoring", None)
                     .file(dir.path.join("scaling.json").display().to_string()),
             );
@@ -491,7 +494,7 @@ fn energy_score(
         }
         Err(e) => {
             diags.push(
-                Diagnostic::error("power", e)
+                Diagnostic::error("power", e.to_string())
                     .rule("power", None)
                     .file(dir.path.join("power").display().to_string()),
             );
@@ -603,7 +606,7 @@ impl RcpDirCheck {
 /// `dir_benchmark` (the directory's benchmark, when known) if none does.
 pub fn check_rcp_runs(
     ctx: &ScoreContext,
-    convergences: Vec<Result<RunConvergence, String>>,
+    convergences: Vec<Result<RunConvergence, RunReadError>>,
     opts: &RcpOptions,
     dir_benchmark: Option<&str>,
 ) -> RcpDirCheck {
@@ -631,10 +634,12 @@ pub fn check_rcp_dir(
     dir: &Path,
     opts: &RcpOptions,
     bert_train_samples: bool,
-) -> Result<RcpDirCheck, String> {
-    let files = layout::result_files(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<RcpDirCheck, DirError> {
+    let files = layout::result_files(dir).map_err(|e| DirError::io(dir, e))?;
     if files.is_empty() {
-        return Err(format!("{}: no result_*.txt files", dir.display()));
+        return Err(DirError::NoResultFiles {
+            path: dir.to_path_buf(),
+        });
     }
     let convergences = files
         .par_iter()
@@ -645,7 +650,7 @@ pub fn check_rcp_dir(
 
 /// Energy of each counted run (in the order of the counted runs): the
 /// official node/switch power integration.
-fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, String> {
+fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, PowerError> {
     let mut out = Vec::new();
     for r in runs {
         let Ok(minutes) = r.minutes else { continue };
@@ -676,16 +681,21 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Strin
         };
         let nodes = list("node_");
         if nodes.is_empty() {
-            return Err(format!("{}: no node_*.txt power logs", folder.display()));
+            return Err(PowerError::NoNodeLogs { folder });
         }
+        let read = |path: &Path| {
+            mllog::read_file(path).map_err(|e| PowerError::Read {
+                path: path.to_path_buf(),
+                source: e.into(),
+            })
+        };
         let mut total = 0.0;
         for n in nodes {
-            let log = mllog::read_file(&n).map_err(|e| format!("{}: {e}", n.display()))?;
-            total +=
-                power_node(&log.records, ttt_ms).map_err(|e| format!("{}: {e}", n.display()))?;
+            let log = read(&n)?;
+            total += power_node(&n, &log.records, ttt_ms)?;
         }
         for s in list("sw_") {
-            let log = mllog::read_file(&s).map_err(|e| format!("{}: {e}", s.display()))?;
+            let log = read(&s)?;
             total += power_switch(&log.records, ttt_ms);
         }
         out.push(total);
@@ -736,10 +746,14 @@ pub fn run_energy_joules(log: &Path, ttt_ms: f64) -> Option<Result<f64, String>>
 /// the time to train, times the conversion efficiency).
 pub fn node_energy_joules(path: &Path, ttt_ms: f64) -> Result<f64, String> {
     let log = mllog::read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    power_node(&log.records, ttt_ms).map_err(|e| format!("{}: {e}", path.display()))
+    power_node(path, &log.records, ttt_ms).map_err(|e| e.to_string())
 }
 
-fn power_node(records: &[Record], ttt_ms: f64) -> Result<f64, String> {
+fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, PowerError> {
+    let not_a_number = |key| PowerError::NotANumber {
+        path: path.to_path_buf(),
+        key,
+    };
     let mut recs: Vec<&Record> = records.iter().collect();
     recs.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
     let (mut prev, mut last, mut start, mut stop) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
@@ -756,7 +770,7 @@ fn power_node(records: &[Record], ttt_ms: f64) -> Result<f64, String> {
                 let v = r
                     .value()
                     .as_f64()
-                    .ok_or("power_reading value is not a number")?;
+                    .ok_or_else(|| not_a_number("power_reading"))?;
                 agg += v * (r.timestamp - prev);
                 prev = r.timestamp;
                 last = last.max(r.timestamp);
@@ -769,19 +783,23 @@ fn power_node(records: &[Record], ttt_ms: f64) -> Result<f64, String> {
                 eff = r
                     .value()
                     .as_f64()
-                    .ok_or("conversion_eff value is not a number")?
+                    .ok_or_else(|| not_a_number("conversion_eff"))?
             }
             _ => {}
         }
     }
     if !started {
-        return Err("Power start timestamp not found".into());
+        return Err(PowerError::NoStart {
+            path: path.to_path_buf(),
+        });
     }
     if !stopped {
         stop = last;
     }
     if stop == start {
-        return Err("power_measurement_stop equals power_measurement_start (the official summarizer divides by zero here)".into());
+        return Err(PowerError::ZeroWindow {
+            path: path.to_path_buf(),
+        });
     }
     Ok(eff * agg * ttt_ms / (stop - start) / 1000.0)
 }
@@ -925,12 +943,12 @@ mod tests {
     #[test]
     fn scaling_json_is_written_read_back_and_removed_when_not_due() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(scaling_factor(dir.path()), Ok(1.0));
+        assert_eq!(scaling_factor(dir.path()).unwrap(), 1.0);
         write_scaling(dir.path(), Some(1.25)).unwrap();
-        assert_eq!(scaling_factor(dir.path()), Ok(1.25));
+        assert_eq!(scaling_factor(dir.path()).unwrap(), 1.25);
         // Where the official checker writes none, a stale file goes.
         write_scaling(dir.path(), None).unwrap();
         assert!(!dir.path().join("scaling.json").exists());
-        assert_eq!(scaling_factor(dir.path()), Ok(1.0));
+        assert_eq!(scaling_factor(dir.path()).unwrap(), 1.0);
     }
 }

@@ -4,6 +4,7 @@
 //! Logging more than one seed is allowed with a warning.
 
 use crate::diag::Diagnostic;
+use crate::error::SeedError;
 use crate::mllog::ParsedLog;
 use crate::value::Value;
 
@@ -18,14 +19,12 @@ pub struct SeedRecord {
 
 /// The seeds of one run, or why they cannot be read (as the official
 /// checker, which then reports `Error found when querying seeds`).
-pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, String> {
+pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, SeedError> {
     if !log.problems.is_empty() {
-        return Err(format!(
-            "the log has {} unreadable MLLOG line{} (first at line {})",
-            log.problems.len(),
-            if log.problems.len() == 1 { "" } else { "s" },
-            log.problems[0].line
-        ));
+        return Err(SeedError::Unreadable {
+            count: log.problems.len(),
+            first_line: log.problems[0].line,
+        });
     }
     let mut out = Vec::new();
     for r in log
@@ -35,12 +34,19 @@ pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, String> {
     {
         let v = r.full_v();
         let meta = v.get("metadata");
-        let field = |name: &str| -> Result<String, String> {
+        let field = |name: &str| -> Result<String, SeedError> {
             match meta.and_then(|m| m.get(name)) {
                 Some(Value::Str(s)) => Ok(s.clone()),
                 Some(other) => Ok(other.py_str()),
-                None => Err(format!("line {}: seed metadata has no `{name}`", r.line)),
+                None => Err(SeedError::NoMetadata {
+                    line: r.line,
+                    name: name.to_string(),
+                }),
             }
+        };
+        let not_an_integer = |found: &Value| SeedError::NotAnInteger {
+            line: r.line,
+            found: found.py_repr(),
         };
         let file = field("file")?;
         let lineno = field("lineno")?;
@@ -50,20 +56,11 @@ pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, String> {
             Value::Int(i) => *i,
             Value::Bool(b) => *b as i64,
             Value::Float(f) if f.is_finite() => f.trunc() as i64,
-            Value::Str(s) => s.trim().parse::<i64>().map_err(|_| {
-                format!(
-                    "line {}: seed {} is not an integer",
-                    r.line,
-                    value.py_repr()
-                )
-            })?,
-            other => {
-                return Err(format!(
-                    "line {}: seed {} is not an integer",
-                    r.line,
-                    other.py_repr()
-                ));
-            }
+            Value::Str(s) => s
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| not_an_integer(&value))?,
+            other => return Err(not_an_integer(other)),
         };
         out.push(SeedRecord {
             file,
@@ -77,7 +74,7 @@ pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, String> {
 
 /// Check the seed rules over the runs of one benchmark directory.
 /// `runs` holds (log path for messages, its seeds).
-pub fn check(runs: &[(String, Result<Vec<SeedRecord>, String>)]) -> Vec<Diagnostic> {
+pub fn check(runs: &[(String, Result<Vec<SeedRecord>, SeedError>)]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut seen: Vec<(&SeedRecord, &str)> = Vec::new();
     for (path, seeds) in runs {

@@ -16,6 +16,7 @@
 //! renamed into place at the end, so an interrupted packaging leaves no
 //! half-written `OUT/ORG`.
 
+use crate::fs::{FsError, copy_tree};
 use referee_rules::mllog;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -48,10 +49,103 @@ pub struct RunDir {
     pub system: Option<Value>,
 }
 
-fn read_json(p: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{}:{}: invalid JSON: {e}", p.display(), e.line()))
+/// Why run directories cannot be packaged.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("{}:{line}: invalid JSON: {source}", .path.display())]
+    Json {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error(
+        "{}: unfinished logs {} (a run was interrupted); only finished runs can be packaged",
+        .dir.display(),
+        .names.join(", ")
+    )]
+    Unfinished { dir: PathBuf, names: Vec<String> },
+    #[error("{}: no result_*.txt logs", .dir.display())]
+    NoLogs { dir: PathBuf },
+    /// Two logs of a directory name different `submission_{key}` values.
+    #[error(
+        "{}: submission_{key} is {found:?}, {} says {expected:?}; one directory holds the runs of one benchmark",
+        .log.display(),
+        .first.display()
+    )]
+    LogsDisagree {
+        log: PathBuf,
+        key: &'static str,
+        found: String,
+        first: PathBuf,
+        expected: String,
+    },
+    /// A log's hyperparameters differ from the first log's
+    /// (`differences`: `KEY: found vs expected`).
+    #[error(
+        "{}: its configuration differs from {} ({}); one implementation per benchmark has one configuration",
+        .log.display(),
+        .first.display(),
+        .differences.join("; ")
+    )]
+    LogConfigDiffers {
+        log: PathBuf,
+        first: PathBuf,
+        differences: Vec<String>,
+    },
+    #[error(
+        "{flag} {value:?}: use letters, digits, '-', '_' and '.' (the name becomes a folder; no spaces, no leading dot)"
+    )]
+    UnsafeName { flag: &'static str, value: String },
+    #[error("no run directories given")]
+    NoRuns,
+    #[error("--code {}: not a directory", .path.display())]
+    CodeNotADirectory { path: PathBuf },
+    #[error(
+        "{} was run in the {found} division, {} in the {expected} division; a package has one division",
+        .dir.display(),
+        .first.display()
+    )]
+    DivisionMismatch {
+        dir: PathBuf,
+        found: String,
+        first: PathBuf,
+        expected: String,
+    },
+    #[error("{benchmark}: not a benchmark of this ruleset")]
+    UnknownBenchmark { benchmark: String },
+    #[error(
+        "{benchmark}: {found} result logs in {}; the benchmark requires exactly {required} (select runs before packaging, never after seeing their results)",
+        .dirs.join(", ")
+    )]
+    RunCount {
+        benchmark: String,
+        found: usize,
+        required: usize,
+        dirs: Vec<String>,
+    },
+    #[error(
+        "{} used a different configuration than {}; one implementation per benchmark has one configuration",
+        .dir.display(),
+        .first.display()
+    )]
+    ConfigDiffers { dir: PathBuf, first: PathBuf },
+    #[error("no system description: give --system-json FILE (e.g. from `referee system`)")]
+    NoSystem,
+    #[error("{} already exists; packaging never overwrites", .path.display())]
+    Exists { path: PathBuf },
+    #[error("{file:?}: not a path inside {}", .root.display())]
+    NotInside { file: String, root: PathBuf },
+}
+
+fn read_json(p: &Path) -> Result<Value, PackageError> {
+    let text = std::fs::read_to_string(p).map_err(|e| FsError::io(p, e))?;
+    serde_json::from_str(&text).map_err(|e| PackageError::Json {
+        path: p.to_path_buf(),
+        line: e.line(),
+        source: e,
+    })
 }
 
 /// `result_N.txt` → N.
@@ -82,8 +176,8 @@ pub struct LogFacts {
 }
 
 impl LogFacts {
-    pub fn read(log: &Path) -> Result<LogFacts, String> {
-        let parsed = mllog::read_file(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    pub fn read(log: &Path) -> Result<LogFacts, FsError> {
+        let parsed = mllog::read_file(log).map_err(|e| FsError::io(log, e))?;
         let mut f = LogFacts::default();
         for r in &parsed.records {
             let k = r.key();
@@ -113,9 +207,9 @@ impl RunDir {
     /// directory or any other). Refuses unfinished logs and, for plain
     /// logs, a directory whose logs disagree on their benchmark, division
     /// or hyperparameters.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, PackageError> {
         let entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(|e| FsError::io(path, e))?
             .flatten()
             .map(|e| e.path())
             .collect();
@@ -125,11 +219,10 @@ impl RunDir {
             .filter(|n| n.ends_with(".partial"))
             .collect();
         if !partial.is_empty() {
-            return Err(format!(
-                "{}: unfinished logs {} (a run was interrupted); only finished runs can be packaged",
-                path.display(),
-                partial.join(", ")
-            ));
+            return Err(PackageError::Unfinished {
+                dir: path.to_path_buf(),
+                names: partial,
+            });
         }
         let mut logs: Vec<PathBuf> = entries
             .into_iter()
@@ -137,7 +230,9 @@ impl RunDir {
             .collect();
         logs.sort_by_key(|p| result_number(p));
         if logs.is_empty() {
-            return Err(format!("{}: no result_*.txt logs", path.display()));
+            return Err(PackageError::NoLogs {
+                dir: path.to_path_buf(),
+            });
         }
         let system_path = path.join("system.json");
         let system = if system_path.is_file() {
@@ -167,19 +262,19 @@ impl RunDir {
     }
 
     /// The record of plain logs: what they all say about themselves.
-    fn record_from_logs(logs: &[PathBuf]) -> Result<Value, String> {
+    fn record_from_logs(logs: &[PathBuf]) -> Result<Value, PackageError> {
         let first = LogFacts::read(&logs[0])?;
         for log in &logs[1..] {
             let f = LogFacts::read(log)?;
             for name in ["benchmark", "division"] {
                 if f.get(name) != first.get(name) {
-                    return Err(format!(
-                        "{}: submission_{name} is {:?}, {} says {:?}; one directory holds the runs of one benchmark",
-                        log.display(),
-                        f.get(name),
-                        logs[0].display(),
-                        first.get(name)
-                    ));
+                    return Err(PackageError::LogsDisagree {
+                        log: log.clone(),
+                        key: name,
+                        found: f.get(name).to_string(),
+                        first: logs[0].clone(),
+                        expected: first.get(name).to_string(),
+                    });
                 }
             }
             let differing: Vec<String> = first
@@ -203,12 +298,11 @@ impl RunDir {
                 })
                 .collect();
             if !differing.is_empty() {
-                return Err(format!(
-                    "{}: its configuration differs from {} ({}); one implementation per benchmark has one configuration",
-                    log.display(),
-                    logs[0].display(),
-                    differing.join("; ")
-                ));
+                return Err(PackageError::LogConfigDiffers {
+                    log: log.clone(),
+                    first: logs[0].clone(),
+                    differences: differing,
+                });
             }
         }
         Ok(serde_json::json!({
@@ -286,7 +380,11 @@ fn is_safe_name(s: &str) -> bool {
 /// warning per (key, logged value), naming the logs. The rules accept such
 /// a folder (a published system name need not be the logged platform), so
 /// this never refuses.
-pub fn identity_warnings(logs: &[PathBuf], org: &str, system: &str) -> Result<Vec<String>, String> {
+pub fn identity_warnings(
+    logs: &[PathBuf],
+    org: &str,
+    system: &str,
+) -> Result<Vec<String>, FsError> {
     let mut seen: BTreeMap<(&str, String), Vec<String>> = BTreeMap::new();
     for log in logs {
         let facts = LogFacts::read(log)?;
@@ -319,33 +417,38 @@ pub fn identity_warnings(logs: &[PathBuf], org: &str, system: &str) -> Result<Ve
 }
 
 /// Build the submission folder `out/ORG` from run directories.
-pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<PackageSummary, String> {
+pub fn package(
+    runs: &[RunDir],
+    spec: &PackageSpec,
+    out: &Path,
+) -> Result<PackageSummary, PackageError> {
     for (what, v) in [("--org", &spec.org), ("--system", &spec.system)] {
         if !is_safe_name(v) {
-            return Err(format!(
-                "{what} {v:?}: use letters, digits, '-', '_' and '.' (the name becomes a folder; no spaces, no leading dot)"
-            ));
+            return Err(PackageError::UnsafeName {
+                flag: what,
+                value: v.clone(),
+            });
         }
     }
     if runs.is_empty() {
-        return Err("no run directories given".into());
+        return Err(PackageError::NoRuns);
     }
     if let Some(code) = &spec.code
         && !code.is_dir()
     {
-        return Err(format!("--code {}: not a directory", code.display()));
+        return Err(PackageError::CodeNotADirectory { path: code.clone() });
     }
     let division = runs[0].division().to_string();
     let mut warnings = Vec::new();
     let mut by_bench: BTreeMap<String, Vec<&RunDir>> = BTreeMap::new();
     for r in runs {
         if r.division() != division {
-            return Err(format!(
-                "{} was run in the {} division, {} in the {division} division; a package has one division",
-                r.path.display(),
-                r.division(),
-                runs[0].path.display()
-            ));
+            return Err(PackageError::DivisionMismatch {
+                dir: r.path.clone(),
+                found: r.division().to_string(),
+                first: runs[0].path.clone(),
+                expected: division,
+            });
         }
         warnings.extend(identity_warnings(&r.logs, &spec.org, &spec.system)?);
         by_bench
@@ -357,24 +460,24 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
     for (b, rs) in &by_bench {
         let n: usize = rs.iter().map(|r| r.logs.len()).sum();
         let Some(req) = spec.required_runs.get(b) else {
-            return Err(format!("{b}: not a benchmark of this ruleset"));
+            return Err(PackageError::UnknownBenchmark {
+                benchmark: b.clone(),
+            });
         };
         if n != *req {
-            return Err(format!(
-                "{b}: {n} result logs in {}; the benchmark requires exactly {req} (select runs before packaging, never after seeing their results)",
-                rs.iter()
-                    .map(|r| r.path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            return Err(PackageError::RunCount {
+                benchmark: b.clone(),
+                found: n,
+                required: *req,
+                dirs: rs.iter().map(|r| r.path.display().to_string()).collect(),
+            });
         }
         let config = rs[0].configuration();
         if let Some(other) = rs.iter().find(|r| r.configuration() != config) {
-            return Err(format!(
-                "{} used a different configuration than {}; one implementation per benchmark has one configuration",
-                other.path.display(),
-                rs[0].path.display()
-            ));
+            return Err(PackageError::ConfigDiffers {
+                dir: other.path.clone(),
+                first: rs[0].path.clone(),
+            });
         }
         counts.insert(b.clone(), n);
     }
@@ -382,15 +485,12 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
         .system_json
         .clone()
         .or_else(|| runs.iter().find_map(|r| r.system.clone()))
-        .ok_or("no system description: give --system-json FILE (e.g. from `referee system`)")?;
+        .ok_or(PackageError::NoSystem)?;
     let dest = out.join(&spec.org);
     if dest.exists() {
-        return Err(format!(
-            "{} already exists; packaging never overwrites",
-            dest.display()
-        ));
+        return Err(PackageError::Exists { path: dest });
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| FsError::io(out, e))?;
     let tmp = out.join(format!(".{}.partial-{}", spec.org, std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let result = build(&by_bench, spec, system, &division, &tmp);
@@ -399,8 +499,11 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
         return Err(e);
     }
     sync_tree(&tmp);
-    std::fs::rename(&tmp, &dest)
-        .map_err(|e| format!("{} → {}: {e}", tmp.display(), dest.display()))?;
+    std::fs::rename(&tmp, &dest).map_err(|e| FsError::Copy {
+        from: tmp.clone(),
+        to: dest.clone(),
+        source: e,
+    })?;
     if let Ok(d) = std::fs::File::open(out) {
         let _ = d.sync_all();
     }
@@ -412,13 +515,12 @@ pub fn package(runs: &[RunDir], spec: &PackageSpec, out: &Path) -> Result<Packag
     })
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     if let Some(p) = path.parent() {
-        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::create_dir_all(p).map_err(|e| FsError::io(p, e))?;
     }
-    let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    f.write_all(bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))
+    let mut f = std::fs::File::create(path).map_err(|e| FsError::io(path, e))?;
+    f.write_all(bytes).map_err(|e| FsError::io(path, e))
 }
 
 fn pretty(v: &Value) -> Vec<u8> {
@@ -442,30 +544,13 @@ fn sync_tree(dir: &Path) {
 }
 
 /// Copy a code tree (not its `.git`, no symbolic links followed).
-fn copy_code(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let e = e.map_err(|e| format!("{}: {e}", from.display()))?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let ty = e
-            .file_type()
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        if e.file_name() == ".git" || ty.is_symlink() {
-            continue;
-        }
-        if ty.is_dir() {
-            copy_code(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)
-                .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
-        }
-    }
-    Ok(())
+fn copy_code(from: &Path, to: &Path) -> Result<(), FsError> {
+    copy_tree(from, to, &|name| name == ".git")
 }
 
 /// Copy `files` (relative to `from`) into `to`; a name that leaves the
 /// tree is refused.
-fn copy_files(from: &Path, files: &[String], to: &Path) -> Result<(), String> {
+fn copy_files(from: &Path, files: &[String], to: &Path) -> Result<(), PackageError> {
     for f in files {
         let rel = Path::new(f);
         if rel.is_absolute()
@@ -473,14 +558,20 @@ fn copy_files(from: &Path, files: &[String], to: &Path) -> Result<(), String> {
                 .components()
                 .any(|c| !matches!(c, std::path::Component::Normal(_)))
         {
-            return Err(format!("{f:?}: not a path inside {}", from.display()));
+            return Err(PackageError::NotInside {
+                file: f.clone(),
+                root: from.to_path_buf(),
+            });
         }
         let (src, dst) = (from.join(rel), to.join(rel));
         if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            std::fs::create_dir_all(p).map_err(|e| FsError::io(p, e))?;
         }
-        std::fs::copy(&src, &dst)
-            .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
+        std::fs::copy(&src, &dst).map_err(|e| FsError::Copy {
+            from: src.clone(),
+            to: dst.clone(),
+            source: e,
+        })?;
     }
     Ok(())
 }
@@ -491,7 +582,7 @@ fn build(
     mut system: Value,
     division: &str,
     tmp: &Path,
-) -> Result<(), String> {
+) -> Result<(), PackageError> {
     if let Some(obj) = system.as_object_mut() {
         obj.insert("submitter".into(), Value::String(spec.org.clone()));
         obj.insert("system_name".into(), Value::String(spec.system.clone()));
@@ -503,13 +594,16 @@ fn build(
     )?;
     for (bench, rs) in by_bench {
         let results = tmp.join("results").join(&spec.system).join(bench);
-        std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+        std::fs::create_dir_all(&results).map_err(|e| FsError::io(&results, e))?;
         let mut i = 0;
         for r in rs {
             for log in &r.logs {
                 let dst = results.join(format!("result_{i}.txt"));
-                std::fs::copy(log, &dst)
-                    .map_err(|e| format!("{} → {}: {e}", log.display(), dst.display()))?;
+                std::fs::copy(log, &dst).map_err(|e| FsError::Copy {
+                    from: log.clone(),
+                    to: dst.clone(),
+                    source: e,
+                })?;
                 copy_power(log, &results.join("power").join(format!("result_{i}")))?;
                 i += 1;
             }
@@ -530,7 +624,7 @@ fn build(
                 let name = f.file_name().to_string_lossy().to_string();
                 if name.ends_with(".tsr") && f.file_type().is_ok_and(|t| t.is_file()) {
                     let dst = imp.join(format!("referee_run_{k}.{name}"));
-                    std::fs::copy(f.path(), &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+                    std::fs::copy(f.path(), &dst).map_err(|e| FsError::io(&dst, e))?;
                 }
             }
         }
@@ -548,7 +642,7 @@ fn build(
 /// The power logs of a run (`power/result_N/node_*.txt` and `sw_*.txt`
 /// beside its `result_N.txt`, as `run --power` writes them) into the
 /// official layout's `power/result_I/` of the published result.
-fn copy_power(log: &Path, to: &Path) -> Result<(), String> {
+fn copy_power(log: &Path, to: &Path) -> Result<(), FsError> {
     let (Some(dir), Some(n)) = (log.parent(), result_number(log)) else {
         return Ok(());
     };
@@ -561,9 +655,14 @@ fn copy_power(log: &Path, to: &Path) -> Result<(), String> {
         let is_power =
             (name.starts_with("node_") || name.starts_with("sw_")) && name.ends_with(".txt");
         if is_power && e.file_type().is_ok_and(|t| t.is_file()) {
-            std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-            std::fs::copy(e.path(), to.join(&name))
-                .map_err(|err| format!("{} → {}: {err}", e.path().display(), to.display()))?;
+            let dst = to.join(&name);
+            std::fs::create_dir_all(to)
+                .and_then(|_| std::fs::copy(e.path(), &dst))
+                .map_err(|source| FsError::Copy {
+                    from: e.path(),
+                    to: dst.clone(),
+                    source,
+                })?;
         }
     }
     Ok(())

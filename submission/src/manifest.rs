@@ -166,8 +166,51 @@ pub enum ManifestError {
         "{path}: not a regular file or directory (socket, FIFO or device); refusing to sign it"
     )]
     NotRegular { path: String },
-    #[error("manifest line {line}: {message}")]
-    Parse { line: usize, message: String },
+    #[error("manifest line {line}: {problem}")]
+    Parse { line: usize, problem: LineProblem },
+}
+
+/// What is wrong with a line of a manifest (or with an entry's path).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LineProblem {
+    #[error("empty manifest (no header line)")]
+    Empty,
+    #[error("missing final newline")]
+    NoFinalNewline,
+    #[error("carriage return (manifests use LF line endings)")]
+    CarriageReturn,
+    #[error("expected header {HEADER:?}, found {found:?}")]
+    Header { found: String },
+    #[error("expected `<sha256>  <size>  <path>`, found {found:?}")]
+    Shape { found: String },
+    #[error("sha256 must be 64 lower-case hex digits, found {found:?}")]
+    Sha256Digits { found: String },
+    #[error("bad sha256: {0}")]
+    Sha256(#[from] hex::FromHexError),
+    #[error("expected two spaces after the sha256")]
+    SpacesAfterSha256,
+    #[error("expected a decimal size after the sha256")]
+    NoSize,
+    #[error("size {size:?} has leading zeros")]
+    LeadingZeros { size: String },
+    #[error("size {size:?} does not fit in 64 bits")]
+    SizeTooLarge { size: String },
+    #[error("expected two spaces after the size")]
+    SpacesAfterSize,
+    #[error("{path:?} is never listed in a manifest")]
+    Reserved { path: String },
+    #[error("empty path")]
+    EmptyPath,
+    #[error("path {path:?} contains control character {found:?}")]
+    ControlCharacter { path: String, found: char },
+    #[error(
+        "path {path:?} is not a clean relative path (empty, `.` or `..` component, or leading/trailing `/`)"
+    )]
+    NotClean { path: String },
+    #[error("path {path:?} listed twice")]
+    Twice { path: String },
+    #[error("path {path:?} out of order (must sort after {after:?})")]
+    OutOfOrder { path: String, after: String },
 }
 
 impl ManifestError {
@@ -257,13 +300,15 @@ impl Manifest {
     pub fn from_entries(mut entries: Vec<Entry>) -> Result<Manifest, ManifestError> {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         for (i, e) in entries.iter().enumerate() {
-            if let Err(message) = check_path(&e.path) {
-                return Err(ManifestError::Parse { line: 0, message });
+            if let Err(problem) = check_path(&e.path) {
+                return Err(ManifestError::Parse { line: 0, problem });
             }
             if i > 0 && entries[i - 1].path == e.path {
                 return Err(ManifestError::Parse {
                     line: 0,
-                    message: format!("path {:?} listed twice", e.path),
+                    problem: LineProblem::Twice {
+                        path: e.path.clone(),
+                    },
                 });
             }
         }
@@ -317,29 +362,28 @@ impl Manifest {
     /// Parse canonical text, strictly: anything [`Manifest::to_text`] would
     /// not have written is an error naming the (1-based) line.
     pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        let err = |line: usize, message: String| ManifestError::Parse { line, message };
+        let err = |line: usize, problem: LineProblem| ManifestError::Parse { line, problem };
         if text.is_empty() {
-            return Err(err(1, "empty manifest (no header line)".into()));
+            return Err(err(1, LineProblem::Empty));
         }
         if !text.ends_with('\n') {
             let n = text.split('\n').count();
-            return Err(err(n, "missing final newline".into()));
+            return Err(err(n, LineProblem::NoFinalNewline));
         }
         let body = &text[..text.len() - 1];
         let mut entries: Vec<Entry> = Vec::new();
         for (i, line) in body.split('\n').enumerate() {
             let n = i + 1;
             if line.contains('\r') {
-                return Err(err(
-                    n,
-                    "carriage return (manifests use LF line endings)".into(),
-                ));
+                return Err(err(n, LineProblem::CarriageReturn));
             }
             if i == 0 {
                 if line != HEADER {
                     return Err(err(
                         n,
-                        format!("expected header {HEADER:?}, found {line:?}"),
+                        LineProblem::Header {
+                            found: line.to_string(),
+                        },
                     ));
                 }
                 continue;
@@ -349,12 +393,14 @@ impl Manifest {
                 && prev.path.as_bytes() >= e.path.as_bytes()
             {
                 let m = if prev.path == e.path {
-                    format!("path {:?} listed twice", e.path)
+                    LineProblem::Twice {
+                        path: e.path.clone(),
+                    }
                 } else {
-                    format!(
-                        "path {:?} out of order (must sort after {:?})",
-                        e.path, prev.path
-                    )
+                    LineProblem::OutOfOrder {
+                        path: e.path.clone(),
+                        after: prev.path.clone(),
+                    }
                 };
                 return Err(err(n, m));
             }
@@ -406,45 +452,49 @@ impl Manifest {
     }
 }
 
-fn parse_line(line: &str) -> Result<Entry, String> {
+fn parse_line(line: &str) -> Result<Entry, LineProblem> {
     let b = line.as_bytes();
     if b.len() < 64 + 2 + 1 + 2 + 1 {
-        return Err(format!(
-            "expected `<sha256>  <size>  <path>`, found {line:?}"
-        ));
+        return Err(LineProblem::Shape {
+            found: line.to_string(),
+        });
     }
     let hex_part = &line[..64];
     if !hex_part
         .bytes()
         .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
     {
-        return Err(format!(
-            "sha256 must be 64 lower-case hex digits, found {hex_part:?}"
-        ));
+        return Err(LineProblem::Sha256Digits {
+            found: hex_part.to_string(),
+        });
     }
     let mut sha256 = [0u8; 32];
-    hex::decode_to_slice(hex_part, &mut sha256).map_err(|e| format!("bad sha256: {e}"))?;
+    hex::decode_to_slice(hex_part, &mut sha256)?;
     let rest = &line[64..];
     let rest = rest
         .strip_prefix("  ")
-        .ok_or_else(|| "expected two spaces after the sha256".to_string())?;
+        .ok_or(LineProblem::SpacesAfterSha256)?;
     let size_len = rest.bytes().take_while(u8::is_ascii_digit).count();
     if size_len == 0 {
-        return Err("expected a decimal size after the sha256".into());
+        return Err(LineProblem::NoSize);
     }
     let size_str = &rest[..size_len];
     if size_str.len() > 1 && size_str.starts_with('0') {
-        return Err(format!("size {size_str:?} has leading zeros"));
+        return Err(LineProblem::LeadingZeros {
+            size: size_str.to_string(),
+        });
     }
-    let size: u64 = size_str
-        .parse()
-        .map_err(|_| format!("size {size_str:?} does not fit in 64 bits"))?;
+    let size: u64 = size_str.parse().map_err(|_| LineProblem::SizeTooLarge {
+        size: size_str.to_string(),
+    })?;
     let path = rest[size_len..]
         .strip_prefix("  ")
-        .ok_or_else(|| "expected two spaces after the size".to_string())?;
+        .ok_or(LineProblem::SpacesAfterSize)?;
     check_path(path)?;
     if path == MANIFEST_FILE || path == SIGNATURE_FILE {
-        return Err(format!("{path:?} is never listed in a manifest"));
+        return Err(LineProblem::Reserved {
+            path: path.to_string(),
+        });
     }
     Ok(Entry {
         path: path.to_string(),
@@ -454,20 +504,23 @@ fn parse_line(line: &str) -> Result<Entry, String> {
 }
 
 /// Whether `path` is a valid manifest path (see the module doc).
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), LineProblem> {
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(LineProblem::EmptyPath);
     }
     if let Some(c) = path.chars().find(|c| c.is_ascii_control()) {
-        return Err(format!("path {path:?} contains control character {c:?}"));
+        return Err(LineProblem::ControlCharacter {
+            path: path.to_string(),
+            found: c,
+        });
     }
     if path
         .split('/')
         .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err(format!(
-            "path {path:?} is not a clean relative path (empty, `.` or `..` component, or leading/trailing `/`)"
-        ));
+        return Err(LineProblem::NotClean {
+            path: path.to_string(),
+        });
     }
     Ok(())
 }

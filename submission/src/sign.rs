@@ -54,16 +54,55 @@ pub enum SignError {
     Key { path: PathBuf, message: String },
     #[error("{}: already exists (pass force / --force to overwrite)", .0.display())]
     Exists(PathBuf),
-    #[error("{}: line {line}: {message}", path.display())]
+    #[error("{}: line {line}: {problem}", path.display())]
     AllowedSigners {
         path: PathBuf,
         line: usize,
-        message: String,
+        problem: SignerLineError,
     },
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     #[error("signing failed: {0}")]
     Signing(String),
+}
+
+/// What is wrong with a line of an allowed_signers file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignerLineError {
+    #[error("empty line")]
+    EmptyLine,
+    #[error("no key after the principals")]
+    NoKeyAfterPrincipals,
+    #[error("no key after the options")]
+    NoKeyAfterOptions,
+    #[error("no base64 key after the key type")]
+    NoBase64Key,
+    #[error("unbalanced quotes in {found:?}")]
+    UnbalancedQuotes { found: String },
+    #[error("unexpected quote in {found:?}")]
+    UnexpectedQuote { found: String },
+    #[error("empty principal in {found:?}")]
+    EmptyPrincipal { found: String },
+    #[error("unknown key type {found:?}")]
+    UnknownKeyType { found: String },
+    /// `message`: what the OpenSSH key decoder said.
+    #[error("bad ssh-ed25519 key: {message}")]
+    BadKey { message: String },
+    #[error("unbalanced quotes in options {found:?}")]
+    UnbalancedOptionQuotes { found: String },
+    #[error("empty option in {found:?}")]
+    EmptyOption { found: String },
+}
+
+/// A `--signer` value is not an OpenSSH SHA256 fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FingerprintError {
+    #[error(
+        "--signer {given:?}: expected a key fingerprint SHA256:<43 base64 characters>, as `ssh-keygen -lf KEY.pub` or `referee keygen` prints it"
+    )]
+    NoPrefix { given: String },
+    #[error("--signer {given:?}: expected 43 base64 characters after SHA256: (found {found})")]
+    Length { given: String, found: usize },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SignError + '_ {
@@ -389,10 +428,10 @@ impl AllowedSigners {
     /// Read and parse a file; a malformed line is an error naming it.
     pub fn load(path: &Path) -> Result<AllowedSigners, SignError> {
         let text = fs::read_to_string(path).map_err(io_err(path))?;
-        let mut s = Self::parse(&text).map_err(|(line, message)| SignError::AllowedSigners {
+        let mut s = Self::parse(&text).map_err(|(line, problem)| SignError::AllowedSigners {
             path: path.to_path_buf(),
             line,
-            message,
+            problem,
         })?;
         s.source = path.display().to_string();
         Ok(s)
@@ -400,7 +439,7 @@ impl AllowedSigners {
 
     /// Parse the text of an allowed_signers file. Errors are
     /// `(line, message)`.
-    pub fn parse(text: &str) -> Result<AllowedSigners, (usize, String)> {
+    pub fn parse(text: &str) -> Result<AllowedSigners, (usize, SignerLineError)> {
         let mut signers = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let n = i + 1;
@@ -481,15 +520,19 @@ fn next_token(s: &str) -> Option<(String, &str)> {
     Some((s[..end].to_string(), &s[end..]))
 }
 
-fn unquote(s: &str) -> Result<String, String> {
+fn unquote(s: &str) -> Result<String, SignerLineError> {
     if let Some(inner) = s.strip_prefix('"') {
         inner
             .strip_suffix('"')
             .filter(|i| !i.contains('"'))
             .map(str::to_string)
-            .ok_or_else(|| format!("unbalanced quotes in {s:?}"))
+            .ok_or_else(|| SignerLineError::UnbalancedQuotes {
+                found: s.to_string(),
+            })
     } else if s.contains('"') {
-        Err(format!("unexpected quote in {s:?}"))
+        Err(SignerLineError::UnexpectedQuote {
+            found: s.to_string(),
+        })
     } else {
         Ok(s.to_string())
     }
@@ -509,16 +552,18 @@ fn is_key_type(t: &str) -> bool {
     ) || t.ends_with("-cert-v01@openssh.com")
 }
 
-fn parse_signer_line(line: &str) -> Result<AllowedSigner, String> {
-    let (principals_tok, rest) = next_token(line).ok_or("empty line")?;
+fn parse_signer_line(line: &str) -> Result<AllowedSigner, SignerLineError> {
+    let (principals_tok, rest) = next_token(line).ok_or(SignerLineError::EmptyLine)?;
     let principals: Vec<String> = unquote(&principals_tok)?
         .split(',')
         .map(str::to_string)
         .collect();
     if principals.iter().any(String::is_empty) {
-        return Err(format!("empty principal in {principals_tok:?}"));
+        return Err(SignerLineError::EmptyPrincipal {
+            found: principals_tok,
+        });
     }
-    let (mut tok, mut rest) = next_token(rest).ok_or("no key after the principals")?;
+    let (mut tok, mut rest) = next_token(rest).ok_or(SignerLineError::NoKeyAfterPrincipals)?;
     let mut namespaces = None;
     let mut cert_authority = false;
     let mut unsupported = None;
@@ -535,18 +580,22 @@ fn parse_signer_line(line: &str) -> Result<AllowedSigner, String> {
                 _ => {}
             }
         }
-        (tok, rest) = next_token(rest).ok_or("no key after the options")?;
+        (tok, rest) = next_token(rest).ok_or(SignerLineError::NoKeyAfterOptions)?;
         if !is_key_type(&tok) {
-            return Err(format!("unknown key type {tok:?}"));
+            return Err(SignerLineError::UnknownKeyType { found: tok });
         }
     }
-    let (blob, _comment) = next_token(rest).ok_or("no base64 key after the key type")?;
+    let (blob, _comment) = next_token(rest).ok_or(SignerLineError::NoBase64Key)?;
     let key = match PublicKey::from_openssh(&format!("{tok} {blob}")) {
         Ok(k) => Some(k.key_data().clone()),
         // referee verifies ed25519 signatures; a key it cannot decode cannot
         // be the key of a signature it verified, so such lines just never
         // match. A broken ed25519 key, though, is a typo worth reporting.
-        Err(e) if tok == "ssh-ed25519" => return Err(format!("bad ssh-ed25519 key: {e}")),
+        Err(e) if tok == "ssh-ed25519" => {
+            return Err(SignerLineError::BadKey {
+                message: e.to_string(),
+            });
+        }
         Err(_) => None,
     };
     Ok(AllowedSigner {
@@ -560,7 +609,7 @@ fn parse_signer_line(line: &str) -> Result<AllowedSigner, String> {
 }
 
 /// Split `a,b="x,y",c` on commas outside quotes.
-fn split_options(s: &str) -> Result<Vec<String>, String> {
+fn split_options(s: &str) -> Result<Vec<String>, SignerLineError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -575,11 +624,15 @@ fn split_options(s: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err(format!("unbalanced quotes in options {s:?}"));
+        return Err(SignerLineError::UnbalancedOptionQuotes {
+            found: s.to_string(),
+        });
     }
     out.push(cur);
     if out.iter().any(String::is_empty) {
-        return Err(format!("empty option in {s:?}"));
+        return Err(SignerLineError::EmptyOption {
+            found: s.to_string(),
+        });
     }
     Ok(out)
 }
@@ -793,19 +846,21 @@ pub enum Trust {
 pub const UNCHECKED_HINT: &str = "the signature shows only that the files are those this key signed, not who signed them; give --allowed-signers FILE or --signer SHA256:… with the key the submitter published";
 
 /// Check that `fp` looks like an OpenSSH SHA256 fingerprint.
-pub fn parse_fingerprint(fp: &str) -> Result<String, String> {
-    let b64 = fp.strip_prefix("SHA256:").ok_or_else(|| {
-        format!("--signer {fp:?}: expected a key fingerprint SHA256:<43 base64 characters>, as `ssh-keygen -lf KEY.pub` or `referee keygen` prints it")
-    })?;
+pub fn parse_fingerprint(fp: &str) -> Result<String, FingerprintError> {
+    let b64 = fp
+        .strip_prefix("SHA256:")
+        .ok_or_else(|| FingerprintError::NoPrefix {
+            given: fp.to_string(),
+        })?;
     if b64.len() != 43
         || !b64
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
     {
-        return Err(format!(
-            "--signer {fp:?}: expected 43 base64 characters after SHA256: (found {})",
-            b64.len()
-        ));
+        return Err(FingerprintError::Length {
+            given: fp.to_string(),
+            found: b64.len(),
+        });
     }
     Ok(fp.to_string())
 }

@@ -403,3 +403,76 @@ pub fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
         .collect();
     (info.width, info.height, px)
 }
+
+/// The fake training program of the `run --exec` tests
+/// (tests/fixtures/exec/fake_lora.py, a stand-in for llama2_70b_lora).
+pub fn fake_lora() -> String {
+    repo_root()
+        .join("tests/fixtures/exec/fake_lora.py")
+        .display()
+        .to_string()
+}
+
+/// The arguments of `referee run --exec --json -q` of [`fake_lora`]
+/// (llama2_70b_lora under 5.0.0, `runs` runs, the cache clear a no-op,
+/// the outputs in `out`), with `extra` flags and `fault` flags of the
+/// program.
+pub fn fake_exec_args(out: &Path, runs: usize, extra: &[&str], fault: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--exec",
+        "--benchmark",
+        "llama2_70b_lora",
+        "--ruleset",
+        "5.0.0",
+        "--runs",
+        &runs.to_string(),
+        "--cache-clear-cmd",
+        "true",
+        "--json",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--".into(), python().display().to_string(), fake_lora()]);
+    args.extend(fault.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `referee keygen --json` at `path`, which must succeed: (fingerprint,
+/// allowed_signers line).
+pub fn keygen(path: &Path) -> (String, String) {
+    let o = referee(&["keygen", "--out", path.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    (
+        v["fingerprint"].as_str().unwrap().to_string(),
+        v["allowed_signers_line"].as_str().unwrap().to_string(),
+    )
+}
+
+/// `referee sign DIR --key KEY`, which must succeed.
+pub fn sign(dir: &Path, key: &Path) {
+    let s = referee(&[
+        "sign",
+        dir.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(s.status.success(), "{}", stderr(&s));
+}
+
+/// The installation the tests' Python interpreter lives in (two levels
+/// above its real binary): the audit's sandbox hides the home directory,
+/// where pyenv and similar tools install, so an audit shows it read-only.
+pub fn interpreter_prefix() -> PathBuf {
+    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    real.ancestors()
+        .nth(2)
+        .unwrap_or(Path::new("/usr"))
+        .to_path_buf()
+}

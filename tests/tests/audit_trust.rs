@@ -10,7 +10,10 @@
 //! checkout (so that `referee package` includes it as the tracked files of
 //! the program's working directory).
 
-use referee_tests::{copy_tree, python, referee, referee_in, repo_root, stderr, stdout};
+use referee_tests::{
+    copy_tree, interpreter_prefix, keygen, python, referee, referee_in, repo_root, sign, stderr,
+    stdout,
+};
 use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -41,27 +44,6 @@ fn git(dir: &Path, args: &[&str]) {
         .output()
         .unwrap();
     assert!(ok.status.success(), "git {args:?}: {}", stderr(&ok));
-}
-
-/// `referee keygen --json` at `path`: (fingerprint, allowed_signers line).
-fn keygen(path: &Path) -> (String, String) {
-    let o = referee(&["keygen", "--out", path.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    (
-        v["fingerprint"].as_str().unwrap().to_string(),
-        v["allowed_signers_line"].as_str().unwrap().to_string(),
-    )
-}
-
-fn sign(dir: &Path, key: &Path) {
-    let s = referee(&[
-        "sign",
-        dir.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert!(s.status.success(), "{}", stderr(&s));
 }
 
 fn fixture() -> &'static Fixture {
@@ -184,17 +166,6 @@ fn audit(org: &Path, out: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option
     let r: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
     (o.status.code(), r)
-}
-
-/// The installation the tests' Python interpreter lives in (two levels
-/// above its real binary): the sandbox hides the home directory, where
-/// pyenv and similar tools install, so the audit shows it read-only.
-fn interpreter_prefix() -> PathBuf {
-    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
-    real.ancestors()
-        .nth(2)
-        .unwrap_or(Path::new("/usr"))
-        .to_path_buf()
 }
 
 fn step<'a>(r: &'a Value, name: &str) -> &'a Value {

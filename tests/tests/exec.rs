@@ -5,20 +5,13 @@
 //! checkers, package and audit; each fault is caught.
 
 use referee_tests::{
-    copy_tree, official_package_ok, python, referee, referee_bin, referee_in, repo_root, stderr,
-    stdout,
+    copy_tree, fake_exec_args, interpreter_prefix, keygen, official_package_ok, python, referee,
+    referee_bin, referee_in, repo_root, sign, stderr, stdout,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-fn fake() -> String {
-    repo_root()
-        .join("tests/fixtures/exec/fake_lora.py")
-        .display()
-        .to_string()
-}
 
 /// `referee run --exec --json` of the fake program with `fault` flags, in
 /// `cwd` (not a git checkout: the code identity is the same at re-run);
@@ -30,30 +23,9 @@ fn exec(
     extra: &[&str],
     fault: &[&str],
 ) -> (i32, Value, Duration) {
-    let runs = runs.to_string();
-    let py = python().display().to_string();
-    let fake = fake();
-    let mut args = vec![
-        "run",
-        "--exec",
-        "--benchmark",
-        "llama2_70b_lora",
-        "--ruleset",
-        "5.0.0",
-        "--runs",
-        &runs,
-        "--seed",
-        "11",
-        "--cache-clear-cmd",
-        "true",
-        "--json",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", &py, &fake]);
-    args.extend_from_slice(fault);
+    let extra: Vec<&str> = ["--seed", "11"].iter().chain(extra).copied().collect();
+    let args = fake_exec_args(out, runs, &extra, fault);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Build (or find) the binary before the clock starts: another test
     // binary may have built it with other features just before, and that
     // rebuild is not the run's time.
@@ -200,23 +172,10 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     let org = pk.join("referee");
     damage(&org);
     let key = root.join("key");
-    let k = referee(&["keygen", "--out", key.to_str().unwrap(), "--json"]);
-    assert!(k.status.success());
-    let k: Value = serde_json::from_str(&stdout(&k)).unwrap();
-    let s = referee(&[
-        "sign",
-        org.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert!(s.status.success(), "{}", stderr(&s));
+    let (fingerprint, _) = keygen(&key);
+    sign(&org, &key);
     let report = root.join("audit");
-    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
-    let interpreter = real
-        .ancestors()
-        .nth(2)
-        .unwrap_or(Path::new("/usr"))
-        .to_path_buf();
+    let interpreter = interpreter_prefix();
     let mut args = vec![
         "audit",
         org.to_str().unwrap(),
@@ -224,7 +183,7 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
         "--out",
         report.to_str().unwrap(),
         "--signer",
-        k["fingerprint"].as_str().unwrap(),
+        &fingerprint,
         "--allow-exec",
         // The sandbox hides the home directory, where pyenv installs.
         "--sandbox-ro",

@@ -344,12 +344,7 @@ fn a_hung_rank_times_out() {
     );
     // mpirun ended the stopped rank 1: within a few seconds it no longer
     // runs (gone, or a zombie waiting for its reaper).
-    let gone = |pid: i32| match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-    };
+    let gone = |pid: i32| !referee_harness::exec::process::process_running(pid);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

@@ -8,7 +8,9 @@
 //! is caught by them; a token from another CA is rejected; an authority
 //! that cannot be reached stops the session before it starts.
 
-use referee_tests::{python, referee, referee_bin, referee_in, repo_root, stderr, stdout};
+use referee_tests::{
+    fake_exec_args, referee, referee_bin, referee_in, repo_root, sign, stderr, stdout,
+};
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -149,30 +151,8 @@ fn start_authority(dir: &Path, name: &str) -> Authority {
 
 /// `referee run --exec --json` of fake_lora.py (llama2_70b_lora) in `cwd`.
 fn exec(cwd: &Path, out: &Path, runs: usize, extra: &[&str]) -> (i32, Value, String) {
-    let runs = runs.to_string();
-    let py = python().display().to_string();
-    let fake = repo_root()
-        .join("tests/fixtures/exec/fake_lora.py")
-        .display()
-        .to_string();
-    let mut args = vec![
-        "run",
-        "--exec",
-        "--benchmark",
-        "llama2_70b_lora",
-        "--ruleset",
-        "5.0.0",
-        "--runs",
-        &runs,
-        "--cache-clear-cmd",
-        "true",
-        "--json",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", &py, &fake]);
+    let args = fake_exec_args(out, runs, extra, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     referee_bin();
     let o = referee_in(&args, cwd);
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
@@ -227,13 +207,7 @@ fn signed_copy(name: &str, damage: impl Fn(&Path)) -> PathBuf {
     let key = a.root.join(format!("{name}.key"));
     let k = referee(&["keygen", "--out", key.to_str().unwrap()]);
     assert!(k.status.success(), "{}", stderr(&k));
-    let s = referee(&[
-        "sign",
-        dst.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert!(s.status.success(), "{}", stderr(&s));
+    sign(&dst, &key);
     dst
 }
 

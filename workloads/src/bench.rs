@@ -5,6 +5,7 @@
 //! convergence points. The harness reads everything from here; the rule
 //! file of each benchmark is generated from it ([`crate::rulegen`]).
 
+use crate::error::{ConfigError, DataStreamError};
 use crate::{Engine, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer, Result, StepOutput};
 use candle_core::Device;
 use referee_datasets::{self as datasets, BatchOptions, ImageFolder, TokenDataset};
@@ -113,7 +114,8 @@ impl Batch {
 }
 
 /// A stream of batches (opened by the harness after `run_start`).
-pub type BatchStream = Box<dyn Iterator<Item = std::result::Result<Batch, String>> + Send>;
+pub type BatchStream =
+    Box<dyn Iterator<Item = std::result::Result<Batch, datasets::DataError>> + Send>;
 
 /// A model under training, whatever the benchmark.
 pub trait Trainer: Send {
@@ -140,7 +142,7 @@ pub trait Benchmark: Sync {
     /// The default configuration (the reference hyperparameters) as JSON.
     fn default_config(&self) -> Value;
     /// Validate a full configuration; errors name the offending key.
-    fn validate(&self, config: &Value) -> std::result::Result<(), String>;
+    fn validate(&self, config: &Value) -> std::result::Result<(), ConfigError>;
     /// Global batch size of a configuration.
     fn global_batch_size(&self, config: &Value) -> usize;
     /// Samples the schedule covers (the run stops, aborted, after them).
@@ -169,20 +171,20 @@ pub trait Benchmark: Sync {
         seed: u64,
         rank: usize,
         world: usize,
-    ) -> std::result::Result<BatchStream, String>;
+    ) -> std::result::Result<BatchStream, DataStreamError>;
     /// The fixed evaluation batches (the same every time).
     fn open_eval(
         &self,
         data_dir: &Path,
         config: &Value,
-    ) -> std::result::Result<BatchStream, String>;
+    ) -> std::result::Result<BatchStream, DataStreamError>;
     /// Reference convergence points (RCP JSON in the official format).
     fn rcp_json(&self) -> &'static str;
 }
 
 /// A configuration as the benchmark's hyperparameters; an error names the
 /// offending key (the first whose value alone, on the defaults, fails).
-fn parse<T>(config: &Value) -> std::result::Result<T, String>
+fn parse<T>(config: &Value) -> std::result::Result<T, ConfigError>
 where
     T: serde::de::DeserializeOwned + serde::Serialize + Default,
 {
@@ -196,8 +198,11 @@ where
             })
         });
         match culprit {
-            Some(k) => format!("`{k}`: {e}"),
-            None => e.to_string(),
+            Some(k) => ConfigError::Key {
+                key: k.clone(),
+                source: e,
+            },
+            None => ConfigError::Invalid(e),
         }
     })
 }
@@ -333,7 +338,7 @@ struct Epochs {
 }
 
 impl Iterator for Epochs {
-    type Item = std::result::Result<Batch, String>;
+    type Item = std::result::Result<Batch, datasets::DataError>;
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.current.is_none() {
@@ -353,7 +358,7 @@ impl Iterator for Epochs {
                         n: b.n,
                     }));
                 }
-                Some(Err(e)) => return Some(Err(e.to_string())),
+                Some(Err(e)) => return Some(Err(e)),
                 None => self.current = None,
             }
         }
@@ -367,13 +372,13 @@ impl Benchmark for MiniResnet {
     fn default_config(&self) -> Value {
         serde_json::to_value(ResnetHparams::default()).expect("serialisable")
     }
-    fn validate(&self, config: &Value) -> std::result::Result<(), String> {
+    fn validate(&self, config: &Value) -> std::result::Result<(), ConfigError> {
         let hp: ResnetHparams = parse(config)?;
         if hp.batch_size == 0 {
-            return Err("batch_size must be positive".into());
+            return Err(ConfigError::ZeroBatchSize);
         }
         if hp.warmup_steps > hp.total_steps {
-            return Err("warmup_steps exceeds total_steps".into());
+            return Err(ConfigError::WarmupExceedsTotal);
         }
         Ok(())
     }
@@ -432,7 +437,7 @@ impl Benchmark for MiniResnet {
         device: &Device,
         engine: Engine,
     ) -> Result<Box<dyn Trainer>> {
-        let hp: ResnetHparams = parse(config).map_err(crate::err)?;
+        let hp: ResnetHparams = parse(config).map_err(|e| crate::err(e.to_string()))?;
         Ok(Box::new(ResnetRun(ResnetTrainer::with_engine(
             &hp, seed, device, engine,
         )?)))
@@ -444,10 +449,9 @@ impl Benchmark for MiniResnet {
         seed: u64,
         rank: usize,
         world: usize,
-    ) -> std::result::Result<BatchStream, String> {
+    ) -> std::result::Result<BatchStream, DataStreamError> {
         let hp: ResnetHparams = parse(config)?;
-        let folder = ImageFolder::open(&datasets::dataset_dir("fashion_mnist", data_dir), "train")
-            .map_err(|e| e.to_string())?;
+        let folder = ImageFolder::open(&datasets::dataset_dir("fashion_mnist", data_dir), "train")?;
         Ok(Box::new(Epochs {
             folder,
             batch: hp.batch_size,
@@ -462,9 +466,8 @@ impl Benchmark for MiniResnet {
         &self,
         data_dir: &Path,
         _config: &Value,
-    ) -> std::result::Result<BatchStream, String> {
-        let folder = ImageFolder::open(&datasets::dataset_dir("fashion_mnist", data_dir), "val")
-            .map_err(|e| e.to_string())?;
+    ) -> std::result::Result<BatchStream, DataStreamError> {
+        let folder = ImageFolder::open(&datasets::dataset_dir("fashion_mnist", data_dir), "val")?;
         let opts = BatchOptions::new(500).shuffle(false).drop_last(false);
         Ok(Box::new(
             folder
@@ -476,7 +479,6 @@ impl Benchmark for MiniResnet {
                         labels: b.labels,
                         n: b.n,
                     })
-                    .map_err(|e| e.to_string())
                 }),
         ))
     }
@@ -595,19 +597,18 @@ impl Benchmark for MiniLlm {
     fn default_config(&self) -> Value {
         serde_json::to_value(LlmHparams::default()).expect("serialisable")
     }
-    fn validate(&self, config: &Value) -> std::result::Result<(), String> {
+    fn validate(&self, config: &Value) -> std::result::Result<(), ConfigError> {
         let hp: LlmHparams = parse(config)?;
         if hp.batch_size == 0 {
-            return Err("batch_size must be positive".into());
+            return Err(ConfigError::ZeroBatchSize);
         }
         if hp.warmup_steps > hp.total_steps {
-            return Err("warmup_steps exceeds total_steps".into());
+            return Err(ConfigError::WarmupExceedsTotal);
         }
         if hp.vocab_size != datasets::SHAKESPEARE_VOCAB_SIZE {
-            return Err(format!(
-                "vocab_size must be {} (the prepared tokenizer)",
-                datasets::SHAKESPEARE_VOCAB_SIZE
-            ));
+            return Err(ConfigError::VocabSize {
+                expected: datasets::SHAKESPEARE_VOCAB_SIZE,
+            });
         }
         Ok(())
     }
@@ -672,7 +673,7 @@ impl Benchmark for MiniLlm {
         device: &Device,
         engine: Engine,
     ) -> Result<Box<dyn Trainer>> {
-        let hp: LlmHparams = parse(config).map_err(crate::err)?;
+        let hp: LlmHparams = parse(config).map_err(|e| crate::err(e.to_string()))?;
         Ok(Box::new(LlmRun(LlmTrainer::with_engine(
             &hp, seed, device, engine,
         )?)))
@@ -684,26 +685,20 @@ impl Benchmark for MiniLlm {
         seed: u64,
         rank: usize,
         world: usize,
-    ) -> std::result::Result<BatchStream, String> {
+    ) -> std::result::Result<BatchStream, DataStreamError> {
         let hp: LlmHparams = parse(config)?;
-        let ds = TokenDataset::open(&datasets::dataset_dir("shakespeare", data_dir), "train")
-            .map_err(|e| e.to_string())?;
-        let it = ds
-            .train_batches(hp.batch_size, hp.seq_len, seed, rank, world)
-            .map_err(|e| e.to_string())?;
+        let ds = TokenDataset::open(&datasets::dataset_dir("shakespeare", data_dir), "train")?;
+        let it = ds.train_batches(hp.batch_size, hp.seq_len, seed, rank, world)?;
         Ok(token_stream(it))
     }
     fn open_eval(
         &self,
         data_dir: &Path,
         config: &Value,
-    ) -> std::result::Result<BatchStream, String> {
+    ) -> std::result::Result<BatchStream, DataStreamError> {
         let hp: LlmHparams = parse(config)?;
-        let ds = TokenDataset::open(&datasets::dataset_dir("shakespeare", data_dir), "val")
-            .map_err(|e| e.to_string())?;
-        let it = ds
-            .eval_batches(32, hp.seq_len, self.spec.eval_samples as usize)
-            .map_err(|e| e.to_string())?;
+        let ds = TokenDataset::open(&datasets::dataset_dir("shakespeare", data_dir), "val")?;
+        let it = ds.eval_batches(32, hp.seq_len, self.spec.eval_samples as usize)?;
         Ok(token_stream(it))
     }
     fn rcp_json(&self) -> &'static str {

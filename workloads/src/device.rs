@@ -2,17 +2,20 @@
 
 use candle_core::Device;
 
+use crate::error::DeviceError;
 use crate::{Result, err};
 
 /// What a device string names: `None` for the CPU, `Some(ordinal)` for a
 /// GPU (`"cuda"` without an ordinal is `local_rank`'s GPU: under a launcher
 /// such as `mpirun` or `srun`, one GPU per rank on a node).
-pub fn parse_device(s: &str, local_rank: usize) -> std::result::Result<Option<usize>, String> {
+pub fn parse_device(s: &str, local_rank: usize) -> std::result::Result<Option<usize>, DeviceError> {
     let s = s.trim();
     if s.eq_ignore_ascii_case("cpu") {
         return Ok(None);
     }
-    let bad = || format!("bad device {s:?}: expected \"cpu\", \"cuda\" or \"cuda:N\"");
+    let bad = || DeviceError {
+        given: s.to_string(),
+    };
     match s.strip_prefix("cuda") {
         Some("") => Ok(Some(local_rank)),
         Some(rest) => rest
@@ -30,7 +33,10 @@ pub fn parse_device(s: &str, local_rank: usize) -> std::result::Result<Option<us
 /// Never panics: returns an error when the string is malformed, when the crate
 /// was built without the `cuda` feature, or when CUDA is not available.
 pub fn device_from_str(s: &str, local_rank: usize) -> Result<Device> {
-    open_device(parse_device(s, local_rank).map_err(err)?, s.trim())
+    open_device(
+        parse_device(s, local_rank).map_err(|e| err(e.to_string()))?,
+        s.trim(),
+    )
 }
 
 /// Opens the device [`parse_device`] gave (`None`: the CPU); `name` is the

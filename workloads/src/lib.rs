@@ -43,6 +43,7 @@
 pub mod bench;
 pub mod cpu;
 pub mod device;
+pub mod error;
 pub mod llm;
 pub mod ops;
 pub mod optim;
@@ -54,6 +55,7 @@ pub mod schedule;
 
 pub use candle_core::{Device, Result};
 pub use device::{device_from_str, open_device, parse_device};
+pub use error::{ConfigError, DataStreamError, DeviceError, IsaError};
 pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};

@@ -18,9 +18,11 @@
 //! The re-run's result file, its raw stdout/stderr and its MLLOG file stay
 //! in the re-run directory for the auditor to read.
 
+use super::error::AuditError;
 use super::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
 use super::sandbox::{self, Mounts, Sandbox};
 use super::{Rerun, Rerunner, StepStatus, compare, rcp_bounds, read_curve};
+use referee_submission::fs::copy_tree;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -146,25 +148,6 @@ fn map_paths(command: &[String], wd: &str, cwd: &Path, notes: &mut Vec<String>) 
         .collect()
 }
 
-/// Copy a tree (regular files and directories; links are not followed).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let e = e.map_err(|e| format!("{}: {e}", from.display()))?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let ty = e
-            .file_type()
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        if ty.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if ty.is_file() {
-            std::fs::copy(&src, &dst)
-                .map_err(|e| format!("{} → {}: {e}", src.display(), dst.display()))?;
-        }
-    }
-    Ok(())
-}
-
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
@@ -197,7 +180,115 @@ impl Rerunner<'_> {
     }
 
     /// Re-run one result of a supervised program (see the module's doc).
-    pub(super) fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), String> {
+    pub(super) fn rerun_exec(&mut self, benchmark: &str, log: &Path) -> Result<(), AuditError> {
+        let Some(rec) = self.exec_record(log) else {
+            return Ok(());
+        };
+        let code_fp = list_files(&rec.code)
+            .and_then(|files| fingerprint_files(&rec.code, &files, "the package's code"))?;
+        let Some(inputs) = self.exec_inputs(log, &rec, &code_fp)? else {
+            return Ok(());
+        };
+        if !inputs.differences.is_empty() && !self.req.force {
+            self.refuse(log, inputs.differences);
+            return Ok(());
+        }
+        let rerun_dir = absolute(&self.rerun_dir(benchmark, log));
+        let cwd = rerun_dir.join("code");
+        let (plan, sandbox, env) =
+            self.exec_plan(&rec, &code_fp, &cwd, inputs.notes, inputs.datasets);
+        eprintln!(
+            "referee: the re-run of {} (seed {}) would run:\n{}",
+            log.display(),
+            rec.seed,
+            plan.text()
+        );
+        let consent = self.req.allow_exec || self.req.confirm.is_some_and(|ask| ask(&plan.text()));
+        if !consent {
+            self.not_run(
+                log,
+                "not done: needs --allow-exec (the package's program runs only with the auditor's consent; the plan is in audit.md)".into(),
+                plan,
+            );
+            return Ok(());
+        }
+        let sandbox = match sandbox {
+            Ok(s) => s,
+            Err(why) => {
+                self.not_run(log, format!("not done: {why}"), plan);
+                return Ok(());
+            }
+        };
+        if sandbox == Sandbox::None && plan.command[0].contains('=') {
+            let why = format!(
+                "not done: the program's name {:?} holds '=' (env -i would read it as a variable)",
+                plan.command[0]
+            );
+            self.not_run(log, why, plan);
+            return Ok(());
+        }
+        copy_tree(&rec.code, &cwd, &|_| false)?;
+        let shown_sandbox = match sandbox {
+            Sandbox::Bwrap(_) => "bubblewrap",
+            Sandbox::None => "NONE (--sandbox none)",
+        };
+        let confined = Confined {
+            rerun_dir: rerun_dir.clone(),
+            cwd,
+            binds: inputs.binds,
+            env,
+            sandbox,
+        };
+        let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined)?;
+        eprintln!(
+            "referee: re-running {} (seed {}) in {}, sandbox: {}",
+            log.display(),
+            rec.seed,
+            rerun_dir.display(),
+            shown_sandbox
+        );
+        let r = match crate::exec::run_one(&cfg, 0, rec.seed) {
+            Ok(r) => r,
+            Err(e) => {
+                self.failed(log, e.to_string());
+                return Ok(());
+            }
+        };
+        let orig = read_curve(log, "eval_accuracy")?;
+        let again = read_curve(&r.log, "eval_accuracy")?;
+        let bounds = match (self.scoring.table(benchmark), orig.global_batch_size) {
+            (Ok(t), Some(gbs)) => rcp_bounds(&t, gbs),
+            _ => None,
+        };
+        let comparison = compare(
+            bounds,
+            &orig.points,
+            orig.converged_at,
+            &again.points,
+            again.converged_at,
+        );
+        self.md.push_str(&format!(
+            "- `{}`: re-run in `{}` (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n```text\n{}```\n\n",
+            log.display(),
+            rerun_dir.display(),
+            plan.text()
+        ));
+        let forced = inputs.differences;
+        self.done(
+            log,
+            rec.seed,
+            forced,
+            rerun_dir,
+            comparison,
+            Some(Box::new(plan)),
+        );
+        Ok(())
+    }
+
+    /// The run record of `log`, its seed and command, and the code the
+    /// package carries for it; `None` (the re-run not done, with why) when
+    /// any of them is missing.
+    fn exec_record(&mut self, log: &Path) -> Option<ExecRecord> {
         let found = match crate::exec::witness::find(log) {
             Ok(Some(f)) => f,
             Ok(None) => {
@@ -206,11 +297,11 @@ impl Rerunner<'_> {
                     "no run record in the implementation holds this log (matched by its sha256)"
                         .into(),
                 );
-                return Ok(());
+                return None;
             }
             Err(e) => {
-                self.exec_not_done(log, e);
-                return Ok(());
+                self.exec_not_done(log, e.to_string());
+                return None;
             }
         };
         let (session, run) = (&found.session, &found.run);
@@ -225,7 +316,7 @@ impl Rerunner<'_> {
         let Some(seed) = run["seed"].as_u64() else {
             let why = format!("{}: the run has no seed", found.record.display());
             self.exec_not_done(log, why);
-            return Ok(());
+            return None;
         };
         if recorded_command.is_empty() {
             let why = format!(
@@ -233,7 +324,7 @@ impl Rerunner<'_> {
                 found.record.display()
             );
             self.exec_not_done(log, why);
-            return Ok(());
+            return None;
         }
         let imp = found
             .record
@@ -251,10 +342,28 @@ impl Rerunner<'_> {
                 "the package carries no code for this result ({shown}/ is missing): referee re-runs only the code a signed package carries, never a directory of this machine (the submitter packages it: `referee package` includes a git checkout's tracked files, or --code DIR)"
             );
             self.exec_not_done(log, why);
-            return Ok(());
+            return None;
         }
-        let code_fp = list_files(&code)
-            .and_then(|files| fingerprint_files(&code, &files, "the package's code"))?;
+        Some(ExecRecord {
+            session: found.session.clone(),
+            run: found.run.clone(),
+            seed,
+            recorded_command,
+            code,
+            shown,
+        })
+    }
+
+    /// The package's code and the `--data` directories against what the
+    /// run recorded; `None` (the re-run not done, with why) when the
+    /// datasets given do not match the datasets the run read.
+    fn exec_inputs(
+        &mut self,
+        log: &Path,
+        rec: &ExecRecord,
+        code_fp: &TreeFingerprint,
+    ) -> Result<Option<ExecInputs>, AuditError> {
+        let session = &rec.session;
         let mut differences = Vec::new();
         let mut notes = Vec::new();
         match serde_json::from_value::<TreeFingerprint>(session["code_fingerprint"].clone()) {
@@ -281,12 +390,12 @@ impl Rerunner<'_> {
                 self.req.data.len()
             );
             self.exec_not_done(log, why);
-            return Ok(());
+            return Ok(None);
         }
         let mut binds = Vec::new();
         let mut datasets = Vec::new();
         for (rec, dir) in recorded_data.iter().zip(&self.req.data) {
-            let here = fingerprint_dir(dir).map_err(|e| format!("--data: {e}"))?;
+            let here = fingerprint_dir(dir).map_err(AuditError::Data)?;
             if here.fingerprint != rec.fingerprint {
                 differences.push(format!(
                     "dataset {}: original {} ({} files), here {} {} ({} files)",
@@ -299,15 +408,31 @@ impl Rerunner<'_> {
             ));
             binds.push((absolute(dir), PathBuf::from(&rec.path)));
         }
-        if !differences.is_empty() && !self.req.force {
-            self.refuse(log, differences);
-            return Ok(());
-        }
-        let rerun_dir = absolute(&self.rerun_dir(benchmark, log));
-        let cwd = rerun_dir.join("code");
-        let wd = session["working_directory"].as_str().unwrap_or("");
-        let command = map_paths(&recorded_command, wd, &cwd, &mut notes);
-        let env: BTreeMap<String, String> = run["provenance"]["env"]
+        Ok(Some(ExecInputs {
+            differences,
+            notes,
+            binds,
+            datasets,
+        }))
+    }
+
+    /// What the re-run would run (shown before consent), the sandbox (or
+    /// why there is none) and the environment it passes.
+    fn exec_plan(
+        &self,
+        rec: &ExecRecord,
+        code_fp: &TreeFingerprint,
+        cwd: &Path,
+        mut notes: Vec<String>,
+        datasets: Vec<String>,
+    ) -> (
+        RerunPlan,
+        Result<Sandbox, super::error::SandboxError>,
+        BTreeMap<String, String>,
+    ) {
+        let wd = rec.session["working_directory"].as_str().unwrap_or("");
+        let command = map_paths(&rec.recorded_command, wd, cwd, &mut notes);
+        let env: BTreeMap<String, String> = rec.run["provenance"]["env"]
             .as_object()
             .map(|o| {
                 o.iter()
@@ -327,10 +452,13 @@ impl Rerunner<'_> {
             ));
         }
         let plan = RerunPlan {
-            command: command.clone(),
-            recorded_command,
+            command,
+            recorded_command: rec.recorded_command.clone(),
             working_directory: cwd.display().to_string(),
-            code: format!("{shown}/ of the signed package, {} files", code_fp.files),
+            code: format!(
+                "{}/ of the signed package, {} files",
+                rec.shown, code_fp.files
+            ),
             code_fingerprint: code_fp.fingerprint.clone(),
             env: env.clone(),
             harness_variables: HARNESS_VARIABLES.iter().map(|s| s.to_string()).collect(),
@@ -341,36 +469,19 @@ impl Rerunner<'_> {
             },
             notes,
         };
-        eprintln!(
-            "referee: the re-run of {} (seed {seed}) would run:\n{}",
-            log.display(),
-            plan.text()
-        );
-        let consent = self.req.allow_exec || self.req.confirm.is_some_and(|ask| ask(&plan.text()));
-        if !consent {
-            self.not_run(
-                log,
-                "not done: needs --allow-exec (the package's program runs only with the auditor's consent; the plan is in audit.md)".into(),
-                plan,
-            );
-            return Ok(());
-        }
-        let sandbox = match sandbox {
-            Ok(s) => s,
-            Err(why) => {
-                self.not_run(log, format!("not done: {why}"), plan);
-                return Ok(());
-            }
-        };
-        if sandbox == Sandbox::None && command[0].contains('=') {
-            self.not_run(
-                log,
-                format!("not done: the program's name {:?} holds '=' (env -i would read it as a variable)", command[0]),
-                plan,
-            );
-            return Ok(());
-        }
-        copy_tree(&code, &cwd)?;
+        (plan, sandbox, env)
+    }
+
+    /// The supervised session of the re-run: one run of `command` with the
+    /// recorded seed, under the package's rules, confined.
+    fn exec_config(
+        &self,
+        benchmark: &str,
+        rec: &ExecRecord,
+        command: Vec<String>,
+        confined: Confined,
+    ) -> Result<crate::exec::ExecConfig, AuditError> {
+        let session = &rec.session;
         let mut rules = self.req.rules.clone();
         rules.ruleset = Some(self.scoring.ruleset.clone());
         let req = crate::exec::ExecRequest {
@@ -378,7 +489,7 @@ impl Rerunner<'_> {
             benchmark: benchmark.to_string(),
             rules,
             runs: Some(1),
-            seed: Some(seed),
+            seed: Some(rec.seed),
             division: if session["division"] == "open" {
                 crate::session::plan::Division::Open
             } else {
@@ -387,7 +498,7 @@ impl Rerunner<'_> {
             org: session["org"].as_str().unwrap_or("").to_string(),
             system: session["system"].as_str().map(str::to_string),
             budget_minutes: None,
-            out: Some(rerun_dir.clone()),
+            out: Some(confined.rerun_dir.clone()),
             cache_clear: crate::exec::CacheClearMethod::Skip,
             tolerance_ms: session["witness_tolerance_ms"]
                 .as_u64()
@@ -398,68 +509,58 @@ impl Rerunner<'_> {
             record_extra: Default::default(),
         };
         let mut cfg = crate::exec::ExecConfig::resolve(req)?;
-        cfg.cwd = cwd.clone();
+        cfg.cwd = confined.cwd.clone();
         let mounts = Mounts {
-            rerun_dir: rerun_dir.clone(),
-            cwd,
-            data: binds,
+            rerun_dir: confined.rerun_dir,
+            cwd: confined.cwd,
+            data: confined.binds,
             read_only: self.req.sandbox_ro.iter().map(|p| absolute(p)).collect(),
         };
-        let base: Vec<(String, String)> = env.into_iter().collect();
-        let confined = sandbox.clone();
+        let base: Vec<(String, String)> = confined.env.into_iter().collect();
+        let sandbox = confined.sandbox;
         cfg.wrap = Some(Box::new(
             move |cmd: &[String], harness: &[(String, String)]| {
                 let mut e = base.clone();
                 e.extend(harness.iter().cloned());
-                confined.wrap(cmd, &e, &mounts)
+                sandbox.wrap(cmd, &e, &mounts)
             },
         ));
-        eprintln!(
-            "referee: re-running {} (seed {seed}) in {}, sandbox: {}",
-            log.display(),
-            rerun_dir.display(),
-            match sandbox {
-                Sandbox::Bwrap(_) => "bubblewrap",
-                Sandbox::None => "NONE (--sandbox none)",
-            }
-        );
-        let r = match crate::exec::run_one(&cfg, 0, seed) {
-            Ok(r) => r,
-            Err(e) => {
-                self.failed(log, e);
-                return Ok(());
-            }
-        };
-        let orig = read_curve(log, "eval_accuracy")?;
-        let again = read_curve(&r.log, "eval_accuracy")?;
-        let bounds = match (self.scoring.table(benchmark), orig.global_batch_size) {
-            (Ok(t), Some(gbs)) => rcp_bounds(&t, gbs),
-            _ => None,
-        };
-        let comparison = compare(
-            bounds,
-            &orig.points,
-            orig.converged_at,
-            &again.points,
-            again.converged_at,
-        );
-        self.md.push_str(&format!(
-            "- `{}`: re-run in `{}` (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n```text\n{}```\n\n",
-            log.display(),
-            rerun_dir.display(),
-            plan.text()
-        ));
-        let forced = differences;
-        self.done(
-            log,
-            seed,
-            forced,
-            rerun_dir,
-            comparison,
-            Some(Box::new(plan)),
-        );
-        Ok(())
+        Ok(cfg)
     }
+}
+
+/// What the run record of a supervised result says (see
+/// [`Rerunner::exec_record`]).
+struct ExecRecord {
+    /// The session's record (`referee_run.json`) and the run's entry.
+    session: serde_json::Value,
+    run: serde_json::Value,
+    seed: u64,
+    recorded_command: Vec<String>,
+    /// The package's code for the result, and its path as shown.
+    code: PathBuf,
+    shown: String,
+}
+
+/// The inputs of a re-run checked against the record (see
+/// [`Rerunner::exec_inputs`]).
+struct ExecInputs {
+    /// Why the re-run would not reproduce the original (code, data).
+    differences: Vec<String>,
+    notes: Vec<String>,
+    /// `--data DIR` → the recorded path it is shown at.
+    binds: Vec<(PathBuf, PathBuf)>,
+    /// The datasets, as the plan lists them.
+    datasets: Vec<String>,
+}
+
+/// Where and how the re-run's program is confined.
+struct Confined {
+    rerun_dir: PathBuf,
+    cwd: PathBuf,
+    binds: Vec<(PathBuf, PathBuf)>,
+    env: BTreeMap<String, String>,
+    sandbox: Sandbox,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! into a shared store); a directory entry that cannot be read is an error
 //! naming it.
 
+use super::error::FingerprintError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -27,25 +28,27 @@ pub struct TreeFingerprint {
 }
 
 /// Every regular file under `root` (links followed), relative, sorted.
-pub fn list_files(root: &Path) -> Result<Vec<String>, String> {
+pub fn list_files(root: &Path) -> Result<Vec<String>, FingerprintError> {
     let mut out = Vec::new();
     walk(root, root, &mut out, 0)?;
     out.sort();
     Ok(out)
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<String>, depth: usize) -> Result<(), String> {
+fn walk(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), FingerprintError> {
     if depth > 64 {
-        return Err(format!(
-            "{}: more than 64 levels deep (a link loop?)",
-            dir.display()
-        ));
+        return Err(FingerprintError::TooDeep(dir.to_path_buf()));
     }
-    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let rd = std::fs::read_dir(dir).map_err(|e| FingerprintError::io(dir, e))?;
     for e in rd {
-        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let e = e.map_err(|e| FingerprintError::io(dir, e))?;
         let p = e.path();
-        let meta = std::fs::metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let meta = std::fs::metadata(&p).map_err(|e| FingerprintError::io(&p, e))?;
         if meta.is_dir() {
             walk(root, &p, out, depth + 1)?;
         } else if meta.is_file() {
@@ -62,7 +65,7 @@ pub fn fingerprint_files(
     root: &Path,
     files: &[String],
     what: &str,
-) -> Result<TreeFingerprint, String> {
+) -> Result<TreeFingerprint, FingerprintError> {
     let sizes: u64 = files
         .iter()
         .filter_map(|f| std::fs::metadata(root.join(f)).ok())
@@ -76,12 +79,12 @@ pub fn fingerprint_files(
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(what.to_string());
-    let lines: Vec<Result<(String, u64), String>> = files
+    let lines: Vec<Result<(String, u64), FingerprintError>> = files
         .par_iter()
         .map(|f| {
             let p = root.join(f);
             let (size, digest) = referee_submission::manifest::hash_file(&p)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+                .map_err(|e| FingerprintError::io(&p, e))?;
             bar.inc(size);
             Ok((format!("{}  {size}  {f}\n", hex::encode(digest)), size))
         })
@@ -103,9 +106,9 @@ pub fn fingerprint_files(
 }
 
 /// The fingerprint of every file under `root`.
-pub fn fingerprint_dir(root: &Path) -> Result<TreeFingerprint, String> {
+pub fn fingerprint_dir(root: &Path) -> Result<TreeFingerprint, FingerprintError> {
     if !root.is_dir() {
-        return Err(format!("{}: not a directory", root.display()));
+        return Err(FingerprintError::NotADirectory(root.to_path_buf()));
     }
     let files = list_files(root)?;
     fingerprint_files(root, &files, &root.display().to_string())
@@ -137,7 +140,7 @@ pub fn git_tracked_files(dir: &Path) -> Option<Vec<String>> {
 
 /// The fingerprint of the code a program ran from `dir`: its git-tracked
 /// files, when `dir` is a git checkout (`None` otherwise).
-pub fn code_fingerprint(dir: &Path) -> Option<Result<TreeFingerprint, String>> {
+pub fn code_fingerprint(dir: &Path) -> Option<Result<TreeFingerprint, FingerprintError>> {
     let files = git_tracked_files(dir)?;
     Some(fingerprint_files(dir, &files, "the program's code"))
 }

@@ -30,6 +30,7 @@ use crate::session::clock::{Clock, SystemClock};
 use crate::session::collective::Local;
 use crate::session::plan::{build_plan, dataset_fingerprints};
 use crate::session::run::{Quiet, RunResult, run_once};
+use error::{AuditError, NotRerunnable};
 use referee_rules::Verdict;
 use referee_rules::layout;
 use referee_rules::mllog;
@@ -45,6 +46,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod error;
 pub mod exec_rerun;
 pub mod fingerprint;
 pub mod identity;
@@ -245,6 +247,36 @@ impl AuditReport {
             serde_json::to_string_pretty(self).expect("json").as_bytes(),
         )
     }
+
+    /// The line that says where [`AuditReport::write`] wrote the report.
+    pub fn written_line(out: &Path) -> String {
+        format!(
+            "audit report: {} and {}",
+            out.join("audit.md").display(),
+            out.join("audit.json").display()
+        )
+    }
+}
+
+/// The auditor's consent at a terminal: the plan of a package's program
+/// shown on stderr, `yes` runs it (no terminal: no consent).
+pub fn ask_at_terminal(plan: &str) -> bool {
+    use std::io::{BufRead, IsTerminal};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return false;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "referee: the package's program will run on this machine:\n{plan}Run it? Type yes to run, anything else to skip: "
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    if stdin.lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    line.trim() == "yes"
 }
 
 impl Report for AuditReport {
@@ -272,13 +304,13 @@ impl Report for AuditReport {
 
 /// Audit `req.dir`. `Err` only when the audit cannot be carried out at all
 /// (an unreadable folder, rules or configuration); findings are in the report.
-pub fn audit(req: &AuditRequest) -> Result<AuditReport, String> {
+pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
     let mut md = format!(
         "# referee audit\n\nSubmission: `{}`  \nAudited on: this machine, referee {}\n\n",
         req.dir.display(),
         crate::provenance::VERSION
     );
-    let verify = verify_dir_trusting(&req.dir, &req.trust).map_err(|e| e.to_string())?;
+    let verify = verify_dir_trusting(&req.dir, &req.trust)?;
     signature_section(&mut md, &verify);
     let mut steps = vec![signature_step(&verify)];
     if !verify.ok {
@@ -380,7 +412,7 @@ fn witness_step(dir: &Path) -> Option<Step> {
                 }
                 Err(e) => {
                     witnessed += 1;
-                    problems.push(e);
+                    problems.push(e.to_string());
                 }
             }
         }
@@ -582,8 +614,11 @@ struct Curve {
 
 /// Read an original log once: its evaluation curve, convergence point,
 /// provenance and submission keys.
-fn read_curve(log: &Path, key: &str) -> Result<Curve, String> {
-    let parsed = mllog::read_file(log).map_err(|e| format!("{}: {e}", log.display()))?;
+fn read_curve(log: &Path, key: &str) -> Result<Curve, AuditError> {
+    let parsed = mllog::read_file(log).map_err(|e| AuditError::Io {
+        path: log.to_path_buf(),
+        source: e,
+    })?;
     let mut c = Curve {
         points: Vec::new(),
         converged_at: None,
@@ -645,6 +680,8 @@ enum Recorded {
     /// A program `referee run --exec` supervised: its command, from the
     /// run records in the implementation.
     Exec,
+    /// Cannot be re-run here (also written into the report).
+    NotRerunnable(NotRerunnable),
 }
 
 impl<'a> Rerunner<'a> {
@@ -652,13 +689,13 @@ impl<'a> Rerunner<'a> {
         req: &'a AuditRequest,
         mut md: String,
         scoring: referee_rules::score::ScoreContext,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, AuditError> {
         md.push_str("## 3. Re-runs\n\n");
         if req.rerun == 0 {
             md.push_str("No re-run requested (`--rerun K`).\n");
         }
         let engine = referee_workloads::Engine::for_device(&referee_workloads::Device::Cpu)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| AuditError::Engine(e.to_string()))?;
         Ok(Rerunner {
             req,
             md,
@@ -671,7 +708,7 @@ impl<'a> Rerunner<'a> {
     }
 
     /// Every benchmark directory: its first K results re-run.
-    fn rerun_all(&mut self) -> Result<(), String> {
+    fn rerun_all(&mut self) -> Result<(), AuditError> {
         if self.req.rerun == 0 {
             return Ok(());
         }
@@ -679,19 +716,19 @@ impl<'a> Rerunner<'a> {
             let logs = layout::result_files(&d.path).unwrap_or_default();
             let asked = &logs[..logs.len().min(self.req.rerun)];
             match self.recorded(&d)? {
-                Ok(Recorded::Exec) => {
+                Recorded::Exec => {
                     for log in asked {
                         self.rerun_exec(&d.benchmark, log)?;
                     }
                 }
-                Ok(recorded) => {
+                Recorded::NotRerunnable(why) => {
                     for log in asked {
-                        self.rerun_one(&d.benchmark, &recorded, log)?;
+                        self.not_done(log, why.to_string());
                     }
                 }
-                Err(why) => {
+                recorded => {
                     for log in asked {
-                        self.not_done(log, why.clone());
+                        self.rerun_one(&d.benchmark, &recorded, log)?;
                     }
                 }
             }
@@ -710,19 +747,18 @@ impl<'a> Rerunner<'a> {
 
     /// The benchmark's recorded configuration, or why its results cannot
     /// be re-run here (also written into the report).
-    fn recorded(&mut self, d: &layout::BenchmarkDir) -> Result<Result<Recorded, String>, String> {
+    fn recorded(&mut self, d: &layout::BenchmarkDir) -> Result<Recorded, AuditError> {
         if self.supervised(&d.benchmark) {
-            return Ok(Ok(Recorded::Exec));
+            return Ok(Recorded::Exec);
         }
         let Some(bench) = crate::own_benchmarks::find(&d.benchmark) else {
             self.md.push_str(&format!(
                 "- `{}`: not a referee benchmark; cannot be re-run here\n",
                 d.benchmark
             ));
-            return Ok(Err(format!(
-                "`{}` is not one of referee's benchmarks: referee cannot train it here",
-                d.benchmark
-            )));
+            return Ok(Recorded::NotRerunnable(NotRerunnable::NotOwnBenchmark {
+                benchmark: d.benchmark.clone(),
+            }));
         };
         let impl_dir = self
             .req
@@ -740,15 +776,16 @@ impl<'a> Rerunner<'a> {
                 "- `{}`: no implementations/*/config.json; cannot re-run\n",
                 d.benchmark
             ));
-            return Ok(Err(format!(
-                "no benchmarks/{}/implementations/*/config.json: the configuration to re-run is not recorded",
-                d.benchmark
-            )));
+            return Ok(Recorded::NotRerunnable(NotRerunnable::NoConfig {
+                benchmark: d.benchmark.clone(),
+            }));
         };
         let config: Value = std::fs::read_to_string(&config_path)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| format!("{}: unreadable configuration", config_path.display()))?;
+            .ok_or_else(|| AuditError::UnreadableConfig {
+                path: config_path.clone(),
+            })?;
         let division = referee_rules::sysdesc::SystemDesc::load(
             &self
                 .req
@@ -759,11 +796,11 @@ impl<'a> Rerunner<'a> {
         .ok()
         .and_then(|s| s.text("division"))
         .unwrap_or_else(|| "closed".into());
-        Ok(Ok(Recorded::Own {
+        Ok(Recorded::Own {
             bench,
             config,
             division,
-        }))
+        })
     }
 
     /// Does the implementation hold run records of `referee run --exec`?
@@ -890,7 +927,7 @@ impl<'a> Rerunner<'a> {
     }
 
     /// Re-run one result and compare it.
-    fn rerun_one(&mut self, benchmark: &str, rec: &Recorded, log: &Path) -> Result<(), String> {
+    fn rerun_one(&mut self, benchmark: &str, rec: &Recorded, log: &Path) -> Result<(), AuditError> {
         let Recorded::Own {
             bench,
             config,
@@ -915,7 +952,10 @@ impl<'a> Rerunner<'a> {
             return Ok(());
         }
         let rerun_dir = self.rerun_dir(benchmark, log);
-        std::fs::create_dir_all(&rerun_dir).map_err(|e| format!("{}: {e}", rerun_dir.display()))?;
+        std::fs::create_dir_all(&rerun_dir).map_err(|e| AuditError::Io {
+            path: rerun_dir.clone(),
+            source: e,
+        })?;
         let mut plan = build_plan(
             *bench,
             config.clone(),

@@ -16,6 +16,7 @@
 //! `--sandbox none` runs the program unsandboxed (still with that
 //! environment only, through `env -i`); the report says so.
 
+use super::error::SandboxError;
 use std::path::{Path, PathBuf};
 
 /// The program's command line as started, from its command and its
@@ -43,12 +44,12 @@ pub enum SandboxChoice {
 pub const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`; or scripts/install-ci-deps.sh), or give --sandbox none to re-run without a sandbox (the program then runs with your user's rights)";
 
 /// The sandbox to use, or why there is none (the re-run is then not done).
-pub fn resolve(choice: SandboxChoice) -> Result<Sandbox, String> {
+pub fn resolve(choice: SandboxChoice) -> Result<Sandbox, SandboxError> {
     match choice {
         SandboxChoice::None => Ok(Sandbox::None),
         SandboxChoice::Bwrap => {
-            let bwrap = find_in_path("bwrap")
-                .ok_or_else(|| format!("bubblewrap (bwrap) is not installed: {INSTALL_HINT}"))?;
+            let bwrap =
+                find_in_path("bwrap").ok_or(SandboxError::NotInstalled { hint: INSTALL_HINT })?;
             probe(&bwrap)?;
             Ok(Sandbox::Bwrap(bwrap))
         }
@@ -65,7 +66,7 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
 
 /// bubblewrap can create the namespaces the re-run needs here (a container
 /// or a kernel may forbid them).
-fn probe(bwrap: &Path) -> Result<(), String> {
+fn probe(bwrap: &Path) -> Result<(), SandboxError> {
     let o = std::process::Command::new(bwrap)
         .args([
             "--ro-bind",
@@ -83,15 +84,17 @@ fn probe(bwrap: &Path) -> Result<(), String> {
         .env_clear()
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("{}: cannot start: {e}", bwrap.display()))?;
+        .map_err(|e| SandboxError::CannotStart {
+            bwrap: bwrap.to_path_buf(),
+            message: e.to_string(),
+        })?;
     if o.status.success() {
         return Ok(());
     }
-    Err(format!(
-        "bubblewrap cannot create its namespaces on this machine ({}: {}); unprivileged user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile for bwrap), or a container forbids them; or give --sandbox none",
-        o.status,
-        String::from_utf8_lossy(&o.stderr).trim()
-    ))
+    Err(SandboxError::NoNamespaces {
+        status: o.status.to_string(),
+        stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+    })
 }
 
 /// What the sandbox must expose.

@@ -1,10 +1,10 @@
 //! `referee audit DIR`: the flags become an [`AuditRequest`]; the audit
-//! itself is crate::audit; this file writes `audit.md`/`audit.json` and
-//! prints the verdict. It also asks the auditor, at a terminal, before a
-//! package's program is run (when `--allow-exec` was not given).
+//! itself is crate::audit (which also asks the auditor, at a terminal,
+//! before a package's program is run when `--allow-exec` was not given);
+//! this file has it write `audit.md`/`audit.json` and prints the verdict.
 
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
-use crate::audit::{AuditRequest, audit};
+use crate::audit::{AuditReport, AuditRequest, ask_at_terminal, audit};
 use crate::outdir::utc_stamp;
 use clap::{Args, ValueEnum};
 use referee_rules::report::{Detail, Format, render};
@@ -76,26 +76,6 @@ pub enum SandboxArg {
     None,
 }
 
-/// At a terminal: the plan shown, `yes` runs it.
-fn ask_at_terminal(plan: &str) -> bool {
-    use std::io::{BufRead, IsTerminal, Write};
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return false;
-    }
-    let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "referee: the package's program will run on this machine:\n{plan}Run it? Type yes to run, anything else to skip: "
-    );
-    let _ = err.flush();
-    let mut line = String::new();
-    if stdin.lock().read_line(&mut line).is_err() {
-        return false;
-    }
-    line.trim() == "yes"
-}
-
 pub fn run(a: AuditArgs) -> i32 {
     let threads = a.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -149,10 +129,6 @@ pub fn run(a: AuditArgs) -> i32 {
     let format = if a.json { Format::Json } else { Format::Human };
     let mut stdout = std::io::stdout().lock();
     let _ = render(&report, format, Detail::default(), &mut stdout);
-    eprintln!(
-        "audit report: {} and {}",
-        out.join("audit.md").display(),
-        out.join("audit.json").display()
-    );
+    eprintln!("{}", AuditReport::written_line(&out));
     if report.passed() { EXIT_OK } else { EXIT_FAIL }
 }

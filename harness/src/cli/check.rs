@@ -112,7 +112,7 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
             .as_deref()
             .is_some_and(|c| !std::path::Path::new(c).is_absolute());
     let official = if needs_official || a.rules_dir.is_some() {
-        Some(OfficialRules::resolve(a.rules_dir.as_deref())?)
+        Some(OfficialRules::resolve(a.rules_dir.as_deref()).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -191,11 +191,7 @@ pub fn run(args: CheckArgs) -> i32 {
     let mut results =
         crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
     if let Some(ca) = &cfg.tsa_ca {
-        for (log, r) in cfg.logs.iter().zip(results.iter_mut()) {
-            if let Ok(rep) = r {
-                crate::tsa::verify::annotate(rep, log, ca);
-            }
-        }
+        crate::tsa::verify::annotate_all(&cfg.logs, &mut results, ca);
     }
     progress.finish_and_clear();
 

@@ -98,7 +98,7 @@ impl RulesetArgs {
 
     /// Resolve the flags into the rules to judge the results under `paths` with.
     pub fn resolve(&self, paths: &[PathBuf]) -> Result<ResolvedRules, String> {
-        resolve_rules(&self.request(), paths)
+        resolve_rules(&self.request(), paths).map_err(|e| e.to_string())
     }
 }
 
@@ -113,6 +113,10 @@ pub fn existing_dirs(paths: &[PathBuf]) -> Result<(), String> {
 }
 
 /// Write a rendered page (`page`: what the renderer gave) to `path`.
-pub fn write_page(path: &Path, page: Result<String, String>) -> Result<(), String> {
-    std::fs::write(path, page?).map_err(|e| format!("{}: {e}", path.display()))
+pub fn write_page<E: std::fmt::Display>(
+    path: &Path,
+    page: Result<String, E>,
+) -> Result<(), String> {
+    let page = page.map_err(|e| e.to_string())?;
+    std::fs::write(path, page).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -117,7 +117,7 @@ pub fn run(a: DataArgs) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("referee: error: {e}");
+                super::error_line(e);
                 ok = false;
             }
         }

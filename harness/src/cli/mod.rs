@@ -3,6 +3,11 @@
 //! Exit codes, for people and CI alike: 0 = everything checked passed,
 //! 1 = something was checked and failed, 2 = the command could not do its
 //! job (bad arguments, unreadable input, missing rules).
+//!
+//! The library returns typed errors (each crate, or each folder of the
+//! harness, has its own `thiserror` enums whose text is the message); they
+//! become a message and an exit code here only, through [`error_line`] and
+//! [`usage_error`].
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -113,9 +118,14 @@ where
     }
 }
 
-/// Print a usage-level error and return exit code 2.
-pub fn usage_error(msg: impl std::fmt::Display) -> i32 {
+/// Print an error (`referee: error: …` on stderr).
+pub fn error_line(msg: impl std::fmt::Display) {
     eprintln!("referee: error: {msg}");
+}
+
+/// Print an error that stopped the command and return exit code 2.
+pub fn usage_error(msg: impl std::fmt::Display) -> i32 {
+    error_line(msg);
     EXIT_USAGE
 }
 

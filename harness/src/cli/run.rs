@@ -381,10 +381,7 @@ pub fn run(a: RunArgs) -> i32 {
     };
     let results = match session::execute(&cfg, coll.as_mut(), &progress) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("referee: error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(e),
     };
     if coll.rank() != 0 {
         return EXIT_OK;
@@ -403,7 +400,7 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
         }
     }
     for e in &summary.errors {
-        eprintln!("referee: error: {e}");
+        super::error_line(e);
     }
     let format = if json { Format::Json } else { Format::Human };
     let mut out = std::io::stdout().lock();
@@ -417,13 +414,16 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
 fn run_exec(a: &RunArgs) -> i32 {
     let extra = std::env::current_dir()
         .map_err(|e| format!("the working directory: {e}"))
-        .and_then(|cwd| crate::audit::identity::record_extra(&cwd, &a.data));
+        .and_then(|cwd| {
+            crate::audit::identity::record_extra(&cwd, &a.data).map_err(|e| e.to_string())
+        });
     let req = a.exec_request().and_then(|r| Ok((r, extra?)));
     let cfg = match req.and_then(|(r, x)| {
         ExecConfig::resolve(ExecRequest {
             record_extra: x,
             ..r
         })
+        .map_err(|e| e.to_string())
     }) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -431,10 +431,7 @@ fn run_exec(a: &RunArgs) -> i32 {
     let progress = ExecProgress { quiet: a.quiet };
     let summary = match crate::exec::execute(&cfg, &progress) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("referee: error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return usage_error(e),
     };
     let format = if a.json { Format::Json } else { Format::Human };
     let warnings = crate::audit::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);

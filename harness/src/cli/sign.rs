@@ -12,11 +12,11 @@
 //! that cannot be signed).
 
 use super::{EXIT_FAIL, EXIT_OK, init_threads, usage_error};
+use crate::signing::{self, KeygenReport, SignReport, VerifyError};
 use clap::Args;
 use referee_rules::report::{Detail, Format, Report, render};
-use referee_submission::sign::{self, KeyInfo, SignSummary, Trust, VerifyReport};
-use serde::Serialize;
-use std::io::{self, Write};
+use referee_submission::sign::{self, Trust};
+use std::io;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -96,7 +96,9 @@ impl SignerArgs {
     pub fn trust(&self) -> Result<Trust, String> {
         Ok(match (&self.allowed_signers, &self.signer) {
             (Some(p), _) => Trust::AllowedSigners(p.clone()),
-            (None, Some(fp)) => Trust::Fingerprint(sign::parse_fingerprint(fp)?),
+            (None, Some(fp)) => {
+                Trust::Fingerprint(sign::parse_fingerprint(fp).map_err(|e| e.to_string())?)
+            }
             (None, None) => Trust::Unchecked,
         })
     }
@@ -106,92 +108,6 @@ impl SignerArgs {
 fn print(report: &impl Report, json: bool) {
     let format = if json { Format::Json } else { Format::Human };
     let _ = render(report, format, Detail::default(), &mut io::stdout().lock());
-}
-
-/// What `referee keygen` wrote.
-#[derive(Serialize)]
-struct KeygenReport(KeyInfo);
-
-impl Report for KeygenReport {
-    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        let k = &self.0;
-        writeln!(
-            out,
-            "wrote private key {} (mode 0600)",
-            k.private_key.display()
-        )?;
-        writeln!(out, "wrote public key {}", k.public_key.display())?;
-        writeln!(out, "key fingerprint {}", k.fingerprint)?;
-        writeln!(out, "{}", k.public_line)?;
-        writeln!(
-            out,
-            "hand auditors this allowed_signers line (for `referee verify/audit --allowed-signers FILE`), or the fingerprint (for --signer):"
-        )?;
-        writeln!(out, "{}", k.allowed_signers_line)
-    }
-    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
-        self.write_human(out, d)
-    }
-}
-
-/// What `referee sign` did.
-#[derive(Serialize)]
-struct SignReport {
-    dir: String,
-    #[serde(flatten)]
-    summary: SignSummary,
-    seconds: f64,
-    threads: usize,
-}
-
-impl Report for SignReport {
-    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        let s = &self.summary;
-        let mb = s.bytes as f64 / 1e6;
-        writeln!(
-            out,
-            "wrote {} and {}",
-            s.manifest.display(),
-            s.signature.display()
-        )?;
-        writeln!(
-            out,
-            "SIGNED {} ({} files, {:.1} MB in {:.2} s, {:.0} MB/s, {} threads, key {})",
-            self.dir,
-            s.files,
-            mb,
-            self.seconds,
-            mb / self.seconds.max(1e-9),
-            self.threads,
-            s.key_fingerprint
-        )
-    }
-    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
-        self.write_human(out, d)
-    }
-}
-
-/// What `referee verify` found: the manifest and signature, and with
-/// --tsa-ca the runs' time-stamps.
-#[derive(Serialize)]
-struct VerifyOutput {
-    #[serde(flatten)]
-    report: VerifyReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    time_stamps: Option<crate::tsa::verify::TsaReport>,
-}
-
-impl Report for VerifyOutput {
-    fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        writeln!(out, "{}", self.report)?;
-        if let Some(t) = &self.time_stamps {
-            writeln!(out, "{t}")?;
-        }
-        Ok(())
-    }
-    fn write_markdown(&self, out: &mut dyn Write, d: Detail) -> io::Result<()> {
-        self.write_human(out, d)
-    }
 }
 
 /// `referee keygen`.
@@ -232,37 +148,18 @@ pub fn run_verify(a: VerifyArgs) -> i32 {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
-    match sign::verify_dir_trusting(&a.dir, &trust) {
-        Ok(report) => {
-            // The runs' time-stamps (crate::tsa), with --tsa-ca.
-            let time_stamps = match a
-                .tsa_ca
-                .as_deref()
-                .map(|ca| crate::tsa::verify_tree(&a.dir, ca))
-            {
-                Some(Err(e)) => return usage_error(e),
-                t => t.and_then(Result::ok),
-            };
-            let ok = report.ok && time_stamps.as_ref().is_none_or(|t| t.ok);
-            print(
-                &VerifyOutput {
-                    report,
-                    time_stamps,
-                },
-                a.json,
-            );
+    match signing::verify(&a.dir, &trust, a.tsa_ca.as_deref()) {
+        Ok(output) => {
+            let ok = output.passed();
+            print(&output, a.json);
             if ok { EXIT_OK } else { EXIT_FAIL }
         }
-        Err(e) => {
+        Err(VerifyError::Signature(e)) => {
             if a.json {
-                let v = serde_json::json!({
-                    "dir": a.dir.display().to_string(),
-                    "ok": false,
-                    "error": e.to_string(),
-                });
-                println!("{v}");
+                println!("{}", signing::verify_error_json(&a.dir, &e));
             }
             usage_error(e)
         }
+        Err(e) => usage_error(e),
     }
 }

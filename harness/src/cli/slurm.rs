@@ -72,7 +72,7 @@ pub struct SlurmArgs {
 
 /// Check the flags and resolve defaults.
 pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
-    let bench = own_benchmarks::find_or_err(&a.benchmark)?;
+    let bench = own_benchmarks::find_or_err(&a.benchmark).map_err(|e| e.to_string())?;
     let spec = bench.spec();
     if a.nodes == 0 {
         return Err("--nodes must be at least 1".into());
@@ -92,7 +92,8 @@ pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
         return Err("--runs must be at least 1".into());
     }
     // The same validation `referee run` applies, now rather than on the cluster.
-    crate::session::plan::resolve_config(bench, None, &a.sets, a.division == DivisionArg::Closed)?;
+    crate::session::plan::resolve_config(bench, None, &a.sets, a.division == DivisionArg::Closed)
+        .map_err(|e| e.to_string())?;
     let minutes = a
         .time
         .unwrap_or((spec.budget_minutes * runs as f64).ceil() as u64 + 15);

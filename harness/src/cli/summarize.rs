@@ -4,11 +4,10 @@ use super::common::{PolicyArgs, RulesetArgs};
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use referee_rules::diag::Severity;
 use referee_rules::layout;
 use referee_rules::policy::PolicySummary;
-use referee_rules::report::scores::{ScoreTable, write_csv};
-use referee_rules::report::{Detail, Format, render, write_diagnostic};
+use referee_rules::report::scores::{ScoreTable, SummaryLine, write_csv};
+use referee_rules::report::{Detail, Format, render};
 use referee_rules::score::summarize;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -74,7 +73,6 @@ pub fn run(a: SummarizeArgs) -> i32 {
             r.score.policy_summary = Some(PolicySummary::of(mode, &r.score.policy));
         }
     }
-    let policy = PolicySummary::of(mode, rows.iter().flat_map(|r| &r.score.policy));
     rows.sort_by(|x, y| {
         (&x.submitter_dir, &x.system, &x.score.benchmark).cmp(&(
             &y.submitter_dir,
@@ -90,74 +88,24 @@ pub fn run(a: SummarizeArgs) -> i32 {
         let format = Format::from_flags(a.json, a.markdown);
         render(&table, format, Detail::default(), &mut out)
     };
-    let rows = table.rows;
     if res.is_err() {
         return EXIT_USAGE;
     }
-    // Findings go to stderr so stdout stays a clean table/CSV/JSON.
     let mut err = std::io::stderr().lock();
-    for d in &problems {
-        let _ = write_diagnostic(&mut err, d, "");
-    }
-    let mut invalid = 0;
-    for r in &rows {
-        if r.score.score_minutes.is_none() {
-            invalid += 1;
-        }
-        for d in &r.score.diagnostics {
-            let show = match d.severity {
-                Severity::Error => true,
-                Severity::Warning | Severity::Note => a.verbose,
-            };
-            if show {
-                let _ = writeln!(
-                    err,
-                    "{}/{}/{}:",
-                    r.submitter_dir, r.system, r.score.benchmark
-                );
-                let _ = write_diagnostic(&mut err, d, "  ");
-            }
-        }
-    }
-    for r in rows
-        .iter()
-        .filter(|r| a.verbose && !r.score.policy.is_empty())
-    {
-        let _ = writeln!(
-            err,
-            "{}/{}/{} (beyond the official verdict):",
-            r.submitter_dir, r.system, r.score.benchmark
-        );
-        for d in &r.score.policy {
-            let _ = write_diagnostic(&mut err, d, "  ");
-        }
-    }
-    if policy.findings > 0 {
-        let _ = writeln!(
-            err,
-            "{}{}",
-            policy.line(),
-            if a.verbose { "" } else { " (-v lists them)" }
-        );
-    }
-    let _ = writeln!(
-        err,
-        "{} rows ({} without a valid score) from {} logs of {} submitter{}, {}{}; {:.2} s, {} thread{}",
-        rows.len(),
-        invalid,
-        total,
-        orgs.len(),
-        if orgs.len() == 1 { "" } else { "s" },
-        resolved.description,
-        if resolved.inferred {
-            " (ruleset read from the path)"
-        } else {
-            ""
-        },
-        start.elapsed().as_secs_f64(),
+    let _ = table.write_findings(&mut err, &problems, a.verbose);
+    let policy = table
+        .write_policy(&mut err, a.verbose)
+        .unwrap_or_else(|_| PolicySummary::of(mode, std::iter::empty()));
+    let line = SummaryLine {
+        table: &table,
+        logs: total,
+        submitters: orgs.len(),
+        rules: &resolved.description,
+        inferred: resolved.inferred,
+        seconds: start.elapsed().as_secs_f64(),
         threads,
-        if threads == 1 { "" } else { "s" }
-    );
+    };
+    let _ = writeln!(err, "{line}");
     if problems.iter().any(|d| d.is_error()) {
         EXIT_USAGE
     } else if policy.fails() {

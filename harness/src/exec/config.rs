@@ -4,6 +4,7 @@
 //! `init_stop` compiled), the number of runs, one seed each, the budgets and
 //! an output folder that holds no results yet.
 
+use super::error::ExecError;
 use super::supervise::LiveRules;
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::rules_env::{RulesRequest, resolve_rules};
@@ -76,16 +77,15 @@ pub struct ExecConfig {
 impl ExecConfig {
     /// Resolve: the rules of the benchmark, the number of runs, seeds, the
     /// output directory (never one that holds results).
-    pub fn resolve(req: ExecRequest) -> Result<ExecConfig, String> {
+    pub fn resolve(req: ExecRequest) -> Result<ExecConfig, ExecError> {
         if req.command.is_empty() {
-            return Err("--exec needs the training command after `--`".into());
+            return Err(ExecError::NoTrainingCommand);
         }
         let own = crate::own_benchmarks::find(&req.benchmark).is_some();
         if !own && req.rules.ruleset.is_none() {
-            return Err(format!(
-                "`{}` is not one of referee's benchmarks: give --ruleset X.Y.Z (e.g. 5.0.0) to run it under the official rules",
-                req.benchmark
-            ));
+            return Err(ExecError::NeedsRuleset {
+                benchmark: req.benchmark.clone(),
+            });
         }
         let mut rules_req = req.rules.clone();
         if own && rules_req.ruleset.is_none() {
@@ -101,31 +101,28 @@ impl ExecConfig {
             .facts
             .benchmark(&rules.scoring.usage, &req.benchmark)
             .filter(|_| allowed.contains(&req.benchmark))
-            .ok_or_else(|| {
-                format!(
-                    "`{}` is not a benchmark of {} (benchmarks: {})",
-                    req.benchmark,
-                    rules.description,
-                    allowed.join(", ")
-                )
+            .ok_or_else(|| ExecError::UnknownBenchmark {
+                benchmark: req.benchmark.clone(),
+                rules: rules.description.clone(),
+                allowed: allowed.clone(),
             })?;
         let runs = req.runs.unwrap_or(facts.result_files);
         if runs == 0 {
-            return Err("--runs must be at least 1".into());
+            return Err(ExecError::NoRuns);
         }
         let out = req.out.clone().unwrap_or_else(|| {
             PathBuf::from("out").join(format!("{}-{}", req.benchmark, utc_stamp()))
         });
         let existing = result_count(&out);
         if existing > 0 {
-            return Err(format!(
-                "{} already holds {existing} result file(s); choose another --out (a log is never overwritten)",
-                out.display()
-            ));
+            return Err(ExecError::OutHoldsResults {
+                out,
+                found: existing,
+            });
         }
         let budget = req.budget_minutes.unwrap_or(24.0 * 60.0);
         if budget <= 0.0 {
-            return Err("--budget-minutes must be positive".into());
+            return Err(ExecError::BadBudget);
         }
         let init_minutes = referee_rules::ruleset_facts::init_budget_minutes(req.division.as_str());
         // Compile the rule chain now, so that the live check at init_stop
@@ -140,7 +137,7 @@ impl ExecConfig {
             out,
             init_budget: Duration::from_secs(init_minutes * 60),
             run_budget: Duration::from_secs_f64(budget * 60.0),
-            cwd: std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?,
+            cwd: std::env::current_dir().map_err(ExecError::WorkingDirectory)?,
             wrap: None,
             scoring: rules.scoring,
             rules: rules.description,

@@ -58,8 +58,8 @@ pub(super) struct Followed {
 }
 
 impl Followed {
-    pub(super) fn open(src: Source, path: &Path) -> Result<Followed, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub(super) fn open(src: Source, path: &Path) -> Result<Followed, super::error::ExecError> {
+        let file = File::open(path).map_err(|e| super::error::ExecError::io(path, e))?;
         Ok(Followed {
             src,
             path: path.to_path_buf(),

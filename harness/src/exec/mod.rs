@@ -12,6 +12,7 @@
 
 pub mod config;
 mod dedup;
+pub mod error;
 mod follower;
 pub mod process;
 pub mod runs;

@@ -49,11 +49,10 @@ pub(super) fn spawn(
     env: &[(String, String)],
     out: &Path,
     err: &Path,
-) -> Result<Child, String> {
-    let (prog, args) = command
-        .split_first()
-        .ok_or("--exec needs a command after `--`")?;
-    let create = |p: &Path| File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+) -> Result<Child, super::error::ExecError> {
+    use super::error::ExecError;
+    let (prog, args) = command.split_first().ok_or(ExecError::NoCommand)?;
+    let create = |p: &Path| File::create(p).map_err(|e| ExecError::io(p, e));
     Command::new(prog)
         .args(args)
         .current_dir(cwd)
@@ -63,7 +62,22 @@ pub(super) fn spawn(
         .stderr(create(err)?)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start `{prog}`: {e}"))
+        .map_err(|e| ExecError::Start {
+            program: prog.clone(),
+            source: e,
+        })
+}
+
+/// Does process `pid` still run? Not when it is gone, nor when it is a
+/// zombie (`Z`) or dead (`X`) that its reaper has not collected yet, as
+/// `/proc/PID/stat` says.
+pub fn process_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+    }
 }
 
 /// Is any process of the group that `pid` leads still there?

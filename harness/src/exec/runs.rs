@@ -13,6 +13,7 @@
 //! `REFEREE_RUN_INDEX` and `REFEREE_OUT_DIR`.
 
 use super::config::{CacheClearMethod, ExecConfig, InitRules};
+use super::error::ExecError;
 use super::process::yield_to_the_program;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
 use super::witness::Witness;
@@ -134,7 +135,7 @@ fn child_env(
 }
 
 /// Run `i` with `seed`.
-pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String> {
+pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, ExecError> {
     let out = absolute(&cfg.out);
     let run_dir = out.join(format!("run_{i}"));
     let compliance = run_dir.join("mllog.txt");
@@ -172,16 +173,13 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
     // Power is measured from before the program starts until after it
     // ends: the timed part lies inside (power/result_i/node_N.txt).
     let sampler = match &cfg.req.power {
-        Some(p) => Some(
-            crate::power::Sampler::start(crate::power::SamplerConfig {
-                source: p.source.clone(),
-                out: crate::power::run_power_file(&out, i),
-                interval: p.interval,
-                host: crate::power::node_host(),
-                conversion_eff: p.conversion_eff,
-            })
-            .map_err(|e| e.to_string())?,
-        ),
+        Some(p) => Some(crate::power::Sampler::start(crate::power::SamplerConfig {
+            source: p.source.clone(),
+            out: crate::power::run_power_file(&out, i),
+            interval: p.interval,
+            host: crate::power::node_host(),
+            conversion_eff: p.conversion_eff,
+        })?),
         None => None,
     };
     // Once the program runs, and yielding to it: referee's own digest, and
@@ -197,14 +195,11 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, String>
         }));
     })?;
     let power = match sampler {
-        Some(smp) => Some(
-            crate::power::finish(
-                smp,
-                cfg.req.power.as_ref().map(|p| &p.source),
-                s.time_to_train_ms,
-            )
-            .map_err(|e| e.to_string())?,
-        ),
+        Some(smp) => Some(crate::power::finish(
+            smp,
+            cfg.req.power.as_ref().map(|p| &p.source),
+            s.time_to_train_ms,
+        )?),
         None => None,
     };
     let started = std::time::Instant::now();
@@ -261,18 +256,17 @@ pub trait ExecObserver {
 }
 
 /// Run every run, write the records, check every log.
-pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSummary, String> {
+pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSummary, ExecError> {
     // Time-stamps (crate::tsa): run 0's before anything is written.
-    let mut tsa = crate::tsa::Anchors::new(&cfg.req.tsa, cfg.req.seed.is_some())
-        .map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    let mut tsa = crate::tsa::Anchors::new(&cfg.req.tsa, cfg.req.seed.is_some())?;
+    std::fs::create_dir_all(&cfg.out).map_err(|e| ExecError::io(&cfg.out, e))?;
     let mut runs = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
-        let seed = &tsa.start(i, &cfg.out, *seed).map_err(|e| e.to_string())?;
+        let seed = &tsa.start(i, &cfg.out, *seed)?;
         observer.run_starting(i, cfg.seeds.len(), *seed);
         let mut r = run_one(cfg, i, *seed)?;
         let witness = crate::tsa::witness_bytes(Some(&r.witness));
-        r.tsa = (tsa.finish(i, &cfg.out, &r.log, &witness)).map_err(|e| e.to_string())?;
+        r.tsa = tsa.finish(i, &cfg.out, &r.log, &witness)?;
         observer.run_finished(&r);
         runs.push(r);
     }
@@ -281,7 +275,7 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
 }
 
 /// `referee_run.json` and `system.json` next to the logs.
-fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
+fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), ExecError> {
     let mut record = json!({
         "mode": "exec",
         "benchmark": cfg.req.benchmark,
@@ -316,7 +310,7 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), String> {
             &p,
             serde_json::to_string_pretty(v).expect("json").as_bytes(),
         )
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+        .map_err(|e| ExecError::io(&p, e))?;
     }
     Ok(())
 }
@@ -417,7 +411,7 @@ fn check_log(
             return ExecLogCheck {
                 path,
                 verdict: LogVerdict::Error,
-                diagnostics: vec![Diagnostic::error("io", e)],
+                diagnostics: vec![Diagnostic::error("io", e.to_string())],
             };
         }
     };

@@ -19,6 +19,7 @@
 //! does not wait for a second pass at the end.
 
 use super::dedup::{Arrivals, payload};
+use super::error::ExecError;
 use super::follower::{CHANNEL_CHUNKS, Followed, Msg, Source, Wakeup, follow_files};
 use super::process::{group_alive, signal_group, spawn, yield_to_the_program};
 use super::witness::{Witness, WitnessedLine};
@@ -342,11 +343,9 @@ pub fn supervise(
     spec: &ChildSpec,
     live: &dyn LiveRules,
     on_spawn: &mut dyn FnMut(),
-) -> Result<Supervised, String> {
-    std::fs::create_dir_all(&spec.run_dir)
-        .map_err(|e| format!("{}: {e}", spec.run_dir.display()))?;
-    File::create(&spec.compliance_file)
-        .map_err(|e| format!("{}: {e}", spec.compliance_file.display()))?;
+) -> Result<Supervised, ExecError> {
+    std::fs::create_dir_all(&spec.run_dir).map_err(|e| ExecError::io(&spec.run_dir, e))?;
+    File::create(&spec.compliance_file).map_err(|e| ExecError::io(&spec.compliance_file, e))?;
     let partial = crate::session::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
     let (out, err) = (
@@ -425,7 +424,7 @@ pub fn supervise(
             Instant::now(),
             true,
         )
-        .map_err(|e| format!("{}: {e}", partial.display()))?;
+        .map_err(|e| ExecError::io(&partial, e))?;
     }
     // The program inherits the priority of the thread that spawns it: the
     // supervision runs on a thread of its own that yields to the program.
@@ -435,11 +434,13 @@ pub fn supervise(
             follow(&mut run, rx, &wakeup)
         })
         .join()
-        .map_err(|_| "the supervisor panicked".to_string())
+        .map_err(|_| ExecError::SupervisorPanicked)
     })??;
     let captures = follower
         .join()
-        .map_err(|_| format!("{}: the reader panicked", spec.run_dir.display()))?
+        .map_err(|_| ExecError::ReaderPanicked {
+            run_dir: spec.run_dir.clone(),
+        })?
         .into_iter()
         .map(|(p, h)| (p.display().to_string(), h))
         .collect();
@@ -452,9 +453,12 @@ fn follow(
     run: &mut Run,
     rx: mpsc::Receiver<Msg>,
     follower: &Wakeup,
-) -> Result<std::process::ExitStatus, String> {
+) -> Result<std::process::ExitStatus, ExecError> {
     let label = run_label(run);
-    let io = |e: std::io::Error| format!("writing the result of {label}: {e}");
+    let io = |e: std::io::Error| ExecError::WriteResult {
+        result: label.clone(),
+        source: e,
+    };
     // The program's exit status, and when it was seen.
     let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     let mut finishing = false;
@@ -482,7 +486,7 @@ fn follow(
                 }
             }
             Ok(Msg::Exited(status)) => {
-                let status = status.map_err(|e| format!("waiting for the program: {e}"))?;
+                let status = status.map_err(ExecError::Wait)?;
                 exited = Some((status, Instant::now()));
             }
             Ok(Msg::Closed) => break,
@@ -515,7 +519,7 @@ fn follow(
     }
     exited
         .map(|(status, _)| status)
-        .ok_or_else(|| format!("{label}: the program's exit was not seen"))
+        .ok_or(ExecError::ExitNotSeen { result: label })
 }
 
 fn run_label(run: &Run) -> String {
@@ -531,7 +535,7 @@ fn finish(
     exit: std::process::ExitStatus,
     partial: &Path,
     captures: Vec<(String, String)>,
-) -> Result<Supervised, String> {
+) -> Result<Supervised, ExecError> {
     use std::os::unix::process::ExitStatusExt;
     run.witness.exit_mono_ms = run.spawned.elapsed().as_millis() as u64;
     run.witness.exit_wall_ms = run.witness.spawn_wall_ms + run.witness.exit_mono_ms;
@@ -558,9 +562,9 @@ fn finish(
     if run.run_stop.is_none() || run.stopped.is_some() {
         let line = aborted_line(reason.as_deref().unwrap_or(""));
         run.write_result(line.as_bytes(), true)
-            .map_err(|e| e.to_string())?;
+            .map_err(ExecError::CloseResult)?;
     }
-    let io = |e: std::io::Error| format!("{}: {e}", partial.display());
+    let io = |e: std::io::Error| ExecError::io(partial, e);
     let result_sha = run.result.finish().map_err(io)?;
     std::fs::rename(partial, &run.spec.result).map_err(io)?;
     let supervised_seconds = run.spawned.elapsed().as_secs_f64();
@@ -879,13 +883,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let running = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => false,
-            Ok(stat) => stat
-                .rsplit_once(") ")
-                .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
-        };
-        let alive = running();
+        let alive = super::super::process::process_running(pid);
         if alive {
             // SAFETY: the test's own leftover `sleep`.
             unsafe { libc::kill(pid, libc::SIGKILL) };

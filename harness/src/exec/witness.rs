@@ -16,6 +16,7 @@
 //! and so in a signed package) and [`verify`] checks a log against it
 //! again later: an edited `time_ms`, or an edited witness, is caught.
 
+use super::error::ExecError;
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::Record;
 use serde::{Deserialize, Serialize};
@@ -231,7 +232,7 @@ pub(crate) fn candidate_records(log: &Path) -> Vec<PathBuf> {
 /// The witness of `log`, when a supervised run wrote it: found by the
 /// sha256 of the log's bytes among the run records around it. `Err`: a
 /// record exists but cannot be read.
-pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
+pub fn find(log: &Path) -> Result<Option<FoundWitness>, ExecError> {
     let records = candidate_records(log);
     if records.is_empty() {
         return Ok(None);
@@ -243,12 +244,17 @@ pub fn find(log: &Path) -> Result<Option<FoundWitness>, String> {
 }
 
 /// The witness of the log whose sha256 is `digest` among `records`.
-pub(crate) fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<FoundWitness>, String> {
+pub(crate) fn find_in(
+    records: Vec<PathBuf>,
+    digest: &str,
+) -> Result<Option<FoundWitness>, ExecError> {
     for path in records {
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}:{}: invalid JSON: {e}", path.display(), e.line()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| ExecError::io(&path, e))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| ExecError::Json {
+            path: path.clone(),
+            line: e.line(),
+            source: e,
+        })?;
         if v["mode"] != "exec" {
             continue;
         }
@@ -257,12 +263,12 @@ pub(crate) fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<Foun
             if r["log_sha256"].as_str() != Some(digest) {
                 continue;
             }
-            let witness = Witness::deserialize(&r["witness"]).map_err(|e| {
-                format!(
-                    "{}: runs[{i}].witness: expected the witness of a supervised run: {e}",
-                    path.display()
-                )
-            })?;
+            let witness =
+                Witness::deserialize(&r["witness"]).map_err(|e| ExecError::BadWitness {
+                    path: path.clone(),
+                    run: i,
+                    source: e,
+                })?;
             return Ok(Some(FoundWitness {
                 record: path,
                 run: r.clone(),
@@ -276,7 +282,7 @@ pub(crate) fn find_in(records: Vec<PathBuf>, digest: &str) -> Result<Option<Foun
 
 /// `log` verified against its witness, when it has one: the diagnostics
 /// (none when they agree) and where the witness came from.
-pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>, String> {
+pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>, ExecError> {
     let Some(found) = find(log)? else {
         return Ok(None);
     };
@@ -284,7 +290,7 @@ pub fn verify_log(log: &Path) -> Result<Option<(FoundWitness, Vec<Diagnostic>)>,
         log,
         std::sync::Arc::new(|k: &str| referee_rules::lifecycle::is_witnessed(k)),
     )
-    .map_err(|e| format!("{}: {e}", log.display()))?;
+    .map_err(|e| ExecError::io(log, e))?;
     let diags = verify(&found.witness, &parsed.records);
     Ok(Some((found, diags)))
 }

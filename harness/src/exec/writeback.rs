@@ -140,8 +140,8 @@ impl Settler {
 }
 
 impl Tee {
-    pub(super) fn create(path: &Path) -> Result<Tee, String> {
-        let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    pub(super) fn create(path: &Path) -> Result<Tee, super::error::ExecError> {
+        let err = |e: std::io::Error| super::error::ExecError::io(path, e);
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -23,6 +23,7 @@
 //! slice of the batch a single process would see, and the averaged
 //! gradient equals the single-process gradient up to float reassociation.
 
+pub use crate::session::error::CommError;
 use std::time::Duration;
 
 /// Operations the run loop needs from a communication back end.
@@ -30,13 +31,13 @@ pub trait Collective: Send {
     fn rank(&self) -> usize;
     fn world_size(&self) -> usize;
     /// Average `buf` element-wise over all ranks, in place.
-    fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), String>;
+    fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), CommError>;
     /// Rank 0's value, on every rank.
-    fn broadcast_f64(&mut self, value: f64) -> Result<f64, String>;
+    fn broadcast_f64(&mut self, value: f64) -> Result<f64, CommError>;
     /// True on every rank iff true on every rank.
-    fn all_agree(&mut self, flag: bool) -> Result<bool, String>;
+    fn all_agree(&mut self, flag: bool) -> Result<bool, CommError>;
     /// Wait for every rank.
-    fn barrier(&mut self) -> Result<(), String>;
+    fn barrier(&mut self) -> Result<(), CommError>;
     /// The back end's name ("local", "mpi", "nccl+mpi").
     fn backend(&self) -> &'static str {
         "local"
@@ -54,16 +55,16 @@ impl Collective for Local {
     fn world_size(&self) -> usize {
         1
     }
-    fn all_reduce_mean(&mut self, _buf: &mut [f32]) -> Result<(), String> {
+    fn all_reduce_mean(&mut self, _buf: &mut [f32]) -> Result<(), CommError> {
         Ok(())
     }
-    fn broadcast_f64(&mut self, value: f64) -> Result<f64, String> {
+    fn broadcast_f64(&mut self, value: f64) -> Result<f64, CommError> {
         Ok(value)
     }
-    fn all_agree(&mut self, flag: bool) -> Result<bool, String> {
+    fn all_agree(&mut self, flag: bool) -> Result<bool, CommError> {
         Ok(flag)
     }
-    fn barrier(&mut self) -> Result<(), String> {
+    fn barrier(&mut self) -> Result<(), CommError> {
         Ok(())
     }
 }
@@ -91,8 +92,8 @@ fn parse_timeout(v: Option<&str>) -> Duration {
 pub(crate) fn poll_until(
     what: &str,
     timeout: Duration,
-    mut done: impl FnMut() -> Result<bool, String>,
-) -> Result<(), String> {
+    mut done: impl FnMut() -> Result<bool, CommError>,
+) -> Result<(), CommError> {
     let start = std::time::Instant::now();
     let mut polls = 0u64;
     loop {
@@ -100,16 +101,16 @@ pub(crate) fn poll_until(
             return Ok(());
         }
         if let Some(sig) = crate::session::launch::termination_signal() {
-            return Err(format!(
-                "{what}: interrupted by {} while waiting for the other ranks (the launcher stops every rank when one fails or the job is cancelled)",
-                crate::session::launch::signal_name(sig)
-            ));
+            return Err(CommError::Interrupted {
+                what: what.to_string(),
+                signal: crate::session::launch::signal_name(sig),
+            });
         }
         if start.elapsed() > timeout {
-            return Err(format!(
-                "{what}: no answer from the other ranks for {:.0} s: a peer has failed or hangs (REFEREE_PEER_TIMEOUT_S sets this limit)",
-                timeout.as_secs_f64()
-            ));
+            return Err(CommError::Timeout {
+                what: what.to_string(),
+                timeout,
+            });
         }
         polls += 1;
         if polls < 2_000 {
@@ -124,7 +125,7 @@ pub(crate) fn poll_until(
 /// The collective for this process's placement, for CPU training.
 pub fn from_placement(
     p: &crate::session::launch::Placement,
-) -> Result<Box<dyn Collective>, String> {
+) -> Result<Box<dyn Collective>, CommError> {
     for_device(p, None)
 }
 
@@ -134,7 +135,7 @@ pub fn from_placement(
 pub fn for_device(
     p: &crate::session::launch::Placement,
     gpu_ordinal: Option<usize>,
-) -> Result<Box<dyn Collective>, String> {
+) -> Result<Box<dyn Collective>, CommError> {
     if p.world_size == 1 {
         return Ok(Box::new(Local));
     }
@@ -149,10 +150,11 @@ pub fn for_device(
             #[cfg(not(any(feature = "cuda", feature = "gpu")))]
             {
                 let _ = mpi;
-                return Err(format!(
-                    "rank {} of {} asks for cuda:{ordinal}, but this referee build has no GPU support; rebuild with `--features mpi,cuda`",
-                    p.rank, p.world_size
-                ));
+                return Err(CommError::NoGpuSupport {
+                    rank: p.rank,
+                    world: p.world_size,
+                    ordinal,
+                });
             }
         }
         Ok(Box::new(mpi))
@@ -160,12 +162,11 @@ pub fn for_device(
     #[cfg(not(feature = "mpi"))]
     {
         let _ = gpu_ordinal;
-        Err(format!(
-            "this process is rank {} of {} ({}), but this referee build has no multi-process back end; rebuild with `--features mpi` (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)",
-            p.rank,
-            p.world_size,
-            p.launcher.as_str()
-        ))
+        Err(CommError::NoMultiProcess {
+            rank: p.rank,
+            world: p.world_size,
+            launcher: p.launcher.as_str(),
+        })
     }
 }
 
@@ -174,7 +175,7 @@ pub use mpi_backend::Mpi;
 
 #[cfg(feature = "mpi")]
 mod mpi_backend {
-    use super::{Collective, peer_timeout, poll_until};
+    use super::{Collective, CommError, peer_timeout, poll_until};
     use mpi::collective::SystemOperation;
     use mpi::datatype::Equivalence;
     use mpi::ffi;
@@ -193,7 +194,7 @@ mod mpi_backend {
         size: usize,
         timeout: Duration,
         /// Set by the first failure; every later call fails with it.
-        broken: Option<String>,
+        broken: Option<CommError>,
         /// Send and receive buffers of the gradient all-reduce, owned here
         /// so that a request abandoned after a failure (MPI may still touch
         /// its buffers) never writes into memory anyone reuses: they are
@@ -225,19 +226,18 @@ mod mpi_backend {
     impl Mpi {
         /// Initialise MPI and check that it agrees with the launcher's
         /// environment.
-        pub fn init(p: &crate::session::launch::Placement) -> Result<Self, String> {
-            let universe = mpi::initialize().ok_or(
-                "MPI was already initialised in this process (one referee run per process)",
-            )?;
+        pub fn init(p: &crate::session::launch::Placement) -> Result<Self, CommError> {
+            let universe = mpi::initialize().ok_or(CommError::MpiInitialised)?;
             let world = universe.world();
             let (rank, size) = (world.rank() as usize, world.size() as usize);
             if (rank, size) != (p.rank, p.world_size) {
-                return Err(format!(
-                    "{} says this is rank {} of {}, but MPI says rank {rank} of {size}: was referee started by a launcher whose MPI is not the one referee was built with (e.g. `srun` without `--mpi=pmix`)?",
-                    p.launcher.as_str(),
-                    p.rank,
-                    p.world_size
-                ));
+                return Err(CommError::RankMismatch {
+                    launcher: p.launcher.as_str(),
+                    rank: p.rank,
+                    world: p.world_size,
+                    mpi_rank: rank,
+                    mpi_world: size,
+                });
             }
             // Errors are returned, not fatal: a failed peer must end the run
             // with a log, not abort the process.
@@ -257,14 +257,14 @@ mod mpi_backend {
             })
         }
 
-        fn check(&self) -> Result<(), String> {
+        fn check(&self) -> Result<(), CommError> {
             match &self.broken {
-                Some(e) => Err(format!("communication already failed: {e}")),
+                Some(e) => Err(CommError::AlreadyFailed(Box::new(e.clone()))),
                 None => Ok(()),
             }
         }
 
-        fn fail(&mut self, e: String) -> String {
+        fn fail(&mut self, e: CommError) -> CommError {
             self.broken.get_or_insert_with(|| e.clone());
             e
         }
@@ -276,12 +276,15 @@ mod mpi_backend {
             &mut self,
             what: &str,
             start: impl FnOnce(*mut ffi::MPI_Request) -> i32,
-        ) -> Result<(), String> {
+        ) -> Result<(), CommError> {
             self.check()?;
             let mut req = MaybeUninit::<ffi::MPI_Request>::uninit();
             let rc = start(req.as_mut_ptr());
             if rc != MPI_SUCCESS {
-                let e = format!("{what}: {}", error_string(rc));
+                let e = CommError::Call {
+                    what: what.to_string(),
+                    detail: error_string(rc),
+                };
                 return Err(self.fail(e));
             }
             // SAFETY: initialised by the successful start call.
@@ -292,7 +295,10 @@ mod mpi_backend {
                 // SAFETY: a live request of this process.
                 let rc = unsafe { ffi::MPI_Test(&mut req, &mut flag, status.as_mut_ptr()) };
                 if rc != MPI_SUCCESS {
-                    return Err(format!("{what}: {}", error_string(rc)));
+                    return Err(CommError::Call {
+                        what: what.to_string(),
+                        detail: error_string(rc),
+                    });
                 }
                 Ok(flag != 0)
             });
@@ -311,7 +317,7 @@ mod mpi_backend {
             "mpi"
         }
 
-        fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), String> {
+        fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), CommError> {
             self.check()?;
             let (mut send, mut recv) = (
                 std::mem::take(&mut self.send),
@@ -322,8 +328,7 @@ mod mpi_backend {
             recv.clear();
             recv.resize(buf.len(), 0.0);
             let comm = self.world.as_raw();
-            let count =
-                i32::try_from(buf.len()).map_err(|_| "too many gradients for one MPI call")?;
+            let count = i32::try_from(buf.len()).map_err(|_| CommError::TooManyGradients)?;
             let (sp, rp) = (send.as_ptr(), recv.as_mut_ptr());
             let res = self.run("all-reduce of the gradients", |req| {
                 // SAFETY: both buffers live until completion (or forever
@@ -353,7 +358,7 @@ mod mpi_backend {
             Ok(())
         }
 
-        fn broadcast_f64(&mut self, value: f64) -> Result<f64, String> {
+        fn broadcast_f64(&mut self, value: f64) -> Result<f64, CommError> {
             let cell = Box::into_raw(Box::new(value));
             let comm = self.world.as_raw();
             let res = self.run("broadcast of rank 0's evaluation", |req| {
@@ -374,7 +379,7 @@ mod mpi_backend {
             Ok(*unsafe { Box::from_raw(cell) })
         }
 
-        fn all_agree(&mut self, flag: bool) -> Result<bool, String> {
+        fn all_agree(&mut self, flag: bool) -> Result<bool, CommError> {
             let mine = Box::into_raw(Box::new(i32::from(flag)));
             let cell = Box::into_raw(Box::new(0i32));
             let comm = self.world.as_raw();
@@ -398,7 +403,7 @@ mod mpi_backend {
             Ok(*unsafe { Box::from_raw(cell) } != 0)
         }
 
-        fn barrier(&mut self) -> Result<(), String> {
+        fn barrier(&mut self) -> Result<(), CommError> {
             let comm = self.world.as_raw();
             // SAFETY: a barrier request on the world communicator.
             self.run("barrier", |req| unsafe { ffi::MPI_Ibarrier(comm, req) })
@@ -408,7 +413,7 @@ mod mpi_backend {
     impl Mpi {
         /// Broadcast rank 0's bytes (e.g. the NCCL unique id).
         #[allow(dead_code)]
-        pub(crate) fn broadcast_bytes(&mut self, bytes: &mut [u8]) -> Result<(), String> {
+        pub(crate) fn broadcast_bytes(&mut self, bytes: &mut [u8]) -> Result<(), CommError> {
             let mut cell = bytes.to_vec();
             let comm = self.world.as_raw();
             let (ptr, len) = (cell.as_mut_ptr(), cell.len() as i32);
@@ -456,7 +461,7 @@ mod mpi_backend {
 
 #[cfg(all(feature = "mpi", any(feature = "cuda", feature = "gpu")))]
 mod nccl_backend {
-    use super::{Collective, Mpi, poll_until};
+    use super::{Collective, CommError, Mpi, poll_until};
     use cudarc::driver::{CudaContext, CudaStream, sys as cu};
     use cudarc::nccl::{Comm, Id, ReduceOp};
     use std::sync::Arc;
@@ -466,7 +471,7 @@ mod nccl_backend {
         mpi: Mpi,
         stream: Arc<CudaStream>,
         comm: Option<Comm>,
-        broken: Option<String>,
+        broken: Option<CommError>,
     }
 
     // SAFETY: the communicator and stream are used from one thread at a time
@@ -474,19 +479,23 @@ mod nccl_backend {
     unsafe impl Send for Nccl {}
 
     impl Nccl {
-        pub fn init(mut mpi: Mpi, ordinal: usize) -> Result<Self, String> {
+        pub fn init(mut mpi: Mpi, ordinal: usize) -> Result<Self, CommError> {
             let rank = mpi.rank();
             let world = mpi.world_size();
             crate::session::gpu::require_nccl()?;
+            let call = |what: String, detail: String| CommError::Call { what, detail };
             let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-                .map_err(|_| format!("cuda:{ordinal}: the CUDA driver panicked"))?
-                .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
-            let stream = ctx
-                .new_stream()
-                .map_err(|e| format!("cuda:{ordinal}: creating a stream: {e:?}"))?;
+                .map_err(|_| call(format!("cuda:{ordinal}"), "the CUDA driver panicked".into()))?
+                .map_err(|e| call(format!("cuda:{ordinal}"), format!("{e:?}")))?;
+            let stream = ctx.new_stream().map_err(|e| {
+                call(
+                    format!("cuda:{ordinal}: creating a stream"),
+                    format!("{e:?}"),
+                )
+            })?;
             let mut raw = [0u8; 128];
             if rank == 0 {
-                let id = Id::new().map_err(|e| format!("ncclGetUniqueId: {e:?}"))?;
+                let id = Id::new().map_err(|e| call("ncclGetUniqueId".into(), format!("{e:?}")))?;
                 for (d, s) in raw.iter_mut().zip(id.internal()) {
                     *d = *s as u8;
                 }
@@ -496,8 +505,14 @@ mod nccl_backend {
             for (d, s) in internal.iter_mut().zip(raw) {
                 *d = s as std::ffi::c_char;
             }
-            let comm = Comm::from_rank(stream.clone(), rank, world, Id::uninit(internal))
-                .map_err(|e| format!("ncclCommInitRank (rank {rank} of {world}): {e:?}"))?;
+            let comm = Comm::from_rank(stream.clone(), rank, world, Id::uninit(internal)).map_err(
+                |e| {
+                    call(
+                        format!("ncclCommInitRank (rank {rank} of {world})"),
+                        format!("{e:?}"),
+                    )
+                },
+            )?;
             Ok(Nccl {
                 mpi,
                 stream,
@@ -506,7 +521,7 @@ mod nccl_backend {
             })
         }
 
-        fn fail(&mut self, e: String) -> String {
+        fn fail(&mut self, e: CommError) -> CommError {
             self.broken.get_or_insert_with(|| e.clone());
             if let Some(c) = self.comm.take() {
                 // Dropping a cudarc Comm aborts it (ncclCommAbort), which
@@ -529,19 +544,23 @@ mod nccl_backend {
             "nccl+mpi"
         }
 
-        fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), String> {
+        fn all_reduce_mean(&mut self, buf: &mut [f32]) -> Result<(), CommError> {
+            let call = |what: &str, detail: String| CommError::Call {
+                what: what.to_string(),
+                detail,
+            };
             if let Some(e) = &self.broken {
-                return Err(format!("communication already failed: {e}"));
+                return Err(CommError::AlreadyFailed(Box::new(e.clone())));
             }
             let stream = self.stream.clone();
             let Some(comm) = self.comm.as_ref() else {
-                return Err("the NCCL communicator is gone".into());
+                return Err(CommError::NoCommunicator);
             };
             let mut dev = stream
                 .clone_htod(buf)
-                .map_err(|e| format!("copying gradients to the GPU: {e:?}"))?;
+                .map_err(|e| call("copying gradients to the GPU", format!("{e:?}")))?;
             if let Err(e) = comm.all_reduce_in_place(&mut dev, &ReduceOp::Avg) {
-                let e = format!("ncclAllReduce: {e:?}");
+                let e = call("ncclAllReduce", format!("{e:?}"));
                 return Err(self.fail(e));
             }
             let cu_stream = stream.cu_stream();
@@ -551,7 +570,7 @@ mod nccl_backend {
                 match unsafe { cu::cuStreamQuery(cu_stream) } {
                     cu::CUresult::CUDA_SUCCESS => Ok(true),
                     cu::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-                    other => Err(format!("CUDA stream: {other:?}")),
+                    other => Err(call("CUDA stream", format!("{other:?}"))),
                 }
             });
             if let Err(e) = res {
@@ -561,16 +580,16 @@ mod nccl_backend {
             stream
                 .memcpy_dtoh(&dev, buf)
                 .and_then(|_| stream.synchronize())
-                .map_err(|e| format!("copying gradients from the GPU: {e:?}"))
+                .map_err(|e| call("copying gradients from the GPU", format!("{e:?}")))
         }
 
-        fn broadcast_f64(&mut self, value: f64) -> Result<f64, String> {
+        fn broadcast_f64(&mut self, value: f64) -> Result<f64, CommError> {
             self.mpi.broadcast_f64(value)
         }
-        fn all_agree(&mut self, flag: bool) -> Result<bool, String> {
+        fn all_agree(&mut self, flag: bool) -> Result<bool, CommError> {
             self.mpi.all_agree(flag)
         }
-        fn barrier(&mut self) -> Result<(), String> {
+        fn barrier(&mut self) -> Result<(), CommError> {
             self.mpi.barrier()
         }
     }
@@ -596,7 +615,9 @@ mod tests {
 
     #[test]
     fn polling_times_out_and_reports() {
-        let e = poll_until("test op", Duration::from_millis(20), || Ok(false)).unwrap_err();
+        let e = poll_until("test op", Duration::from_millis(20), || Ok(false))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("test op") && e.contains("no answer"), "{e}");
         let mut n = 0;
         poll_until("test op", Duration::from_secs(5), || {
@@ -604,8 +625,11 @@ mod tests {
             Ok(n > 3)
         })
         .unwrap();
-        let e = poll_until("x", Duration::from_secs(5), || Err("boom".into())).unwrap_err();
-        assert_eq!(e, "boom");
+        let e = poll_until("x", Duration::from_secs(5), || {
+            Err(CommError::NoCommunicator)
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "the NCCL communicator is gone");
     }
 
     #[test]
@@ -624,7 +648,7 @@ mod tests {
             nodes: 1,
             launcher: crate::session::launch::Launcher::OpenMpi,
         };
-        let e = from_placement(&p).err().unwrap();
+        let e = from_placement(&p).err().unwrap().to_string();
         assert!(e.contains("--features mpi"), "{e}");
     }
 }

@@ -9,6 +9,8 @@
 //! a clear error; nothing here panics (cudarc panics when it calls into a
 //! missing library, so presence is checked first).
 
+use crate::session::error::GpuError;
+
 /// What referee knows of one GPU.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GpuInfo {
@@ -72,30 +74,30 @@ pub fn driver_problem() -> Option<String> {
 }
 
 /// NCCL must be loadable before cudarc touches it.
-pub fn require_nccl() -> Result<(), String> {
+pub fn require_nccl() -> Result<(), GpuError> {
     if let Some(p) = driver_problem() {
-        return Err(p);
+        return Err(GpuError::Unavailable(p));
     }
     #[cfg(feature = "gpu")]
     {
         // SAFETY: only tries to open the library.
         if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err("NCCL could not be loaded: libnccl.so is not on the library path (NCCL from PyPI ships only libnccl.so.2: add a libnccl.so link to it)".into());
+            return Err(GpuError::NoNccl);
         }
     }
     Ok(())
 }
 
 /// Probe GPU `ordinal`.
-pub fn probe(ordinal: usize) -> Result<GpuInfo, String> {
+pub fn probe(ordinal: usize) -> Result<GpuInfo, GpuError> {
     if let Some(p) = driver_problem() {
-        return Err(p);
+        return Err(GpuError::Unavailable(p));
     }
     #[cfg(any(feature = "cuda", feature = "gpu"))]
     {
         match std::panic::catch_unwind(|| probe_driver(ordinal)) {
             Ok(r) => r,
-            Err(_) => Err(format!("cuda:{ordinal}: the CUDA driver library panicked")),
+            Err(_) => Err(GpuError::DriverPanicked { ordinal }),
         }
     }
     #[cfg(not(any(feature = "cuda", feature = "gpu")))]
@@ -106,18 +108,21 @@ pub fn probe(ordinal: usize) -> Result<GpuInfo, String> {
 }
 
 #[cfg(any(feature = "cuda", feature = "gpu"))]
-fn probe_driver(ordinal: usize) -> Result<GpuInfo, String> {
+fn probe_driver(ordinal: usize) -> Result<GpuInfo, GpuError> {
     use cudarc::driver::result::{self, device};
     use cudarc::driver::sys::CUdevice_attribute as A;
-    let e =
-        |what: &str, err: cudarc::driver::DriverError| format!("cuda:{ordinal}: {what}: {err:?}");
+    let e = |what: &str, err: cudarc::driver::DriverError| GpuError::Call {
+        what: format!("cuda:{ordinal}: {what}"),
+        detail: format!("{err:?}"),
+    };
     result::init().map_err(|x| e("cuInit", x))?;
     let count = device::get_count().map_err(|x| e("cuDeviceGetCount", x))? as usize;
     if ordinal >= count {
-        return Err(format!(
-            "cuda:{ordinal} does not exist: this process sees {count} GPU(s) (CUDA_VISIBLE_DEVICES={})",
-            std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into())
-        ));
+        return Err(GpuError::NoSuchGpu {
+            ordinal,
+            count,
+            visible: std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into()),
+        });
     }
     let dev = device::get(ordinal as i32).map_err(|x| e("cuDeviceGet", x))?;
     let name = device::get_name(dev).map_err(|x| e("cuDeviceGetName", x))?;
@@ -180,7 +185,7 @@ mod tests {
     fn no_gpu_is_an_error_not_a_panic() {
         if driver_problem().is_some() {
             let e = probe(0).unwrap_err();
-            assert!(!e.is_empty());
+            assert!(!e.to_string().is_empty());
             assert!(require_nccl().is_err());
         }
     }

@@ -66,17 +66,19 @@ impl Placement {
 
     /// Read the placement from environment variables (given as a lookup so
     /// tests need not touch the process environment).
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let num = |name: &str| -> Result<Option<usize>, String> {
-            match get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .map(Some)
-                    .map_err(|_| format!("{name}={v:?} is not a non-negative integer")),
-            }
-        };
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, PlacementError> {
+        let num =
+            |name: &'static str| -> Result<Option<usize>, PlacementError> {
+                match get(name) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+                        PlacementError::NotANumber {
+                            variable: name,
+                            value: v,
+                        }
+                    }),
+                }
+            };
         // (launcher, rank, world size, local rank, ranks on this node).
         let sets: [(Launcher, &str, &str, &str, &str); 3] = [
             (
@@ -104,7 +106,12 @@ impl Placement {
         for (launcher, r, w, l, ls) in sets {
             if let (Some(rank), Some(world)) = (num(r)?, num(w)?) {
                 if world == 0 || rank >= world {
-                    return Err(format!("{r}={rank} is not below {w}={world}"));
+                    return Err(PlacementError::RankOutOfRange {
+                        rank_variable: r,
+                        rank,
+                        world_variable: w,
+                        world,
+                    });
                 }
                 let per_node = if ls.is_empty() { None } else { num(ls)? };
                 let nodes = match (launcher, per_node) {
@@ -125,6 +132,23 @@ impl Placement {
         }
         Ok(Placement::single())
     }
+}
+
+/// The launcher's variables do not describe a placement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error("{variable}={value:?} is not a non-negative integer")]
+    NotANumber {
+        variable: &'static str,
+        value: String,
+    },
+    #[error("{rank_variable}={rank} is not below {world_variable}={world}")]
+    RankOutOfRange {
+        rank_variable: &'static str,
+        rank: usize,
+        world_variable: &'static str,
+        world: usize,
+    },
 }
 
 static TERMINATION: AtomicI32 = AtomicI32::new(0);

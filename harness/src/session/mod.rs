@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod clock;
 pub mod collective;
+pub mod error;
 pub mod gpu;
 pub mod launch;
 pub mod logger;

@@ -8,6 +8,7 @@
 //! Owns: the probe and its report. Must not know: the run loop's
 //! collectives (`collective.rs`, which initialises NCCL per rank over MPI).
 
+use crate::session::error::GpuError;
 use serde::Serialize;
 
 /// What the probe measured.
@@ -38,28 +39,34 @@ pub struct NcclProbe {
 
 /// Runs the probe over `bytes` per GPU (f32 elements), `iterations` timed.
 #[cfg(any(feature = "cuda", feature = "gpu"))]
-pub fn probe(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
+pub fn probe(bytes: u64, iterations: usize) -> Result<NcclProbe, GpuError> {
     if let Some(p) = crate::session::gpu::driver_problem() {
-        return Err(p);
+        return Err(GpuError::Unavailable(p));
     }
     crate::session::gpu::require_nccl()?;
     match std::panic::catch_unwind(|| probe_inner(bytes, iterations.max(1))) {
         Ok(r) => r,
-        Err(_) => Err("the CUDA driver or NCCL panicked during the probe".into()),
+        Err(_) => Err(GpuError::ProbePanicked),
     }
 }
 
 #[cfg(not(any(feature = "cuda", feature = "gpu")))]
-pub fn probe(_bytes: u64, _iterations: usize) -> Result<NcclProbe, String> {
-    Err(crate::session::gpu::driver_problem()
-        .unwrap_or_else(|| "this referee build has no GPU support".into()))
+pub fn probe(_bytes: u64, _iterations: usize) -> Result<NcclProbe, GpuError> {
+    Err(GpuError::Unavailable(
+        crate::session::gpu::driver_problem()
+            .unwrap_or_else(|| "this referee build has no GPU support".into()),
+    ))
 }
 
 #[cfg(any(feature = "cuda", feature = "gpu"))]
-fn probe_inner(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
+fn probe_inner(bytes: u64, iterations: usize) -> Result<NcclProbe, GpuError> {
     use cudarc::driver::CudaContext;
     use cudarc::nccl::{Comm, ReduceOp, result as nccl};
     use std::time::Instant;
+    let call = |what: String, e: &dyn std::fmt::Debug| GpuError::Call {
+        what,
+        detail: format!("{e:?}"),
+    };
 
     let first = crate::session::gpu::probe(0)?;
     let n = first.count;
@@ -67,40 +74,42 @@ fn probe_inner(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
     for i in 1..n {
         devices.push(crate::session::gpu::probe(i)?.name);
     }
-    let nccl_version = nccl::get_nccl_version().map_err(|e| format!("ncclGetVersion: {e:?}"))?;
+    let nccl_version = nccl::get_nccl_version().map_err(|e| call("ncclGetVersion".into(), &e))?;
     let mut streams = Vec::with_capacity(n);
     for i in 0..n {
-        let ctx = CudaContext::new(i).map_err(|e| format!("cuda:{i}: {e:?}"))?;
+        let ctx = CudaContext::new(i).map_err(|e| call(format!("cuda:{i}"), &e))?;
         streams.push(
             ctx.new_stream()
-                .map_err(|e| format!("cuda:{i}: creating a stream: {e:?}"))?,
+                .map_err(|e| call(format!("cuda:{i}: creating a stream"), &e))?,
         );
     }
     let t = Instant::now();
     let comms = Comm::from_devices(streams.clone())
-        .map_err(|e| format!("ncclCommInitAll over {n} GPU(s): {e:?}"))?;
+        .map_err(|e| call(format!("ncclCommInitAll over {n} GPU(s)"), &e))?;
     let init_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let elems = (bytes / 4).max(1) as usize;
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
     for (r, s) in streams.iter().enumerate() {
-        let alloc = |e| format!("cuda:{r}: allocating 2 × {bytes} bytes: {e:?}");
+        let alloc = |e: cudarc::driver::DriverError| {
+            call(format!("cuda:{r}: allocating 2 × {bytes} bytes"), &e)
+        };
         sends.push(s.clone_htod(&vec![(r + 1) as f32; elems]).map_err(alloc)?);
         recvs.push(s.alloc_zeros::<f32>(elems).map_err(alloc)?);
     }
     // Out of place, as nccl-tests time it: on one GPU an in-place
     // all-reduce moves no data at all.
-    let all_reduce = |recvs: &mut Vec<cudarc::driver::CudaSlice<f32>>| -> Result<(), String> {
-        nccl::group_start().map_err(|e| format!("ncclGroupStart: {e:?}"))?;
+    let all_reduce = |recvs: &mut Vec<cudarc::driver::CudaSlice<f32>>| -> Result<(), GpuError> {
+        nccl::group_start().map_err(|e| call("ncclGroupStart".into(), &e))?;
         for ((c, s), r) in comms.iter().zip(&sends).zip(recvs.iter_mut()) {
             c.all_reduce(s, r, &ReduceOp::Sum)
-                .map_err(|e| format!("ncclAllReduce (rank {}): {e:?}", c.rank()))?;
+                .map_err(|e| call(format!("ncclAllReduce (rank {})", c.rank()), &e))?;
         }
-        nccl::group_end().map_err(|e| format!("ncclGroupEnd: {e:?}"))?;
+        nccl::group_end().map_err(|e| call("ncclGroupEnd".into(), &e))?;
         for (i, s) in streams.iter().enumerate() {
             s.synchronize()
-                .map_err(|e| format!("cuda:{i}: synchronize: {e:?}"))?;
+                .map_err(|e| call(format!("cuda:{i}: synchronize"), &e))?;
         }
         Ok(())
     };
@@ -111,7 +120,7 @@ fn probe_inner(bytes: u64, iterations: usize) -> Result<NcclProbe, String> {
     for (i, (s, b)) in streams.iter().zip(&recvs).enumerate() {
         let host = s
             .clone_dtoh(b)
-            .map_err(|e| format!("cuda:{i}: copying back: {e:?}"))?;
+            .map_err(|e| call(format!("cuda:{i}: copying back"), &e))?;
         sum_correct &= host.iter().all(|v| *v == want);
     }
     for _ in 0..3 {

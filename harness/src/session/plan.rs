@@ -8,6 +8,7 @@
 
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
+use crate::session::error::SessionError;
 use crate::session::gpu::GpuInfo;
 use crate::session::launch::Placement;
 use crate::session::run::{RunPlan, ThroughputPlan};
@@ -102,7 +103,7 @@ impl SessionConfig {
     /// Resolve a request into a run configuration (no work is done yet):
     /// the benchmark, its validated hyperparameters, the device, the prepared
     /// data, the output directory (never one that holds results), the seeds.
-    pub fn resolve(a: &RunRequest, placement: Placement) -> Result<SessionConfig, String> {
+    pub fn resolve(a: &RunRequest, placement: Placement) -> Result<SessionConfig, SessionError> {
         let bench = crate::own_benchmarks::find_or_err(&a.benchmark)?;
         let spec = bench.spec();
         let closed = a.division == Division::Closed;
@@ -110,37 +111,50 @@ impl SessionConfig {
         let config = resolve_config(bench, a.config_file.as_deref(), &a.sets, closed)?;
         let runs = a.runs.unwrap_or(spec.runs);
         if runs == 0 {
-            return Err("--runs must be at least 1".into());
+            return Err(SessionError::NoRuns);
         }
         let throughput = match a.mode {
             Mode::TimeToTrain => {
                 if a.steps.is_some() || a.window.is_some() {
-                    return Err("--steps and --window belong to --mode throughput".into());
+                    return Err(SessionError::StepsWithoutThroughput);
                 }
                 None
             }
             Mode::Throughput => {
-                let steps = a.steps.ok_or("--mode throughput needs --steps S")?;
+                let steps = a.steps.ok_or(SessionError::NoSteps)?;
                 let window = match &a.window {
                     Some(w) => parse_window(w)?,
                     None => ((steps / 2).max(1), steps + 1),
                 };
                 if window.1 > steps + 1 {
-                    return Err(format!("--window ends after step {steps}"));
+                    return Err(SessionError::WindowPastSteps { steps });
                 }
                 Some(ThroughputPlan { steps, window })
             }
         };
-        let at = |e: String| format!("--device {}: {e}", a.device);
+        let given = || a.device.clone();
         let ordinal =
-            referee_workloads::parse_device(&a.device, placement.local_rank).map_err(at)?;
-        let device = referee_workloads::open_device(ordinal, a.device.trim())
-            .map_err(|e| at(e.to_string()))?;
+            referee_workloads::parse_device(&a.device, placement.local_rank).map_err(|source| {
+                SessionError::BadDevice {
+                    given: given(),
+                    source,
+                }
+            })?;
+        let device = referee_workloads::open_device(ordinal, a.device.trim()).map_err(|e| {
+            SessionError::Device {
+                given: given(),
+                message: e.to_string(),
+            }
+        })?;
         let gpu = ordinal
             .map(crate::session::gpu::probe)
             .transpose()
-            .map_err(at)?;
-        let engine = referee_workloads::Engine::for_device(&device).map_err(|e| e.to_string())?;
+            .map_err(|source| SessionError::Gpu {
+                given: given(),
+                source,
+            })?;
+        let engine = referee_workloads::Engine::for_device(&device)
+            .map_err(|e| SessionError::Engine(e.to_string()))?;
         let data_dir = a
             .data_dir
             .clone()
@@ -155,16 +169,16 @@ impl SessionConfig {
         };
         let existing = result_count(&out_dir);
         if existing > 0 {
-            return Err(format!(
-                "{} already holds {existing} result file(s); choose another --out (a log is never overwritten)",
-                out_dir.display()
-            ));
+            return Err(SessionError::OutHoldsResults {
+                out: out_dir,
+                found: existing,
+            });
         }
         let seeds = run_seeds(a.seed.unwrap_or_else(os_seed), runs);
         let system = a.system.clone().unwrap_or_else(default_system_name);
         let budget_minutes = a.budget_minutes.unwrap_or(spec.budget_minutes);
         if budget_minutes <= 0.0 {
-            return Err("--budget-minutes must be positive".into());
+            return Err(SessionError::BadBudget);
         }
         let mut plan = build_plan(
             bench,
@@ -243,10 +257,10 @@ pub fn build_plan(
 pub fn dataset_fingerprints(
     bench: &dyn referee_workloads::bench::Benchmark,
     data_dir: &Path,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, referee_datasets::DataError> {
     let mut out = BTreeMap::new();
     for ds in bench.spec().datasets {
-        let m = referee_datasets::open_manifest(ds, data_dir).map_err(|e| e.to_string())?;
+        let m = referee_datasets::open_manifest(ds, data_dir)?;
         out.insert(ds.to_string(), m.fingerprint);
     }
     Ok(out)
@@ -289,24 +303,23 @@ fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
 }
 
 /// Read a YAML or JSON hyperparameter file into an object.
-pub fn read_config_file(path: &Path) -> Result<serde_json::Map<String, Value>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
-    let docs = yaml_rust2::YamlLoader::load_from_str(&text).map_err(|e| {
-        format!(
-            "--config {}:{}: invalid YAML/JSON: {}",
-            path.display(),
-            e.marker().line(),
-            e.info()
-        )
+pub fn read_config_file(path: &Path) -> Result<serde_json::Map<String, Value>, SessionError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SessionError::ConfigRead {
+        path: path.to_path_buf(),
+        source: e,
     })?;
+    let docs =
+        yaml_rust2::YamlLoader::load_from_str(&text).map_err(|e| SessionError::ConfigSyntax {
+            path: path.to_path_buf(),
+            line: e.marker().line(),
+            info: e.info().to_string(),
+        })?;
     match docs.first().map(yaml_to_json) {
         Some(Value::Object(m)) => Ok(m),
         None => Ok(serde_json::Map::new()),
-        Some(_) => Err(format!(
-            "--config {}: expected a mapping of hyperparameter names to values",
-            path.display()
-        )),
+        Some(_) => Err(SessionError::ConfigNotAMapping {
+            path: path.to_path_buf(),
+        }),
     }
 }
 
@@ -317,7 +330,7 @@ pub fn resolve_config(
     file: Option<&Path>,
     sets: &[String],
     closed: bool,
-) -> Result<Value, String> {
+) -> Result<Value, SessionError> {
     let default = bench.default_config();
     let mut cfg = default.clone();
     let obj = cfg.as_object_mut().expect("configs are objects");
@@ -329,7 +342,7 @@ pub fn resolve_config(
     }
     for s in sets {
         let Some((k, v)) = s.split_once('=') else {
-            return Err(format!("--set {s}: expected KEY=VALUE"));
+            return Err(SessionError::SetSyntax { given: s.clone() });
         };
         overrides.push((
             k.trim().to_string(),
@@ -341,44 +354,49 @@ pub fn resolve_config(
         if !obj.contains_key(&k) {
             let mut keys: Vec<&String> = default.as_object().expect("object").keys().collect();
             keys.sort();
-            return Err(format!(
-                "{origin}: `{k}` is not a hyperparameter of {}; known: {}",
-                bench.spec().name,
-                keys.iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            return Err(SessionError::UnknownHyperparameter {
+                origin,
+                key: k,
+                benchmark: bench.spec().name,
+                known: keys.into_iter().cloned().collect(),
+            });
         }
         if closed && bench.spec().fixed_fields.contains(&k.as_str()) && default.get(&k) != Some(&v)
         {
-            return Err(format!(
-                "{origin}: `{k}` is fixed in the closed division (reference {}, given {v}); use --division open to change it",
-                default[&k]
-            ));
+            return Err(SessionError::Fixed {
+                origin,
+                reference: Box::new(default[&k].clone()),
+                key: k,
+                given: Box::new(v),
+            });
         }
         obj.insert(k, v);
     }
     bench
         .validate(&cfg)
-        .map_err(|e| format!("invalid configuration of {}: {e}", bench.spec().name))?;
+        .map_err(|source| SessionError::InvalidConfig {
+            benchmark: bench.spec().name,
+            source,
+        })?;
     Ok(cfg)
 }
 
-fn parse_window(w: &str) -> Result<(u64, u64), String> {
-    let (a, b) = w
-        .split_once("..")
-        .ok_or_else(|| format!("--window {w}: expected A..B"))?;
+fn parse_window(w: &str) -> Result<(u64, u64), SessionError> {
+    let bad = |problem| SessionError::Window {
+        given: w.to_string(),
+        problem,
+    };
+    let (a, b) = w.split_once("..").ok_or_else(|| bad("expected A..B"))?;
     let a: u64 = a
         .trim()
         .parse()
-        .map_err(|_| format!("--window {w}: A is not a step number"))?;
+        .map_err(|_| bad("A is not a step number"))?;
     let b: u64 = b
         .trim()
         .parse()
-        .map_err(|_| format!("--window {w}: B is not a step number"))?;
+        .map_err(|_| bad("B is not a step number"))?;
     if a == 0 || b <= a {
-        return Err(format!("--window {w}: need 1 <= A < B"));
+        return Err(bad("need 1 <= A < B"));
     }
     Ok((a, b))
 }
@@ -399,16 +417,22 @@ mod tests {
         .unwrap();
         assert_eq!(c["batch_size"], 256);
         assert_eq!(c["base_lr"], 0.2);
-        let e = resolve_config(b, None, &["base_width=32".into()], true).unwrap_err();
+        let e = resolve_config(b, None, &["base_width=32".into()], true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fixed in the closed division"), "{e}");
         assert!(resolve_config(b, None, &["base_width=32".into()], false).is_ok());
-        let e = resolve_config(b, None, &["nonsense=1".into()], true).unwrap_err();
+        let e = resolve_config(b, None, &["nonsense=1".into()], true)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("not a hyperparameter") && e.contains("batch_size"),
             "{e}"
         );
         assert!(resolve_config(b, None, &["batch_size".into()], true).is_err());
-        let e = resolve_config(b, None, &["batch_size=0".into()], true).unwrap_err();
+        let e = resolve_config(b, None, &["batch_size=0".into()], true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("batch_size"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("c.yaml");
@@ -422,6 +446,7 @@ mod tests {
         assert!(
             resolve_config(b, Some(&f), &[], true)
                 .unwrap_err()
+                .to_string()
                 .contains("mapping")
         );
     }

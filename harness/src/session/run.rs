@@ -26,6 +26,7 @@ use crate::provenance::CodeIdentity;
 use crate::session::cache::{CacheClear, drop_page_cache};
 use crate::session::clock::Clock;
 use crate::session::collective::Collective;
+use crate::session::error::{CommError, ModelError, SessionError};
 use crate::session::logger::{IntoValue, MlLogger};
 use referee_rules::value::{Dict, Value};
 use referee_workloads::Device;
@@ -178,8 +179,8 @@ fn samples_meta(samples: u64) -> Vec<(&'static str, Value)> {
 /// Why a step failed: the model (the run errs, its log stays `.partial`)
 /// or the communication between ranks (the run ends aborted).
 enum StepError {
-    Compute(String),
-    Comm(String),
+    Compute(ModelError),
+    Comm(CommError),
 }
 
 /// One training step, data-parallel when the world is larger than 1.
@@ -192,20 +193,20 @@ fn step(
         return trainer
             .train_step(batch)
             .map(|o| o.loss)
-            .map_err(|e| StepError::Compute(e.to_string()));
+            .map_err(|e| StepError::Compute(e.into()));
     }
     let (loss, mut grads) = trainer
         .compute_gradients(batch)
-        .map_err(|e| StepError::Compute(e.to_string()))?;
+        .map_err(|e| StepError::Compute(e.into()))?;
     coll.all_reduce_mean(&mut grads).map_err(StepError::Comm)?;
     trainer
         .apply_gradients(&grads)
-        .map_err(|e| StepError::Compute(e.to_string()))?;
+        .map_err(|e| StepError::Compute(e.into()))?;
     Ok(loss)
 }
 
 /// A communication failure as the log's `run_stop_reason` gives it.
-fn peer_failure(plan: &RunPlan, coll: &dyn Collective, e: &str) -> String {
+fn peer_failure(plan: &RunPlan, coll: &dyn Collective, e: &dyn std::fmt::Display) -> String {
     let dead = crate::session::launch::dead_peers(&plan.out_dir, coll.world_size(), coll.rank());
     let who = if dead.is_empty() {
         String::new()
@@ -236,7 +237,7 @@ pub fn run_once(
     clock: Arc<dyn Clock>,
     coll: &mut dyn Collective,
     obs: &dyn Observer,
-) -> Result<RunResult, String> {
+) -> Result<RunResult, SessionError> {
     let path = log_path(&plan.out_dir, index);
     if coll.world_size() > 1 {
         // The launcher's SIGTERM (a peer failed, the job was cancelled)
@@ -252,7 +253,7 @@ pub fn run_once(
         seed
     };
     let mut log = if coll.rank() == 0 {
-        MlLogger::create(&path, clock.clone()).map_err(|e| format!("{}: {e}", path.display()))?
+        MlLogger::create(&path, clock.clone()).map_err(|e| SessionError::io(&path, e))?
     } else {
         MlLogger::silent(clock.clone())
     };
@@ -319,7 +320,7 @@ fn initialise(
     coll: &mut dyn Collective,
     log: &mut MlLogger,
     obs: &dyn Observer,
-) -> Result<Initialised, String> {
+) -> Result<Initialised, SessionError> {
     let spec = plan.bench.spec();
     let init_start = log.start("init_start", (), &[]);
     log.event("submission_org", plan.org.as_str(), &[]);
@@ -342,7 +343,10 @@ fn initialise(
     let trainer = plan
         .bench
         .build(&plan.config, seed, &plan.device, plan.engine)
-        .map_err(|e| format!("building {}: {e}", spec.name))?;
+        .map_err(|e| SessionError::Build {
+            benchmark: spec.name,
+            source: e.into(),
+        })?;
     let weights = trainer.weights_sha256();
     log.event(
         "referee_provenance",
@@ -402,16 +406,16 @@ fn agree_on_weights(
     seed: u64,
     weights: &str,
     coll: &mut dyn Collective,
-) -> Result<(), String> {
+) -> Result<(), SessionError> {
     if coll.world_size() > 1 {
         let mine = u64::from_str_radix(weights.get(..12).unwrap_or("0"), 16).unwrap_or(0) as f64;
         let root = coll.broadcast_f64(mine)?;
         if !coll.all_agree(root == mine)? {
-            return Err(format!(
-                "the ranks built different initial weights from seed {seed} (rank {} has {}…)",
-                coll.rank(),
-                weights.get(..12).unwrap_or("")
-            ));
+            return Err(SessionError::WeightsDiffer {
+                seed,
+                rank: coll.rank(),
+                weights: weights.get(..12).unwrap_or("").to_string(),
+            });
         }
     }
     coll.barrier()?;
@@ -537,7 +541,7 @@ impl<'a> Training<'a> {
 
     /// Train in blocks until the target, the end of the schedule, the
     /// budget, or a failure. Errors of the model or the data are returned.
-    fn run(&mut self, seed: u64) -> Result<(), String> {
+    fn run(&mut self, seed: u64) -> Result<(), SessionError> {
         let plan = self.plan;
         let mut train = plan
             .bench
@@ -548,7 +552,7 @@ impl<'a> Training<'a> {
                 self.coll.rank(),
                 self.coll.world_size(),
             )
-            .map_err(|e| format!("opening training data: {e}"))?;
+            .map_err(SessionError::OpenTraining)?;
         self.log.start("block_start", (), &samples_meta(0));
         loop {
             if self.interrupted_or_out_of_time() {
@@ -557,12 +561,12 @@ impl<'a> Training<'a> {
             let t0 = self.clock.seconds();
             let batch = match train.next() {
                 Some(Ok(b)) => b,
-                Some(Err(e)) => return Err(format!("reading training data: {e}")),
-                None => return Err("the training data ended".into()),
+                Some(Err(e)) => return Err(SessionError::ReadTraining(e)),
+                None => return Err(SessionError::TrainingDataEnded),
             };
             let loss = match step(self.trainer.as_mut(), &batch, self.coll) {
                 Ok(l) => l,
-                Err(StepError::Compute(e)) => return Err(e),
+                Err(StepError::Compute(e)) => return Err(SessionError::Step(e)),
                 Err(StepError::Comm(e)) => {
                     self.fatal = Some(peer_failure(plan, self.coll, &e));
                     return Ok(());
@@ -606,7 +610,7 @@ impl<'a> Training<'a> {
     }
 
     /// Count a step; end the block, evaluate, or end the run when due.
-    fn after_step(&mut self, loss: f32, dt: f64) -> Result<Flow, String> {
+    fn after_step(&mut self, loss: f32, dt: f64) -> Result<Flow, SessionError> {
         let gbs = self.gbs;
         self.samples += gbs;
         self.steps_done += 1;
@@ -706,7 +710,7 @@ impl<'a> Training<'a> {
 
     /// One evaluation on the whole evaluation set; `Stop` when the target
     /// is reached (and the run stops there) or the ranks failed.
-    fn evaluate(&mut self) -> Result<Flow, String> {
+    fn evaluate(&mut self) -> Result<Flow, SessionError> {
         let plan = self.plan;
         let spec = plan.bench.spec();
         let samples = self.samples;
@@ -714,7 +718,7 @@ impl<'a> Training<'a> {
         let mut eval = plan
             .bench
             .open_eval(&plan.data_dir, &plan.config)
-            .map_err(|e| format!("opening evaluation data: {e}"))?;
+            .map_err(SessionError::OpenEvaluation)?;
         let mut batches = std::iter::from_fn(|| {
             // The launcher's SIGTERM cuts an evaluation short; its
             // result is then discarded, never logged.
@@ -738,7 +742,7 @@ impl<'a> Training<'a> {
             ));
             return Ok(Flow::Stop);
         }
-        let local = local.map_err(|e| format!("evaluating: {e}"))?;
+        let local = local.map_err(|e| SessionError::Evaluate(e.into()))?;
         let metric = match self.coll.broadcast_f64(local) {
             Ok(m) => m,
             Err(e) => {
@@ -792,7 +796,7 @@ fn finish(
     init_ms: u64,
     weights: String,
     path: &Path,
-) -> Result<RunResult, String> {
+) -> Result<RunResult, SessionError> {
     let Outcome {
         trainer,
         mut status,
@@ -818,13 +822,11 @@ fn finish(
     if let Status::Aborted(why) = &status {
         log.event("run_stop_reason", why.as_str(), &[]);
     }
-    let final_path = log
-        .finalize()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let final_path = log.finalize().map_err(|e| SessionError::io(path, e))?;
     if let Some(why) = fatal {
-        return Err(match &final_path {
-            Some(p) => format!("{why}; {} ends with run_stop aborted", p.display()),
-            None => why,
+        return Err(SessionError::PeersFailed {
+            reason: why,
+            log: final_path,
         });
     }
     let throughput = window_figures.unwrap_or_else(|| {

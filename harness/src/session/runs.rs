@@ -8,6 +8,7 @@
 
 use crate::session::clock::{Clock, SystemClock};
 use crate::session::collective::Collective;
+use crate::session::error::SessionError;
 use crate::session::plan::SessionConfig;
 use crate::session::run::{Observer, RunResult, run_once};
 use crate::system::{HostFacts, SystemIdentity, system_description};
@@ -81,55 +82,50 @@ pub fn execute(
     cfg: &SessionConfig,
     coll: &mut dyn Collective,
     observer: &dyn SessionObserver,
-) -> Result<Vec<RunResult>, String> {
+) -> Result<Vec<RunResult>, SessionError> {
     let plan = &cfg.plan;
     let leader = coll.rank() == 0;
     // Time-stamps (crate::tsa): only rank 0 asks the authorities, run 0's
     // start before anything is written; run_once broadcasts its seed.
     let urls: &[String] = if leader { &cfg.tsa } else { &[] };
-    let mut tsa = crate::tsa::Anchors::new(urls, cfg.seed_chosen).map_err(|e| e.to_string())?;
+    let mut tsa = crate::tsa::Anchors::new(urls, cfg.seed_chosen)?;
     if leader {
-        std::fs::create_dir_all(&plan.out_dir)
-            .map_err(|e| format!("{}: {e}", plan.out_dir.display()))?;
+        std::fs::create_dir_all(&plan.out_dir).map_err(|e| SessionError::io(&plan.out_dir, e))?;
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
     let max_samples = plan.bench.max_samples(&plan.config);
     let mut results = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
-        let seed = tsa
-            .start(i, &plan.out_dir, *seed)
-            .map_err(|e| e.to_string())?;
+        let seed = tsa.start(i, &plan.out_dir, *seed)?;
         let run_observer = observer.run_starting(i, cfg.seeds.len(), max_samples);
         // Power: one sampler per node (its first local rank), from before
         // the run's first line to after its last.
         let sampler = match &cfg.power {
-            Some(p) if cfg.placement.local_rank == 0 => Some(
-                crate::power::Sampler::start(crate::power::SamplerConfig {
+            Some(p) if cfg.placement.local_rank == 0 => {
+                Some(crate::power::Sampler::start(crate::power::SamplerConfig {
                     source: p.source.clone(),
                     out: crate::power::run_power_file(&plan.out_dir, i),
                     interval: p.interval,
                     host: crate::power::node_host(),
                     conversion_eff: p.conversion_eff,
-                })
-                .map_err(|e| e.to_string())?,
-            ),
+                })?)
+            }
             _ => None,
         };
         let mut r = run_once(plan, i, seed, clock.clone(), coll, run_observer.as_ref())?;
         if let Some(smp) = sampler {
             let ttt_ms =
                 (r.run_stop_ms > r.run_start_ms).then(|| (r.run_stop_ms - r.run_start_ms) as f64);
-            r.power = Some(
-                crate::power::finish(smp, cfg.power.as_ref().map(|p| &p.source), ttt_ms)
-                    .map_err(|e| e.to_string())?,
-            );
+            r.power = Some(crate::power::finish(
+                smp,
+                cfg.power.as_ref().map(|p| &p.source),
+                ttt_ms,
+            )?);
         }
         if let Some(log) = &r.log {
             // No witness: the end token covers the result file and `null`.
             let witness = crate::tsa::witness_bytes::<()>(None);
-            r.tsa = tsa
-                .finish(i, &plan.out_dir, log, &witness)
-                .map_err(|e| e.to_string())?;
+            r.tsa = tsa.finish(i, &plan.out_dir, log, &witness)?;
         }
         observer.run_finished(run_observer, &r, &run_line(cfg, &r));
         results.push(r);
@@ -216,8 +212,8 @@ fn run_record(cfg: &SessionConfig, results: &[RunResult]) -> Value {
 }
 
 /// `system.json` and `referee_run.json` next to the logs, each written atomically.
-fn write_records(cfg: &SessionConfig, results: &[RunResult]) -> Result<(), String> {
-    let write = |name: &str, v: &Value| -> Result<(), String> {
+fn write_records(cfg: &SessionConfig, results: &[RunResult]) -> Result<(), SessionError> {
+    let write = |name: &str, v: &Value| -> Result<(), SessionError> {
         let p = cfg.plan.out_dir.join(name);
         crate::fsutil::write_atomic(
             &p,
@@ -225,7 +221,7 @@ fn write_records(cfg: &SessionConfig, results: &[RunResult]) -> Result<(), Strin
                 .expect("serialisable")
                 .as_bytes(),
         )
-        .map_err(|e| format!("{}: {e}", p.display()))
+        .map_err(|e| SessionError::io(&p, e))
     };
     write("system.json", &system_json(cfg))?;
     write("referee_run.json", &run_record(cfg, results))

@@ -116,36 +116,63 @@ impl SystemReport {
 }
 
 /// Read a `--from` file: a JSON object of fields.
-fn read_from(path: &Path) -> Result<Map<String, Value>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--from {}: {e}", path.display()))?;
+fn read_from(path: &Path) -> Result<Map<String, Value>, DescribeError> {
+    let text = std::fs::read_to_string(path).map_err(|e| DescribeError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(format!(
-            "--from {}: expected a JSON object of system-description fields",
-            path.display()
-        )),
-        Err(e) => Err(format!(
-            "--from {}:{}:{}: invalid JSON: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )),
+        Ok(_) => Err(DescribeError::NotAnObject {
+            path: path.to_path_buf(),
+        }),
+        Err(e) => Err(DescribeError::Json {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            source: e,
+        }),
     }
+}
+
+/// Why this machine cannot be described as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DescribeError {
+    #[error("--from {}: {source}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--from {}: expected a JSON object of system-description fields", .path.display())]
+    NotAnObject { path: std::path::PathBuf },
+    #[error("--from {}:{line}:{column}: invalid JSON: {source}", .path.display())]
+    Json {
+        path: std::path::PathBuf,
+        line: usize,
+        column: usize,
+        source: serde_json::Error,
+    },
+    #[error("--set {given}: expected FIELD=VALUE")]
+    SetSyntax { given: String },
+    #[error(
+        "--set {given}: `{field}` is not a system-description field; the fields are: {}",
+        SYSTEM_REQUIRED_FIELDS.join(", ")
+    )]
+    UnknownField { given: String, field: String },
 }
 
 /// Parse `field=value`; the field must be one of the 33 (a typo would
 /// otherwise add a field nobody reads).
-fn parse_set(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("--set {s}: expected FIELD=VALUE"))?;
+fn parse_set(s: &str) -> Result<(String, String), DescribeError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| DescribeError::SetSyntax {
+        given: s.to_string(),
+    })?;
     let k = k.trim();
     if !SYSTEM_REQUIRED_FIELDS.contains(&k) {
-        return Err(format!(
-            "--set {s}: `{k}` is not a system-description field; the fields are: {}",
-            SYSTEM_REQUIRED_FIELDS.join(", ")
-        ));
+        return Err(DescribeError::UnknownField {
+            given: s.to_string(),
+            field: k.to_string(),
+        });
     }
     Ok((k.to_string(), v.trim().to_string()))
 }
@@ -155,7 +182,7 @@ fn node_accelerator(notes: &mut Vec<String>) -> Option<Accelerator> {
     let gpus = match probe_nvidia_smi() {
         Ok(g) => g,
         Err(e) => {
-            notes.push(e);
+            notes.push(e.to_string());
             return None;
         }
     };
@@ -173,7 +200,7 @@ fn node_accelerator(notes: &mut Vec<String>) -> Option<Accelerator> {
 
 /// Describe this machine: discovered facts, then `--from`, then `--set`;
 /// then the ruleset's system-description check.
-pub fn describe(req: &SystemRequest) -> Result<SystemReport, String> {
+pub fn describe(req: &SystemRequest) -> Result<SystemReport, DescribeError> {
     let sets = req
         .sets
         .iter()
@@ -477,21 +504,23 @@ mod tests {
         );
         assert_eq!(r.system["framework"], "PyTorch 2.5");
         std::fs::write(&f, "[1, 2]").unwrap();
-        let e = describe(&req).unwrap_err();
+        let e = describe(&req).unwrap_err().to_string();
         assert!(e.contains("old.json") && e.contains("JSON object"), "{e}");
         std::fs::write(&f, "{\n  \"cooling\": \n").unwrap();
-        let e = describe(&req).unwrap_err();
+        let e = describe(&req).unwrap_err().to_string();
         assert!(e.contains("old.json:3:"), "{e}");
     }
 
     #[test]
     fn unknown_fields_and_malformed_settings_are_refused() {
-        let e = describe(&request(&["colling=air"])).unwrap_err();
+        let e = describe(&request(&["colling=air"]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`colling` is not a system-description field"),
             "{e}"
         );
-        let e = describe(&request(&["cooling"])).unwrap_err();
+        let e = describe(&request(&["cooling"])).unwrap_err().to_string();
         assert!(e.contains("FIELD=VALUE"), "{e}");
     }
 
@@ -538,11 +567,14 @@ mod tests {
             (g[0].count, g[0].memory_gib.round(), g[0].max_mhz),
             (2, 80.0, Some(1980.0))
         );
-        let e = parse_nvidia_smi("NVIDIA H100, lots, 1980\n").unwrap_err();
+        let e = parse_nvidia_smi("NVIDIA H100, lots, 1980\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 1") && e.contains("MiB"), "{e}");
         assert!(
             parse_nvidia_smi("just a name\n")
                 .unwrap_err()
+                .to_string()
                 .contains("expected")
         );
     }

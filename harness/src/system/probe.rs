@@ -106,11 +106,22 @@ pub struct Accelerator {
     pub max_mhz: Option<f64>,
 }
 
+/// A line of `nvidia-smi`'s output cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SmiError {
+    #[error(
+        "nvidia-smi output line {line}: expected `name, memory.total, clocks.max.sm`, found `{found}`"
+    )]
+    Columns { line: usize, found: String },
+    #[error("nvidia-smi output line {line}: memory `{found}` is not a number of MiB")]
+    Memory { line: usize, found: String },
+}
+
 /// GPUs as `nvidia-smi --query-gpu=name,memory.total,clocks.max.sm
 /// --format=csv,noheader,nounits` lists them (one line per GPU; memory in
 /// MiB). Lines of other models than the first are counted apart: a node of
 /// mixed GPUs is described by its first model, and the caller says so.
-pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Accelerator>, String> {
+pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Accelerator>, SmiError> {
     let mut out: Vec<Accelerator> = Vec::new();
     for (n, line) in text
         .lines()
@@ -119,16 +130,14 @@ pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Accelerator>, String> {
     {
         let cols: Vec<&str> = line.split(',').map(str::trim).collect();
         let [name, mem, clock] = cols[..] else {
-            return Err(format!(
-                "nvidia-smi output line {}: expected `name, memory.total, clocks.max.sm`, found `{line}`",
-                n + 1
-            ));
+            return Err(SmiError::Columns {
+                line: n + 1,
+                found: line.to_string(),
+            });
         };
-        let memory_mib: f64 = mem.parse().map_err(|_| {
-            format!(
-                "nvidia-smi output line {}: memory `{mem}` is not a number of MiB",
-                n + 1
-            )
+        let memory_mib: f64 = mem.parse().map_err(|_| SmiError::Memory {
+            line: n + 1,
+            found: mem.to_string(),
         })?;
         match out.iter_mut().find(|a| a.name == name) {
             Some(a) => a.count += 1,
@@ -145,7 +154,7 @@ pub fn parse_nvidia_smi(text: &str) -> Result<Vec<Accelerator>, String> {
 
 /// The GPUs of this node through `nvidia-smi` (empty when it is not
 /// installed or finds no GPU: a CPU machine is a normal case).
-pub fn probe_nvidia_smi() -> Result<Vec<Accelerator>, String> {
+pub fn probe_nvidia_smi() -> Result<Vec<Accelerator>, SmiError> {
     let out = std::process::Command::new("nvidia-smi")
         .args([
             "--query-gpu=name,memory.total,clocks.max.sm",

@@ -241,16 +241,7 @@ pub fn verify_run(
         problems: Vec::new(),
     };
     let p = &mut a.problems;
-    let witness = match entry.get("witness") {
-        None | Some(Value::Null) => None,
-        Some(w) => match Witness::deserialize(w) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                p.push(format!("runs[{run}].witness: not a witness: {e}"));
-                None
-            }
-        },
-    };
+    let witness = entry_witness(run, entry, p);
     let witness_sha = sha256(&witness_bytes(witness.as_ref()));
     let Some(nonce) = tsa["nonce"].as_str().and_then(|n| hex::decode(n).ok()) else {
         p.push(format!(
@@ -329,58 +320,92 @@ pub fn verify_run(
             continue;
         };
         if k == 0 && a.seed == "derived" {
-            match openssl::token_der(&sp) {
-                Ok(der) => {
-                    let want = derive_seed(&der);
-                    if entry["seed"].as_u64() != Some(want) {
-                        p.push(format!(
-                            "runs[{run}].seed is {}, not {want}, the seed derived from the start token",
-                            entry["seed"]
-                        ));
-                    }
-                }
-                Err(e) => p.push(format!("start token: {e}")),
+            check_derived_seed(run, entry, &sp, p);
+        }
+        a.authorities
+            .push(anchor(url, &start, &end, log, witness.as_ref(), p));
+    }
+    a
+}
+
+/// The witness of a run entry (`None` when it has none or it is not one:
+/// a problem then).
+fn entry_witness(run: usize, entry: &Value, p: &mut Vec<String>) -> Option<Witness> {
+    match entry.get("witness") {
+        None | Some(Value::Null) => None,
+        Some(w) => match Witness::deserialize(w) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                p.push(format!("runs[{run}].witness: not a witness: {e}"));
+                None
+            }
+        },
+    }
+}
+
+/// A seed derived from the start token (`start_token`) must be the run's.
+fn check_derived_seed(run: usize, entry: &Value, start_token: &Path, p: &mut Vec<String>) {
+    match openssl::token_der(start_token) {
+        Ok(der) => {
+            let want = derive_seed(&der);
+            if entry["seed"].as_u64() != Some(want) {
+                p.push(format!(
+                    "runs[{run}].seed is {}, not {want}, the seed derived from the start token",
+                    entry["seed"]
+                ));
             }
         }
-        let lo = start.gen_time - chrono::Duration::milliseconds(start.accuracy_ms as i64);
-        // A time in whole seconds may have been cut from anywhere in its
-        // second: the end bound takes the whole second.
-        let resolution_ms = if end.gen_time.timestamp_subsec_nanos() == 0 {
-            999
-        } else {
-            0
-        };
-        let hi =
-            end.gen_time + chrono::Duration::milliseconds((end.accuracy_ms + resolution_ms) as i64);
-        if end.gen_time < start.gen_time {
+        Err(e) => p.push(format!("start token: {e}")),
+    }
+}
+
+/// The interval one authority's start and end tokens anchor, every time
+/// the result file (`log`) and its witness claim checked against it.
+fn anchor(
+    url: &str,
+    start: &TokenInfo,
+    end: &TokenInfo,
+    log: Option<&Path>,
+    witness: Option<&Witness>,
+    p: &mut Vec<String>,
+) -> AuthorityAnchor {
+    let lo = start.gen_time - chrono::Duration::milliseconds(start.accuracy_ms as i64);
+    // A time in whole seconds may have been cut from anywhere in its
+    // second: the end bound takes the whole second.
+    let resolution_ms = if end.gen_time.timestamp_subsec_nanos() == 0 {
+        999
+    } else {
+        0
+    };
+    let hi =
+        end.gen_time + chrono::Duration::milliseconds((end.accuracy_ms + resolution_ms) as i64);
+    if end.gen_time < start.gen_time {
+        p.push(format!(
+            "the end token ({}) is older than the start token ({})",
+            stamp(&end.gen_time),
+            stamp(&start.gen_time)
+        ));
+    }
+    let (lo_ms, hi_ms) = (lo.timestamp_millis() as f64, hi.timestamp_millis() as f64);
+    let claimed = log.map(|l| claimed_times(l, witness));
+    for (what, t) in claimed.into_iter().flatten() {
+        if t < lo_ms || t > hi_ms {
             p.push(format!(
-                "the end token ({}) is older than the start token ({})",
-                stamp(&end.gen_time),
-                stamp(&start.gen_time)
-            ));
-        }
-        let (lo_ms, hi_ms) = (lo.timestamp_millis() as f64, hi.timestamp_millis() as f64);
-        let claimed = log.map(|l| claimed_times(l, witness.as_ref()));
-        for (what, t) in claimed.into_iter().flatten() {
-            if t < lo_ms || t > hi_ms {
-                p.push(format!(
                     "{what} claims {t:.0} ms, outside the anchored interval {} … {} ({lo_ms:.0} … {hi_ms:.0} ms)",
                     stamp(&lo),
                     stamp(&hi)
                 ));
-            }
         }
-        a.authorities.push(AuthorityAnchor {
-            url: url.to_string(),
-            tsa: end.name(url),
-            start: stamp(&start.gen_time),
-            start_accuracy_ms: start.accuracy_ms,
-            end: stamp(&end.gen_time),
-            end_accuracy_ms: end.accuracy_ms,
-            at_most_seconds: (hi - lo).num_milliseconds() as f64 / 1000.0,
-        });
     }
-    a
+    AuthorityAnchor {
+        url: url.to_string(),
+        tsa: end.name(url),
+        start: stamp(&start.gen_time),
+        start_accuracy_ms: start.accuracy_ms,
+        end: stamp(&end.gen_time),
+        end_accuracy_ms: end.accuracy_ms,
+        at_most_seconds: (hi - lo).num_milliseconds() as f64 / 1000.0,
+    }
 }
 
 /// The digest a run entry says its result file has: the one its witness
@@ -509,6 +534,19 @@ pub fn check_log(log: &Path, ca: &Path) -> Result<Option<RunAnchor>, TsaError> {
         }
     }
     Ok(None)
+}
+
+/// [`annotate`] every report that could be made (`results[i]` of `logs[i]`).
+pub fn annotate_all(
+    logs: &[PathBuf],
+    results: &mut [Result<LogReport, referee_rules::checker::CheckError>],
+    ca: &Path,
+) {
+    for (log, r) in logs.iter().zip(results.iter_mut()) {
+        if let Ok(rep) = r {
+            annotate(rep, log, ca);
+        }
+    }
 }
 
 /// `referee check --tsa-ca`: the time-stamps' verdict in a log's report —

@@ -1,7 +1,9 @@
 //! Scores of submitters (`referee summarize`): a table for people, CSV,
 //! Markdown, and JSON Lines (one object per system × benchmark).
 
-use super::{Detail, Report, md_escape, write_json_lines};
+use super::{Detail, Report, md_escape, write_diagnostic, write_json_lines};
+use crate::diag::{Diagnostic, Severity};
+use crate::policy::PolicySummary;
 use crate::score::ScoreRow;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -22,6 +24,120 @@ impl Report for ScoreTable {
     }
     fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
         write_json_lines(out, &self.rows)
+    }
+}
+
+impl ScoreTable {
+    /// What was found beside the scores (stderr, so that stdout stays a
+    /// clean table, CSV or JSON): `problems` that prevented rows, then each
+    /// row's errors under `SUBMITTER/SYSTEM/BENCHMARK:` (and its warnings
+    /// and notes when `verbose`).
+    pub fn write_findings(
+        &self,
+        out: &mut dyn Write,
+        problems: &[Diagnostic],
+        verbose: bool,
+    ) -> io::Result<()> {
+        for d in problems {
+            write_diagnostic(out, d, "")?;
+        }
+        for r in &self.rows {
+            for d in &r.score.diagnostics {
+                let show = match d.severity {
+                    Severity::Error => true,
+                    Severity::Warning | Severity::Note => verbose,
+                };
+                if show {
+                    writeln!(
+                        out,
+                        "{}/{}/{}:",
+                        r.submitter_dir, r.system, r.score.benchmark
+                    )?;
+                    write_diagnostic(out, d, "  ")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The findings beyond the official verdict, on stderr beside the
+    /// others: each row's (with `verbose`), then their count per code.
+    pub fn write_policy(&self, out: &mut dyn Write, verbose: bool) -> io::Result<PolicySummary> {
+        let mode = self
+            .rows
+            .iter()
+            .find_map(|r| r.score.policy_summary.as_ref().map(|s| s.mode))
+            .unwrap_or_default();
+        let summary = PolicySummary::of(mode, self.rows.iter().flat_map(|r| &r.score.policy));
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| verbose && !r.score.policy.is_empty())
+        {
+            writeln!(
+                out,
+                "{}/{}/{} (beyond the official verdict):",
+                r.submitter_dir, r.system, r.score.benchmark
+            )?;
+            for d in &r.score.policy {
+                write_diagnostic(out, d, "  ")?;
+            }
+        }
+        if summary.findings > 0 {
+            writeln!(
+                out,
+                "{}{}",
+                summary.line(),
+                if verbose { "" } else { " (-v lists them)" }
+            )?;
+        }
+        Ok(summary)
+    }
+
+    /// Rows without a valid score.
+    pub fn invalid(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| r.score.score_minutes.is_none())
+            .count()
+    }
+}
+
+/// The closing line of `referee summarize`: what was scored, under which
+/// rules, how fast.
+pub struct SummaryLine<'a> {
+    pub table: &'a ScoreTable,
+    /// Result logs scored.
+    pub logs: usize,
+    pub submitters: usize,
+    /// The rules, in words.
+    pub rules: &'a str,
+    /// The ruleset was read from the path.
+    pub inferred: bool,
+    pub seconds: f64,
+    pub threads: usize,
+}
+
+impl std::fmt::Display for SummaryLine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rows ({} without a valid score) from {} logs of {} submitter{}, {}{}; {:.2} s, {} thread{}",
+            self.table.rows.len(),
+            self.table.invalid(),
+            self.logs,
+            self.submitters,
+            if self.submitters == 1 { "" } else { "s" },
+            self.rules,
+            if self.inferred {
+                " (ruleset read from the path)"
+            } else {
+                ""
+            },
+            self.seconds,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" }
+        )
     }
 }
 

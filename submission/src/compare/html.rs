@@ -32,9 +32,29 @@ const H: u32 = 380;
 
 type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
+/// A plot of the page could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The plotting library failed on the `plot` plot (`evaluation`,
+    /// `distribution`); `message`: its error.
+    #[error("drawing the {plot} plot: {message}")]
+    Draw { plot: &'static str, message: String },
+    /// The step-time plot (drawn by `referee perf`'s code, whose errors
+    /// are text).
+    #[error("{0}")]
+    StepTimes(String),
+}
+
+fn drawn(plot: &'static str, r: PlotResult) -> Result<(), PlotError> {
+    r.map_err(|e| PlotError::Draw {
+        plot,
+        message: e.to_string(),
+    })
+}
+
 /// Evaluation metric against samples (or epochs) for every run of both
 /// sides; one polyline per run, in the side's colour.
-pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, PlotError> {
     let sides: [(&RunSet, RGBColor, &str); 2] = [
         (&g.baseline, BASELINE_COLOR, "baseline"),
         (&g.candidate, CANDIDATE_COLOR, "candidate"),
@@ -116,7 +136,7 @@ pub fn eval_curves_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         root.present()?;
         Ok(())
     })();
-    r.map_err(|e| format!("drawing the evaluation plot: {e}"))?;
+    drawn("evaluation", r)?;
     Ok(Some(svg))
 }
 
@@ -231,7 +251,7 @@ fn strip_of(g: &GroupComparison) -> Option<Strip> {
 /// column, candidate in the right, runs spread sideways so that equal
 /// values stay visible), with each side's figure — the olympic score or
 /// the mean — as a horizontal bar across its column.
-pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, PlotError> {
     let Some(d) = strip_of(g) else {
         return Ok(None);
     };
@@ -298,14 +318,14 @@ pub fn distribution_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         root.present()?;
         Ok(())
     })();
-    r.map_err(|e| format!("drawing the distribution plot: {e}"))?;
+    drawn("distribution", r)?;
     Ok(Some(svg))
 }
 
 /// Framework logs: the step time of every iteration of every run, both
 /// sides (baseline runs in the baseline's colour, candidate runs in the
 /// candidate's).
-pub fn step_times_svg(g: &GroupComparison) -> Result<Option<String>, String> {
+pub fn step_times_svg(g: &GroupComparison) -> Result<Option<String>, PlotError> {
     let mut series = Vec::new();
     for (s, color, name) in [
         (&g.baseline, BASELINE_COLOR, "baseline"),
@@ -331,6 +351,7 @@ pub fn step_times_svg(g: &GroupComparison) -> Result<Option<String>, String> {
         &series,
         None,
     )
+    .map_err(PlotError::StepTimes)
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\
@@ -395,7 +416,7 @@ fn summary_table(s: &mut String, c: &Comparison) {
     let _ = writeln!(s, "</table>");
 }
 
-fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), String> {
+fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), PlotError> {
     let _ = writeln!(s, "<section id=\"g{i}\"><h2>{}</h2>", esc(&g.label));
     let _ = writeln!(s, "<div class=\"plots\">");
     if let Some(svg) = eval_curves_svg(g)? {
@@ -435,7 +456,7 @@ fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), St
 }
 
 /// The whole page.
-pub fn html(c: &Comparison) -> Result<String, String> {
+pub fn html(c: &Comparison) -> Result<String, PlotError> {
     let mut s = String::new();
     let _ = write!(
         s,

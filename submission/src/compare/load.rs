@@ -32,8 +32,11 @@ fn org_of_benchmark_dir(dir: &Path) -> Option<PathBuf> {
     (name_of(results) == "results" && layout::is_org(org)).then(|| org.to_path_buf())
 }
 
-fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<(), String> {
-    let err = |e: std::io::Error| format!("{}: {e}", dir.display());
+fn walk(dir: &Path, usage: &str, depth: usize, out: &mut Vec<Source>) -> Result<(), CompareError> {
+    let err = |e: std::io::Error| CompareError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    };
     if layout::is_org(dir) {
         for bd in layout::benchmark_dirs(dir, usage).map_err(err)? {
             let files = layout::result_files(&bd.path).map_err(err)?;
@@ -235,28 +238,20 @@ fn run_throughput(f: &LogFacts) -> (Option<f64>, Option<f64>, Option<f64>) {
 /// summarize` does, and read evaluations and throughput from the logs. A
 /// side without MLLOG results may be NeMo or Megatron logs (a file or a
 /// folder of them): see [`load_framework_side`].
-pub fn load_side(root: &Path, rules: &dyn RulesProvider) -> Result<Side, String> {
+pub fn load_side(root: &Path, rules: &dyn RulesProvider) -> Result<Side, CompareError> {
     if !root.exists() {
-        return Err(format!("{}: no such file or directory", root.display()));
+        return Err(CompareError::NoSuchPath(root.to_path_buf()));
     }
     if root.is_file() {
-        return load_framework_side(root)?.ok_or_else(|| {
-            format!(
-                "{}: not a directory, and no NeMo or Megatron iteration lines in it",
-                root.display()
-            )
-        });
+        return load_framework_side(root)?
+            .ok_or_else(|| CompareError::NoFrameworkLog(root.to_path_buf()));
     }
     let usage = rules.usage();
     let mut sources = Vec::new();
     walk(root, &usage, 0, &mut sources)?;
     if sources.is_empty() {
-        return load_framework_side(root)?.ok_or_else(|| {
-            format!(
-                "{}: no result_*.txt found (expected a submission folder, `referee run` outputs or a benchmark's results directory), and no NeMo or Megatron log",
-                root.display()
-            )
-        });
+        return load_framework_side(root)?
+            .ok_or_else(|| CompareError::NoResults(root.to_path_buf()));
     }
     // Every log, read in parallel: its facts, then its score analysis.
     let files: Vec<(usize, PathBuf)> = sources
@@ -269,7 +264,9 @@ pub fn load_side(root: &Path, rules: &dyn RulesProvider) -> Result<Side, String>
     let mut contexts: BTreeMap<String, Arc<ScoreContext>> = BTreeMap::new();
     for s in &sources {
         if !contexts.contains_key(&s.benchmark) {
-            let ctx = rules.context(root, &s.benchmark)?;
+            let ctx = rules
+                .context(root, &s.benchmark)
+                .map_err(CompareError::Rules)?;
             contexts.insert(s.benchmark.clone(), ctx);
         }
     }
@@ -486,7 +483,7 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
         set.runs.push(RunRecord {
             path: a.path.display().to_string(),
             minutes: a.minutes.as_ref().ok().copied(),
-            dropped: a.minutes.as_ref().err().cloned(),
+            dropped: a.minutes.as_ref().err().map(ToString::to_string),
             converged,
             samples_to_target: conv.filter(|c| c.converged).map(|c| c.point),
             samples_per_second: sps,
@@ -513,8 +510,8 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
 /// runs grouped by model and system, in throughput mode, each run's step
 /// time its window mean (the recipes' window rule), samples/s, tokens/s and
 /// MFU where its fields allow. `Ok(None)` when there is no such log.
-pub fn load_framework_side(root: &Path) -> Result<Option<Side>, String> {
-    let rows = crate::perf::framework_runs(&[root.to_path_buf()])?;
+pub fn load_framework_side(root: &Path) -> Result<Option<Side>, CompareError> {
+    let rows = crate::perf::framework_runs(&[root.to_path_buf()]).map_err(CompareError::Perf)?;
     if rows.is_empty() {
         return Ok(None);
     }

@@ -74,6 +74,47 @@ pub const RULES: &[&str] = &[
     "Mann–Whitney U: two-sided, on per-run values (failed runs as +∞), exact when a side has ≤ 8 runs and there are no ties, else normal with tie and continuity corrections (scipy's rule); reported beside the interval, it does not enter the verdict",
 ];
 
+/// Why two sides cannot be loaded or compared (the CLI's usage error,
+/// exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{}: no such file or directory", .0.display())]
+    NoSuchPath(PathBuf),
+    #[error("{}: not a directory, and no NeMo or Megatron iteration lines in it", .0.display())]
+    NoFrameworkLog(PathBuf),
+    #[error(
+        "{}: no result_*.txt found (expected a submission folder, `referee run` outputs or a benchmark's results directory), and no NeMo or Megatron log",
+        .0.display()
+    )]
+    NoResults(PathBuf),
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Reading framework logs failed (`referee perf`'s message).
+    #[error("{0}")]
+    Perf(String),
+    /// The rules of a side could not be resolved ([`RulesProvider`]'s error).
+    #[error(transparent)]
+    Rules(Box<dyn std::error::Error + Send + Sync>),
+    #[error("the confidence must lie strictly between 0 and 1 (given {given})")]
+    Confidence { given: f64 },
+    #[error("the threshold must be a non-negative percentage (given {given_pct} %)")]
+    Threshold { given_pct: f64 },
+    /// `baseline`, `candidate`: each side's groups, listed.
+    #[error(
+        "nothing to compare: no benchmark is present on both sides (baseline: {baseline}; candidate: {candidate})"
+    )]
+    NothingInCommon { baseline: String, candidate: String },
+    /// One line per difference (`GROUP: difference`).
+    #[error(
+        "the benchmark definitions differ (use --force to compare anyway):\n  {}",
+        .differences.join("\n  ")
+    )]
+    DefinitionsDiffer { differences: Vec<String> },
+}
+
 /// Where a side's scoring rules come from (the CLI resolves referee's own
 /// ruleset or the official one).
 pub trait RulesProvider: Sync {
@@ -81,7 +122,11 @@ pub trait RulesProvider: Sync {
     fn usage(&self) -> String;
     /// The scoring context for a benchmark found under `root` (a side's
     /// input path).
-    fn context(&self, root: &Path, benchmark: &str) -> Result<Arc<ScoreContext>, String>;
+    fn context(
+        &self,
+        root: &Path,
+        benchmark: &str,
+    ) -> Result<Arc<ScoreContext>, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// Settings of a comparison.
@@ -444,18 +489,20 @@ fn pair(b: &[RunSet], c: &[RunSet]) -> (Vec<(usize, usize)>, Vec<usize>, Vec<usi
 
 /// Compare two loaded sides. `Err` (exit 2) when nothing is comparable or
 /// definitions differ without `force`.
-pub fn compare(baseline: &Side, candidate: &Side, opts: &Options) -> Result<Comparison, String> {
+pub fn compare(
+    baseline: &Side,
+    candidate: &Side,
+    opts: &Options,
+) -> Result<Comparison, CompareError> {
     if !(opts.confidence > 0.0 && opts.confidence < 1.0) {
-        return Err(format!(
-            "the confidence must lie strictly between 0 and 1 (given {})",
-            opts.confidence
-        ));
+        return Err(CompareError::Confidence {
+            given: opts.confidence,
+        });
     }
     if !(opts.threshold >= 0.0 && opts.threshold.is_finite()) {
-        return Err(format!(
-            "the threshold must be a non-negative percentage (given {} %)",
-            opts.threshold * 100.0
-        ));
+        return Err(CompareError::Threshold {
+            given_pct: opts.threshold * 100.0,
+        });
     }
     let (pairs, ub, uc) = pair(&baseline.sets, &candidate.sets);
     if pairs.is_empty() {
@@ -466,11 +513,10 @@ pub fn compare(baseline: &Side, candidate: &Side, opts: &Options) -> Result<Comp
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        return Err(format!(
-            "nothing to compare: no benchmark is present on both sides (baseline: {}; candidate: {})",
-            list(baseline),
-            list(candidate)
-        ));
+        return Err(CompareError::NothingInCommon {
+            baseline: list(baseline),
+            candidate: list(candidate),
+        });
     }
     let groups: Vec<GroupComparison> = pairs
         .par_iter()
@@ -483,10 +529,9 @@ pub fn compare(baseline: &Side, candidate: &Side, opts: &Options) -> Result<Comp
         }
     }
     if !forced.is_empty() && !opts.force {
-        return Err(format!(
-            "the benchmark definitions differ (use --force to compare anyway):\n  {}",
-            forced.join("\n  ")
-        ));
+        return Err(CompareError::DefinitionsDiffer {
+            differences: forced,
+        });
     }
     let mut summary = Summary {
         groups: groups.len(),

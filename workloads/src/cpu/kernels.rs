@@ -66,18 +66,18 @@ impl Isa {
     }
 
     /// Parses a name of [`Isa::name`]; an error if unknown or not available here.
-    pub fn parse(v: &str) -> Result<Isa, String> {
+    pub fn parse(v: &str) -> Result<Isa, crate::error::IsaError> {
         let isa = Isa::ALL
             .into_iter()
             .find(|i| i.name() == v)
-            .ok_or_else(|| {
-                format!("REFEREE_CPU_KERNELS={v}: expected one of avx512, avx2, portable")
+            .ok_or_else(|| crate::error::IsaError::Unknown {
+                given: v.to_string(),
             })?;
         if !isa.available() {
-            return Err(format!(
-                "REFEREE_CPU_KERNELS={v}: this CPU cannot run the {v} kernels (detected: {})",
-                Isa::detect().name()
-            ));
+            return Err(crate::error::IsaError::Unavailable {
+                given: v.to_string(),
+                detected: Isa::detect().name(),
+            });
         }
         Ok(isa)
     }
@@ -581,6 +581,7 @@ mod tests {
             assert_eq!(Isa::parse(isa.name()), Ok(isa));
         }
         let e = Isa::parse("sse9").unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("expected one of avx512, avx2, portable"), "{e}");
         assert!(Isa::detect().available());
     }
