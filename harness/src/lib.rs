@@ -15,6 +15,7 @@ pub mod check;
 pub mod cli;
 pub mod exec;
 pub mod fsutil;
+pub mod outcome;
 pub mod outdir;
 pub mod own_benchmarks;
 pub mod packaging;

@@ -235,7 +235,7 @@ fn successful_run_passes_its_rule_file_and_evals_fall_on_the_cadence() {
     let dir = tempfile::tempdir().unwrap();
     let p = plan(bench, dir.path(), bench.default_config());
     let r = run_once(&p, 0, 7, clock.clone() as Arc<dyn Clock>, &mut Local, &NoOp).unwrap();
-    assert_eq!(r.status, "success");
+    assert_eq!(r.status, referee_harness::outcome::RunStatus::Success);
     let log = r.log.clone().unwrap();
     assert_eq!(log, dir.path().join("result_0.txt"));
     let rep = check(bench, &log);
@@ -271,7 +271,7 @@ fn target_never_reached_ends_aborted_and_fails_the_check() {
     cfg["learn"] = json!(1e9);
     let p = plan(bench, dir.path(), cfg);
     let r = run_once(&p, 0, 7, clock.clone() as Arc<dyn Clock>, &mut Local, &NoOp).unwrap();
-    assert_eq!(r.status, "aborted");
+    assert_eq!(r.status, referee_harness::outcome::RunStatus::Aborted);
     assert_eq!(r.samples, 500, "the whole schedule (50 steps of 10)");
     let log = r.log.unwrap();
     let stop = records(&log)
@@ -303,7 +303,7 @@ fn init_budget_exceeded_stops_the_run_and_fails_the_check() {
         &SlowInit(clock.clone(), 31 * 60_000),
     )
     .unwrap();
-    assert_eq!(r.status, "aborted");
+    assert_eq!(r.status, referee_harness::outcome::RunStatus::Aborted);
     assert!(
         r.reason
             .as_deref()
@@ -338,7 +338,7 @@ fn time_budget_aborts() {
     let mut p = plan(bench, dir.path(), bench.default_config());
     p.budget_minutes = 25.0;
     let r = run_once(&p, 0, 7, clock.clone() as Arc<dyn Clock>, &mut Local, &NoOp).unwrap();
-    assert_eq!(r.status, "aborted");
+    assert_eq!(r.status, referee_harness::outcome::RunStatus::Aborted);
     assert!(r.reason.unwrap().contains("time budget"));
     assert_eq!(r.samples, 30);
 }

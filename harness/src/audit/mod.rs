@@ -979,7 +979,7 @@ impl<'a> Rerunner<'a> {
                 return Ok(());
             }
         };
-        let rerun_conv = (r.status == "success")
+        let rerun_conv = (r.status == crate::outcome::RunStatus::Success)
             .then(|| r.evals.last().map(|e| e.0))
             .flatten();
         let bounds = own_rcp_table(*bench)

@@ -206,21 +206,13 @@ impl RunArgs {
             tolerance_ms: self.witness_tolerance_ms,
             grace: std::time::Duration::from_secs_f64(self.grace_seconds),
             tsa: self.tsa.clone(),
-            power: match &self.power {
-                Some(src) => Some(crate::power::PowerRequest {
-                    source: src
-                        .parse()
-                        .map_err(|e: crate::power::PowerError| e.to_string())?,
-                    interval: std::time::Duration::from_millis(self.power_opts.interval_ms.max(1)),
-                    conversion_eff: self.power_opts.conversion_eff,
-                }),
-                None => None,
-            },
+            power: self.power_request()?,
             record_extra: Default::default(),
         })
     }
 
-    /// The session these flags ask for.
+    /// The session these flags ask for (`--power` validated by
+    /// [`RunArgs::power_request`] first).
     pub fn request(&self) -> RunRequest {
         RunRequest {
             benchmark: self.benchmark_name(),
@@ -349,6 +341,9 @@ pub fn run(a: RunArgs) -> i32 {
     }
     if !a.command.is_empty() {
         return usage_error("a command after `--` runs only with --exec");
+    }
+    if let Err(e) = a.power_request() {
+        return usage_error(e);
     }
     let placement = match Placement::from_env(|k| std::env::var(k).ok()) {
         Ok(p) => p,

@@ -17,6 +17,7 @@ use super::error::ExecError;
 use super::process::yield_to_the_program;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
 use super::witness::Witness;
+pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
 use crate::session::cache::{CacheClear, drop_page_cache};
 use crate::session::plan::Division;
@@ -313,26 +314,6 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), ExecError> {
         .map_err(|e| ExecError::io(&p, e))?;
     }
     Ok(())
-}
-
-/// The verdict on one log (serialised as `PASS`, `FAIL`, `ERROR`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum LogVerdict {
-    Pass,
-    Fail,
-    /// The log could not be checked.
-    Error,
-}
-
-impl std::fmt::Display for LogVerdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LogVerdict::Pass => "PASS",
-            LogVerdict::Fail => "FAIL",
-            LogVerdict::Error => "ERROR",
-        })
-    }
 }
 
 /// The verdict of one log: its compliance, and its witness.

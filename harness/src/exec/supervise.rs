@@ -24,9 +24,9 @@ use super::follower::{CHANNEL_CHUNKS, Followed, Msg, Source, Wakeup, follow_file
 use super::process::{group_alive, signal_group, spawn, yield_to_the_program};
 use super::witness::{Witness, WitnessedLine};
 use super::writeback::Tee;
+pub use crate::outcome::RunStatus;
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::{self, KeepFn, LineParser, ParsedLog};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -71,30 +71,6 @@ pub trait LiveRules: Sync {
     /// result file is parsed with this filter as it is written.
     fn kept_keys(&self) -> Option<Arc<KeepFn>> {
         None
-    }
-}
-
-/// How a run ended: `success` (the program logged run_stop with status
-/// success), otherwise `aborted`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    Success,
-    Aborted,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Success => "success",
-            RunStatus::Aborted => "aborted",
-        }
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -121,6 +121,17 @@ impl Sampler {
     }
 }
 
+impl Drop for Sampler {
+    /// A sampler dropped without [`Sampler::stop`] (the run failed on the
+    /// way) stops too: no thread outlives its run.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> PowerError + '_ {
     move |error| PowerError::Io {
         path: path.display().to_string(),
@@ -257,6 +268,37 @@ mod tests {
                 .filter(|l| l.starts_with("referee: power reading missed"))
                 .count(),
             r.missed
+        );
+    }
+
+    #[test]
+    fn a_dropped_sampler_stops_and_closes_its_log() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("node_0.txt");
+        let sampler = Sampler::start(SamplerConfig {
+            source: Source::Cmd("echo 1".into()),
+            out: out.clone(),
+            interval: Duration::from_millis(50),
+            host: "node_0".into(),
+            conversion_eff: None,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(120));
+        drop(sampler);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .contains("power_measurement_stop"),
+            "{text}"
+        );
+        let len = text.len();
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap().len(),
+            len,
+            "nothing written after the drop"
         );
     }
 }

@@ -20,6 +20,6 @@ pub mod run;
 pub mod runs;
 
 pub use runs::{
-    LogVerdict, QuietSession, RunSummary, SessionObserver, closing_check, execute, run_line,
+    LogCheck, QuietSession, RunSummary, SessionObserver, closing_check, execute, run_line,
     target_text,
 };

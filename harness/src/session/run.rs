@@ -107,7 +107,7 @@ pub struct Throughput {
 pub struct RunResult {
     pub index: usize,
     pub seed: u64,
-    pub status: String,
+    pub status: crate::outcome::RunStatus,
     pub reason: Option<String>,
     pub samples: u64,
     /// (samples_count, metric, seconds since run_start).
@@ -841,7 +841,10 @@ fn finish(
     Ok(RunResult {
         index,
         seed,
-        status: status.as_str().to_string(),
+        status: match &status {
+            Status::Success => crate::outcome::RunStatus::Success,
+            Status::Aborted(_) => crate::outcome::RunStatus::Aborted,
+        },
         reason: match &status {
             Status::Aborted(w) => Some(w.clone()),
             Status::Success => None,

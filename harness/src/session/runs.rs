@@ -6,6 +6,7 @@
 //! The session never prints: progress goes to a [`SessionObserver`] (the
 //! command line draws bars from it), results come back as values.
 
+use crate::outcome::{LogVerdict, RunStatus};
 use crate::session::clock::{Clock, SystemClock};
 use crate::session::collective::Collective;
 use crate::session::error::SessionError;
@@ -229,10 +230,9 @@ fn write_records(cfg: &SessionConfig, results: &[RunResult]) -> Result<(), Sessi
 
 /// The verdict of one log of the session.
 #[derive(Debug, Clone, Serialize)]
-pub struct LogVerdict {
+pub struct LogCheck {
     pub path: String,
-    /// `PASS`, `FAIL` or `ERROR` (the log could not be checked).
-    pub verdict: &'static str,
+    pub verdict: LogVerdict,
 }
 
 /// What a session produced: every run, every log's verdict, the score.
@@ -241,7 +241,7 @@ pub struct RunSummary {
     pub out: String,
     pub benchmark: &'static str,
     pub runs: Vec<RunResult>,
-    pub checks: Vec<LogVerdict>,
+    pub checks: Vec<LogCheck>,
     pub score_minutes: Option<f64>,
     /// The reports of logs that failed their check (printed before the summary).
     #[serde(skip)]
@@ -256,7 +256,10 @@ pub struct RunSummary {
 
 impl RunSummary {
     fn successes(&self) -> usize {
-        self.runs.iter().filter(|r| r.status == "success").count()
+        self.runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Success)
+            .count()
     }
     fn score_line(&self) -> String {
         let dropped = self.runs.len() - self.successes();
@@ -298,8 +301,8 @@ impl Report for RunSummary {
             let verdict = log
                 .as_ref()
                 .and_then(|l| self.checks.iter().find(|c| &c.path == l))
-                .map(|c| c.verdict)
-                .unwrap_or("-");
+                .map(|c| c.verdict.to_string())
+                .unwrap_or_else(|| "-".into());
             writeln!(
                 out,
                 "| {} | {} | {} | {} | {:.3} | {} | {verdict} |",
@@ -336,10 +339,14 @@ pub fn closing_check(cfg: &SessionConfig, results: Vec<RunResult>) -> RunSummary
         match checker.check_file(p, &RulesetChoice::Auto) {
             Ok(rep) => {
                 let ok = rep.verdict == referee_rules::Verdict::Pass;
-                summary.passed &= ok && r.status == "success";
-                summary.checks.push(LogVerdict {
+                summary.passed &= ok && r.status == RunStatus::Success;
+                summary.checks.push(LogCheck {
                     path,
-                    verdict: rep.verdict.as_str(),
+                    verdict: if ok {
+                        LogVerdict::Pass
+                    } else {
+                        LogVerdict::Fail
+                    },
                 });
                 if !ok {
                     summary.failed_logs.push(rep);
@@ -347,9 +354,9 @@ pub fn closing_check(cfg: &SessionConfig, results: Vec<RunResult>) -> RunSummary
             }
             Err(e) => {
                 summary.passed = false;
-                summary.checks.push(LogVerdict {
+                summary.checks.push(LogCheck {
                     path,
-                    verdict: "ERROR",
+                    verdict: LogVerdict::Error,
                 });
                 summary.errors.push(e.to_string());
             }
@@ -357,7 +364,7 @@ pub fn closing_check(cfg: &SessionConfig, results: Vec<RunResult>) -> RunSummary
     }
     let times: Vec<f64> = results
         .iter()
-        .filter(|r| r.status == "success")
+        .filter(|r| r.status == RunStatus::Success)
         .map(|r| r.time_to_train_minutes)
         .collect();
     let dropped = results.len() - times.len();
