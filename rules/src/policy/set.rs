@@ -207,14 +207,17 @@ impl FileIndex {
         if !self.names.contains(*last) {
             return false;
         }
-        if parts.len() == 1 {
+        if parts.len() == 1 || config.starts_with('/') {
+            // A bare name, or a path on the submitter's machine (e.g.
+            // /workspace/code/configs/x.sh): the name is what can be found.
             return true;
         }
-        // The longest tail of the logged path that is a relative path here,
-        // or the name alone when the logged path is absolute (a path on the
-        // submitter's machine, e.g. /workspace/code/configs/x.sh).
-        (0..parts.len()).any(|i| self.rel.contains(&parts[i..].join("/")))
-            || config.starts_with('/')
+        // A relative path: a file at that path under an implementation
+        // folder (or under one of its sub-folders).
+        let joined = parts.join("/");
+        self.rel
+            .iter()
+            .any(|r| *r == joined || r.ends_with(&format!("/{joined}")))
     }
 }
 
