@@ -654,53 +654,63 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Power
     let mut out = Vec::new();
     for r in runs {
         let Ok(minutes) = r.minutes else { continue };
-        let ttt_ms = minutes * 60.0 * 1000.0;
         let name = r
             .path
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
-        let folder = dir.path.join("power").join(&name);
-        let list = |prefix: &str| -> Vec<PathBuf> {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(&folder)
-                .map(|rd| {
-                    rd.flatten()
-                        .map(|e| e.path())
-                        .filter(|p| {
-                            let n = p
-                                .file_name()
-                                .map(|n| n.to_string_lossy().to_string())
-                                .unwrap_or_default();
-                            n.starts_with(prefix) && n.ends_with(".txt")
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            v.sort();
-            v
-        };
-        let nodes = list("node_");
-        if nodes.is_empty() {
-            return Err(PowerError::NoNodeLogs { folder });
-        }
-        let read = |path: &Path| {
-            mllog::read_file(path).map_err(|e| PowerError::Read {
-                path: path.to_path_buf(),
-                source: e.into(),
-            })
-        };
-        let mut total = 0.0;
-        for n in nodes {
-            let log = read(&n)?;
-            total += power_node(&n, &log.records, ttt_ms)?;
-        }
-        for s in list("sw_") {
-            let log = read(&s)?;
-            total += power_switch(&log.records, ttt_ms);
-        }
-        out.push(total);
+        out.push(run_energy(
+            &dir.path.join("power").join(&name),
+            minutes * 60.0 * 1000.0,
+        )?);
     }
     Ok(out)
+}
+
+/// The energy of one run from its power folder (`power/result_N/`): every
+/// `node_*.txt`, then every `sw_*.txt`, in name order, over a time to train
+/// of `ttt_ms`, in joules.
+fn run_energy(folder: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
+    let list = |prefix: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(folder)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let n = p
+                            .file_name()
+                            .map(|n| n.to_string_lossy().to_string())
+                            .unwrap_or_default();
+                        n.starts_with(prefix) && n.ends_with(".txt")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let nodes = list("node_");
+    if nodes.is_empty() {
+        return Err(PowerError::NoNodeLogs {
+            folder: folder.to_path_buf(),
+        });
+    }
+    let read = |path: &Path| {
+        mllog::read_file(path).map_err(|e| PowerError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })
+    };
+    let mut total = 0.0;
+    for n in nodes {
+        let log = read(&n)?;
+        total += power_node(&n, &log.records, ttt_ms)?;
+    }
+    for s in list("sw_") {
+        let log = read(&s)?;
+        total += power_switch(&log.records, ttt_ms);
+    }
+    Ok(total)
 }
 
 /// The energy of the run whose result log is `log` (`DIR/result_N.txt`),
@@ -710,35 +720,10 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Power
 pub fn run_energy_joules(log: &Path, ttt_ms: f64) -> Option<Result<f64, String>> {
     let stem = log.file_stem()?.to_string_lossy().to_string();
     let folder = log.parent()?.join("power").join(stem);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    let mut total = 0.0;
-    let mut nodes = 0;
-    for f in &files {
-        let name = f
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        if name.starts_with("node_") {
-            nodes += 1;
-            match node_energy_joules(f, ttt_ms) {
-                Ok(j) => total += j,
-                Err(e) => return Some(Err(e)),
-            }
-        } else if name.starts_with("sw_") {
-            match mllog::read_file(f) {
-                Ok(l) => total += power_switch(&l.records, ttt_ms),
-                Err(e) => return Some(Err(format!("{}: {e}", f.display()))),
-            }
-        }
+    match run_energy(&folder, ttt_ms) {
+        Err(PowerError::NoNodeLogs { .. }) => None,
+        r => Some(r.map_err(|e| e.to_string())),
     }
-    (nodes > 0).then_some(Ok(total))
 }
 
 /// The energy of one node's power log over a run of `ttt_ms`, in joules,

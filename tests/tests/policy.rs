@@ -6,7 +6,7 @@
 //! the official tools give it.
 
 use referee_tests::{
-    copy_tree, corpus_dir, official_package_ok, referee, referee_in, stderr, stdout,
+    copy_tree, corpus_dir, keygen, official_package_ok, referee, referee_in, sign, stderr, stdout,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -367,19 +367,8 @@ fn summarize_and_audit_list_policy_findings_apart_with_counts() {
 
     // The audit of the signed package notes them as a step of their own.
     let key = tmp.path().join("key");
-    let k = referee(&["keygen", "--out", key.to_str().unwrap(), "--json"]);
-    assert!(k.status.success(), "{}", stderr(&k));
-    let fp = serde_json::from_str::<Value>(&stdout(&k)).unwrap()["fingerprint"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let s = referee(&[
-        "sign",
-        org.to_str().unwrap(),
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert!(s.status.success(), "{}", stderr(&s));
+    let (fp, _) = keygen(&key);
+    sign(&org, &key);
     let audit = |mode: &str| -> (Option<i32>, Value) {
         let out = tmp.path().join(format!("audit-{mode}"));
         let o = referee(&[

@@ -5,8 +5,8 @@
 //! with its rule).
 
 use referee_tests::{
-    copy_tree, corpus_dir, official_package_ok, python, referee, referee_bin, referee_in,
-    repo_root, stderr, stdout,
+    copy_tree, corpus_dir, fake_exec_args, official_package_ok, python, referee, referee_bin,
+    referee_in, stderr, stdout,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -206,44 +206,36 @@ fn simulated_nvml_ipmi_rapl_and_redfish_sources_give_power_logs() {
     );
 }
 
+/// Ten runs of the fake program under `run --exec`, each measured by a
+/// source that reads `watts` (AC, conversion efficiency 0.94).
+fn exec_with_power(work: &Path, out: &Path, seed: &str, watts: u32) -> std::process::Output {
+    let source = format!("cmd:echo {watts}");
+    let args = fake_exec_args(
+        out,
+        10,
+        &[
+            "--seed",
+            seed,
+            "--power",
+            &source,
+            "--power-interval-ms",
+            "100",
+            "--conversion-eff",
+            "0.94",
+        ],
+        &[],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    referee_in(&args, work)
+}
+
 #[test]
 fn run_exec_power_is_packaged_accepted_and_its_energy_is_the_official_summarizers() {
     let t = tempfile::tempdir().unwrap();
     let work = t.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let out = t.path().join("runs");
-    let py = python().display().to_string();
-    let fake = repo_root().join("tests/fixtures/exec/fake_lora.py");
-    let o = referee_in(
-        &[
-            "run",
-            "--exec",
-            "--benchmark",
-            "llama2_70b_lora",
-            "--ruleset",
-            "5.0.0",
-            "--runs",
-            "10",
-            "--seed",
-            "11",
-            "--cache-clear-cmd",
-            "true",
-            "-q",
-            "--json",
-            "--out",
-            out.to_str().unwrap(),
-            "--power",
-            "cmd:echo 300",
-            "--power-interval-ms",
-            "100",
-            "--conversion-eff",
-            "0.94",
-            "--",
-            &py,
-            fake.to_str().unwrap(),
-        ],
-        &work,
-    );
+    let o = exec_with_power(&work, &out, "11", 300);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let summary: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let run0 = &summary["runs"][0]["power"];
@@ -330,35 +322,7 @@ fn run_exec_power_is_packaged_accepted_and_its_energy_is_the_official_summarizer
     // compare: the energy per run of a release drawing 400 W against this
     // one's 300 W, with its confidence interval.
     let out2 = t.path().join("runs-400w");
-    let o = referee_in(
-        &[
-            "run",
-            "--exec",
-            "--benchmark",
-            "llama2_70b_lora",
-            "--ruleset",
-            "5.0.0",
-            "--runs",
-            "10",
-            "--seed",
-            "12",
-            "--cache-clear-cmd",
-            "true",
-            "-q",
-            "--out",
-            out2.to_str().unwrap(),
-            "--power",
-            "cmd:echo 400",
-            "--power-interval-ms",
-            "100",
-            "--conversion-eff",
-            "0.94",
-            "--",
-            &py,
-            fake.to_str().unwrap(),
-        ],
-        &work,
-    );
+    let o = exec_with_power(&work, &out2, "12", 400);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let c = referee(&[
         "compare",

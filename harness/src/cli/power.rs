@@ -56,14 +56,6 @@ pub struct SampleArgs {
     pub json: bool,
 }
 
-/// `node_$SLURM_NODEID`, or `node_0`.
-pub fn default_host() -> String {
-    format!(
-        "node_{}",
-        std::env::var("SLURM_NODEID").unwrap_or_else(|_| "0".into())
-    )
-}
-
 pub fn run(a: PowerArgs) -> i32 {
     match a.command {
         PowerCommand::Sample(s) => sample(s),
@@ -82,7 +74,7 @@ fn sample(a: SampleArgs) -> i32 {
         source,
         out: a.out.clone(),
         interval: Duration::from_millis(a.src.interval_ms),
-        host: a.host.unwrap_or_else(default_host),
+        host: a.host.unwrap_or_else(crate::power::node_host),
         conversion_eff: a.src.conversion_eff,
     };
     let report = match sample_for(cfg, a.seconds) {
