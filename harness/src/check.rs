@@ -54,10 +54,7 @@ pub fn check_file(
     let digest = hex::encode(hashed.sha.finalize());
     let mut rep = checker
         .check_parsed(&log.display().to_string(), &mut parsed, choice)
-        .map_err(|e| CheckError {
-            path: log.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        .map_err(|e| CheckError::new(log, e))?;
     let verified = find_in(records, &digest).map(|found| {
         found.map(|f| {
             let diags = verify(&f.witness, &parsed.records);

@@ -145,49 +145,23 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, Packaging
         .iter()
         .map(|p| RunDir::open(p))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(d) = req.division {
-        let want = d.as_str();
-        if let Some(r) = runs.iter().find(|r| r.division() != want) {
-            return Err(PackagingError::Division {
-                dir: r.path.clone(),
-                found: r.division().to_string(),
-                expected: want,
-            });
-        }
+    if let Some(d) = req.division
+        && let Some(r) = runs.iter().find(|r| r.division() != d.as_str())
+    {
+        return Err(PackagingError::Division {
+            dir: r.path.clone(),
+            found: r.division().to_string(),
+            expected: d.as_str(),
+        });
     }
     let mut rules_req = req.rules.clone();
     if rules_req.ruleset.is_none() {
-        rules_req.ruleset = runs
-            .iter()
-            .find_map(|r| r.ruleset().map(str::to_string))
-            .or_else(|| {
-                runs.iter()
-                    .all(|r| r.origin == Origin::Own)
-                    .then(|| referee_workloads::bench::RULESET.to_string())
-            });
+        rules_req.ruleset = ruleset_of(&runs);
     }
     if rules_req.ruleset.is_none() {
         return Err(PackagingError::NoRuleset);
     }
     let rules = resolve_rules(&rules_req, &[])?;
-    let usage = rules.scoring.usage.clone();
-    let mut required = std::collections::BTreeMap::new();
-    for r in &runs {
-        let b = r.benchmark();
-        let allowed = rules.scoring.facts.allowed(&usage, &rules.scoring.ruleset);
-        let facts = rules
-            .scoring
-            .facts
-            .benchmark(&usage, b)
-            .filter(|_| allowed.iter().any(|a| a == b))
-            .ok_or_else(|| PackagingError::UnknownBenchmark {
-                dir: r.path.clone(),
-                benchmark: b.to_string(),
-                rules: rules.description.clone(),
-                allowed: allowed.clone(),
-            })?;
-        required.insert(b.to_string(), facts.result_files);
-    }
     let first = referee_submission::assemble::LogFacts::read(&runs[0].logs[0])?;
     let named = |flag: &Option<String>, key: &'static str| -> Result<String, PackagingError> {
         match flag {
@@ -204,40 +178,17 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, Packaging
                 }),
         }
     };
-    let system_json = match &req.system_json {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| PackagingError::SystemJsonRead {
-                    path: p.clone(),
-                    source: e,
-                })
-                .and_then(|t| {
-                    serde_json::from_str(&t).map_err(|e| PackagingError::SystemJson {
-                        path: p.clone(),
-                        line: e.line(),
-                        source: e,
-                    })
-                })?,
-        ),
-        None => None,
-    };
-    let implementation = match (runs[0].origin, &req.code) {
-        (Origin::Own, _) => format!("referee-{}", crate::provenance::VERSION),
-        (_, Some(code)) => dir_name(code),
-        (Origin::Exec, None) => dir_name(Path::new(
-            runs[0].record["working_directory"]
-                .as_str()
-                .unwrap_or("implementation"),
-        )),
-        (Origin::Logs, None) => "implementation".to_string(),
-    };
     let (code, code_files, code_source) = code_source(&runs[0], req.code.as_deref());
     let spec = PackageSpec {
         org: named(&req.org, "org")?,
         system: named(&req.system, "platform")?,
-        required_runs: required,
-        implementation,
-        system_json,
+        required_runs: required_runs(&rules, &runs)?,
+        implementation: implementation_name(&runs[0], req.code.as_deref()),
+        system_json: req
+            .system_json
+            .as_deref()
+            .map(read_system_json)
+            .transpose()?,
         code,
         code_files,
         code_source,
@@ -258,6 +209,74 @@ pub fn package_runs(req: &PackagingRequest) -> Result<PackagingReport, Packaging
         package: summary,
         check,
     })
+}
+
+/// The ruleset the runs logged, or referee's own when every run is one of
+/// its own benchmarks.
+fn ruleset_of(runs: &[RunDir]) -> Option<String> {
+    runs.iter()
+        .find_map(|r| r.ruleset().map(str::to_string))
+        .or_else(|| {
+            runs.iter()
+                .all(|r| r.origin == Origin::Own)
+                .then(|| referee_workloads::bench::RULESET.to_string())
+        })
+}
+
+/// Result files each benchmark of the runs requires under `rules`; a
+/// benchmark the rules do not allow is an error naming its run.
+fn required_runs(
+    rules: &crate::rules_env::ResolvedRules,
+    runs: &[RunDir],
+) -> Result<std::collections::BTreeMap<String, usize>, PackagingError> {
+    let usage = &rules.scoring.usage;
+    let allowed = rules.scoring.facts.allowed(usage, &rules.scoring.ruleset);
+    let mut required = std::collections::BTreeMap::new();
+    for r in runs {
+        let b = r.benchmark();
+        let facts = rules
+            .scoring
+            .facts
+            .benchmark(usage, b)
+            .filter(|_| allowed.iter().any(|a| a == b))
+            .ok_or_else(|| PackagingError::UnknownBenchmark {
+                dir: r.path.clone(),
+                benchmark: b.to_string(),
+                rules: rules.description.clone(),
+                allowed: allowed.clone(),
+            })?;
+        required.insert(b.to_string(), facts.result_files);
+    }
+    Ok(required)
+}
+
+/// `--system-json FILE` read as JSON; errors name the file (and line).
+fn read_system_json(p: &Path) -> Result<serde_json::Value, PackagingError> {
+    let text = std::fs::read_to_string(p).map_err(|e| PackagingError::SystemJsonRead {
+        path: p.to_path_buf(),
+        source: e,
+    })?;
+    serde_json::from_str(&text).map_err(|e| PackagingError::SystemJson {
+        path: p.to_path_buf(),
+        line: e.line(),
+        source: e,
+    })
+}
+
+/// The implementation folder's name: referee's version for its own
+/// benchmarks, else the code folder's (given, or the program's working
+/// directory).
+fn implementation_name(run: &RunDir, code: Option<&Path>) -> String {
+    match (run.origin, code) {
+        (Origin::Own, _) => format!("referee-{}", crate::provenance::VERSION),
+        (_, Some(code)) => dir_name(code),
+        (Origin::Exec, None) => dir_name(Path::new(
+            run.record["working_directory"]
+                .as_str()
+                .unwrap_or("implementation"),
+        )),
+        (Origin::Logs, None) => "implementation".to_string(),
+    }
 }
 
 /// The code to package: `--code DIR` (all of it), else for a supervised

@@ -51,15 +51,37 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// A file that could not be checked at all (I/O, or no rules apply).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {problem}", .path.display())]
 pub struct CheckError {
     pub path: PathBuf,
-    pub message: String,
+    pub problem: CheckProblem,
 }
 
-impl std::fmt::Display for CheckError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+/// Why a file could not be checked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CheckProblem {
+    /// Opening or reading the log failed.
+    #[error("cannot read: {0}")]
+    Read(Arc<std::io::Error>),
+    /// An input path cannot be looked at.
+    #[error("cannot access: {0}")]
+    Access(Arc<std::io::Error>),
+    /// A directory given cannot be listed.
+    #[error("cannot list directory: {0}")]
+    List(Arc<std::io::Error>),
+    /// No ruleset applies to the log.
+    #[error(transparent)]
+    Ruleset(#[from] ChoiceError),
+}
+
+impl CheckError {
+    /// `path` could not be checked because of `problem`.
+    pub fn new(path: &Path, problem: impl Into<CheckProblem>) -> Self {
+        CheckError {
+            path: path.to_path_buf(),
+            problem: problem.into(),
+        }
     }
 }
 
@@ -114,10 +136,8 @@ impl Checker {
         path: &Path,
         choice: &RulesetChoice,
     ) -> Result<mllog::ParsedLog, CheckError> {
-        let file = std::fs::File::open(path).map_err(|e| CheckError {
-            path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))?;
         self.read_from(path, file, choice)
     }
 
@@ -130,20 +150,15 @@ impl Checker {
         choice: &RulesetChoice,
     ) -> Result<mllog::ParsedLog, CheckError> {
         let input = std::io::BufReader::with_capacity(256 * 1024, input);
-        mllog::collect(self.reader(input, choice)).map_err(|e| CheckError {
-            path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })
+        mllog::collect(self.reader(input, choice))
+            .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))
     }
 
     /// Check one log file.
     pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
         let mut parsed = self.read(path, choice)?;
         self.check_parsed(&path.display().to_string(), &mut parsed, choice)
-            .map_err(|e| CheckError {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })
+            .map_err(|e| CheckError::new(path, e))
     }
 
     /// Check an already parsed log.
@@ -223,16 +238,11 @@ impl Checker {
 pub fn collect_logs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CheckError> {
     let mut out = Vec::new();
     for p in inputs {
-        let meta = std::fs::metadata(p).map_err(|e| CheckError {
-            path: p.clone(),
-            message: format!("cannot access: {e}"),
-        })?;
+        let meta =
+            std::fs::metadata(p).map_err(|e| CheckError::new(p, CheckProblem::Access(e.into())))?;
         if meta.is_dir() {
             let mut found = Vec::new();
-            walk(p, &mut found).map_err(|e| CheckError {
-                path: p.clone(),
-                message: format!("cannot list directory: {e}"),
-            })?;
+            walk(p, &mut found).map_err(|e| CheckError::new(p, CheckProblem::List(e.into())))?;
             found.sort();
             out.extend(found);
         } else {

@@ -770,7 +770,7 @@ fn noncompliant_logs(runs: &[RunAnalysis], local: &mut Vec<Diagnostic>) -> Vec<S
             Err(e) => {
                 failing.push(name);
                 local.push(
-                    Diagnostic::error("noncompliant-log", e.message.clone())
+                    Diagnostic::error("noncompliant-log", e.problem.to_string())
                         .rule("compliance", None)
                         .file(r.path.display().to_string()),
                 );

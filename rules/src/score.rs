@@ -159,7 +159,7 @@ pub fn analyze_run(ctx: &ScoreContext, path: &Path, bert_train_samples: bool) ->
     let mut parsed: ParsedLog = match ctx.checker.read(path, &choice) {
         Ok(p) => p,
         Err(e) => {
-            let msg = e.message.clone();
+            let msg = e.problem.to_string();
             return RunAnalysis {
                 path: path.to_path_buf(),
                 report: Err(e),
@@ -179,12 +179,9 @@ pub fn analyze_run(ctx: &ScoreContext, path: &Path, bert_train_samples: bool) ->
     let report = ctx
         .checker
         .check_parsed(&display, &mut parsed, &choice)
-        .map_err(|e| CheckError {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        });
+        .map_err(|e| CheckError::new(path, e));
     let minutes = match &report {
-        Err(e) => Err(NotCounted::Unreadable(e.message.clone())),
+        Err(e) => Err(NotCounted::Unreadable(e.problem.to_string())),
         Ok(r) if r.verdict != Verdict::Pass => Err(NotCounted::NotCompliant),
         Ok(_) if has_problems => Err(NotCounted::ParseError),
         Ok(_) => match (start, stop) {
@@ -667,10 +664,10 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Power
     Ok(out)
 }
 
-/// The energy of one run from its power folder (`power/result_N/`): every
-/// `node_*.txt`, then every `sw_*.txt`, in name order, over a time to train
-/// of `ttt_ms`, in joules.
-fn run_energy(folder: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
+/// The power logs of a run's power folder (`power/result_N/`): its
+/// `node_*.txt` and its `sw_*.txt` files, each list in name order (empty
+/// when the folder cannot be read).
+pub fn power_logs(folder: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let list = |prefix: &str| -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(folder)
             .map(|rd| {
@@ -689,26 +686,34 @@ fn run_energy(folder: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
         v.sort();
         v
     };
-    let nodes = list("node_");
+    (list("node_"), list("sw_"))
+}
+
+fn read_power_log(path: &Path) -> Result<Vec<Record>, PowerError> {
+    mllog::read_file(path)
+        .map(|log| log.records)
+        .map_err(|e| PowerError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })
+}
+
+/// The energy of one run from its power folder (`power/result_N/`): every
+/// `node_*.txt`, then every `sw_*.txt`, in name order, over a time to train
+/// of `ttt_ms`, in joules.
+fn run_energy(folder: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
+    let (nodes, switches) = power_logs(folder);
     if nodes.is_empty() {
         return Err(PowerError::NoNodeLogs {
             folder: folder.to_path_buf(),
         });
     }
-    let read = |path: &Path| {
-        mllog::read_file(path).map_err(|e| PowerError::Read {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })
-    };
     let mut total = 0.0;
     for n in nodes {
-        let log = read(&n)?;
-        total += power_node(&n, &log.records, ttt_ms)?;
+        total += power_node(&n, &read_power_log(&n)?, ttt_ms)?;
     }
-    for s in list("sw_") {
-        let log = read(&s)?;
-        total += power_switch(&log.records, ttt_ms);
+    for s in switches {
+        total += power_switch(&read_power_log(&s)?, ttt_ms);
     }
     Ok(total)
 }
@@ -717,24 +722,68 @@ fn run_energy(folder: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
 /// from its power folder `DIR/power/result_N/` (every `node_*.txt` and
 /// `sw_*.txt`), over a time to train of `ttt_ms`, in joules; `None`
 /// without power logs.
-pub fn run_energy_joules(log: &Path, ttt_ms: f64) -> Option<Result<f64, String>> {
+pub fn run_energy_joules(log: &Path, ttt_ms: f64) -> Option<Result<f64, PowerError>> {
     let stem = log.file_stem()?.to_string_lossy().to_string();
     let folder = log.parent()?.join("power").join(stem);
     match run_energy(&folder, ttt_ms) {
         Err(PowerError::NoNodeLogs { .. }) => None,
-        r => Some(r.map_err(|e| e.to_string())),
+        r => Some(r),
     }
 }
 
 /// The energy of one node's power log over a run of `ttt_ms`, in joules,
 /// as the official summarizer computes it (Σ reading × interval, scaled to
 /// the time to train, times the conversion efficiency).
-pub fn node_energy_joules(path: &Path, ttt_ms: f64) -> Result<f64, String> {
-    let log = mllog::read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    power_node(path, &log.records, ttt_ms).map_err(|e| e.to_string())
+pub fn node_energy_joules(path: &Path, ttt_ms: f64) -> Result<f64, PowerError> {
+    power_node(path, &read_power_log(path)?, ttt_ms)
 }
 
-fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, PowerError> {
+/// What one power log measured: its average power and over how long.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PowerDraw {
+    /// Average power, W: a node's Σ reading × interval ÷ (stop − start) ×
+    /// conversion efficiency; a switch's estimate × conversion efficiency.
+    pub watts: f64,
+    /// `power_reading`s counted (0 for an estimated switch).
+    pub readings: usize,
+    /// `power_measurement_stop` − `power_measurement_start`, s (0 for an
+    /// estimated switch).
+    pub seconds: f64,
+}
+
+/// The average power of a node's power log (the same integration as its
+/// energy: [`node_energy_joules`] = `watts` × the time to train).
+pub fn node_power(path: &Path) -> Result<PowerDraw, PowerError> {
+    let i = integrate_node(path, &read_power_log(path)?)?;
+    Ok(PowerDraw {
+        watts: i.eff * i.agg / (i.stop - i.start),
+        readings: i.readings,
+        seconds: (i.stop - i.start) / 1000.0,
+    })
+}
+
+/// The power of a switch's log: its `interconnect_power_est` × conversion
+/// efficiency (what the official summarizer integrates).
+pub fn switch_power(path: &Path) -> Result<PowerDraw, PowerError> {
+    Ok(PowerDraw {
+        watts: power_switch(&read_power_log(path)?, 1000.0),
+        readings: 0,
+        seconds: 0.0,
+    })
+}
+
+/// A node log's readings integrated over its measurement window.
+struct NodeIntegral {
+    /// Σ reading × interval, W·ms.
+    agg: f64,
+    eff: f64,
+    /// `power_measurement_start` / `_stop` (or the last reading), ms.
+    start: f64,
+    stop: f64,
+    readings: usize,
+}
+
+fn integrate_node(path: &Path, records: &[Record]) -> Result<NodeIntegral, PowerError> {
     let not_a_number = |key| PowerError::NotANumber {
         path: path.to_path_buf(),
         key,
@@ -742,7 +791,7 @@ fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, Power
     let mut recs: Vec<&Record> = records.iter().collect();
     recs.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
     let (mut prev, mut last, mut start, mut stop) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    let (mut agg, mut eff) = (0.0f64, 1.0f64);
+    let (mut agg, mut eff, mut readings) = (0.0f64, 1.0f64, 0usize);
     let (mut started, mut stopped) = (false, false);
     for r in recs {
         match r.key() {
@@ -759,6 +808,7 @@ fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, Power
                 agg += v * (r.timestamp - prev);
                 prev = r.timestamp;
                 last = last.max(r.timestamp);
+                readings += 1;
             }
             "power_measurement_stop" => {
                 stop = r.timestamp;
@@ -786,7 +836,18 @@ fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, Power
             path: path.to_path_buf(),
         });
     }
-    Ok(eff * agg * ttt_ms / (stop - start) / 1000.0)
+    Ok(NodeIntegral {
+        agg,
+        eff,
+        start,
+        stop,
+        readings,
+    })
+}
+
+fn power_node(path: &Path, records: &[Record], ttt_ms: f64) -> Result<f64, PowerError> {
+    let i = integrate_node(path, records)?;
+    Ok(i.eff * i.agg * ttt_ms / (i.stop - i.start) / 1000.0)
 }
 
 fn power_switch(records: &[Record], ttt_ms: f64) -> f64 {

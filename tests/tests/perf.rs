@@ -640,3 +640,270 @@ fn agrees_with_referee_run_throughput_mode() {
     assert_eq!(r["fields"]["gbs"]["source"], "log");
     assert_eq!(r["fields"]["model"]["value"], "mini_llm");
 }
+
+/// Average power of one MLPerf node power log, computed here from its
+/// lines (not by referee's code): Σ reading × (its time − the previous
+/// reading's, the first from `power_measurement_start`) ÷ (stop − start),
+/// times `conversion_eff`.
+fn average_power_of(path: &Path) -> f64 {
+    let (mut start, mut stop, mut prev, mut sum, mut eff) = (None, None, 0.0, 0.0, 1.0);
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let Some(j) = line.strip_prefix(":::MLLOG ") else {
+            continue;
+        };
+        let r: Value = serde_json::from_str(j).unwrap();
+        let t = r["time_ms"].as_f64().unwrap();
+        match r["key"].as_str().unwrap() {
+            "power_measurement_start" => {
+                start = Some(t);
+                prev = t;
+            }
+            "power_reading" => {
+                sum += r["value"].as_f64().unwrap() * (t - prev);
+                prev = t;
+            }
+            "power_measurement_stop" => stop = Some(t),
+            "conversion_eff" => eff = r["value"].as_f64().unwrap(),
+            _ => {}
+        }
+    }
+    eff * sum / (stop.unwrap() - start.unwrap())
+}
+
+#[test]
+fn energy_per_token_from_power_logs_beside_the_run_or_given() {
+    let t = tempfile::tempdir().unwrap();
+    let name = Path::new(NEMO).file_name().unwrap();
+    let log = t.path().join(name);
+    std::fs::copy(fixture(NEMO), &log).unwrap();
+    let stem = log.file_stem().unwrap().to_string_lossy().to_string();
+    // The node's power measured by referee's own sampler (a `cmd:` source
+    // printing 400 W), plus a switch whose power is estimated at 50 W.
+    let folder = t.path().join("power").join(&stem);
+    let node = folder.join("node_0.txt");
+    let o = referee(&[
+        "power",
+        "sample",
+        "--source",
+        "cmd:echo 400",
+        "--seconds",
+        "3",
+        "--power-interval-ms",
+        "500",
+        "--out",
+        node.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(
+        folder.join("sw_0.txt"),
+        ":::MLLOG {\"namespace\": \"\", \"time_ms\": 0, \"event_type\": \"POINT_IN_TIME\", \"key\": \"interconnect_power_est\", \"value\": 50.0, \"metadata\": {}}\n",
+    )
+    .unwrap();
+    let node_w = average_power_of(&node);
+    assert!(node_w > 300.0 && node_w <= 400.0, "{node_w}");
+
+    // The directory: the power folder is the run's energy, not a run.
+    let dir = t.path().to_str().unwrap();
+    let o = referee(&["perf", "--json", "--seq-len", "8192", dir]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    assert_eq!(j["rows"].as_array().unwrap().len(), 1, "{j}");
+    let r = &j["rows"][0];
+    let e = &r["energy"];
+    assert_eq!(
+        (e["nodes"].as_u64(), e["switches"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert!(e["readings"].as_u64().unwrap() >= 5, "{e}");
+    close(&e["average_power_w"], node_w + 50.0, 1e-12);
+    let watts = e["average_power_w"].as_f64().unwrap();
+    close(
+        &e["joules_per_token"],
+        watts / r["tokens_per_second"].as_f64().unwrap(),
+        1e-12,
+    );
+    close(
+        &e["joules_per_sample"],
+        watts / r["samples_per_second"].as_f64().unwrap(),
+        1e-12,
+    );
+    assert!(
+        j["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_str().unwrap().starts_with("energy:"))
+    );
+    // Human form: a J/token column and the energy line; CSV: its columns.
+    let o = referee(&["perf", "--seq-len", "8192", dir]);
+    let out = stdout(&o);
+    assert!(out.contains("J/token"), "{out}");
+    assert!(
+        out.contains("energy: ") && out.contains("1 switch log"),
+        "{out}"
+    );
+    let o = referee(&["perf", "--csv", "--seq-len", "8192", dir]);
+    let csv = stdout(&o);
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row = referee_tests::csv_fields(csv.lines().nth(1).unwrap());
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let jpt: f64 = row[col("joules_per_token")].parse().unwrap();
+    close(&e["joules_per_token"], jpt, 1e-12);
+
+    // Given with --power: that file only (no switch).
+    let o = referee(&[
+        "perf",
+        "--json",
+        "--seq-len",
+        "8192",
+        "--power",
+        node.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    close(
+        &json_of(&o)["rows"][0]["energy"]["average_power_w"],
+        node_w,
+        1e-12,
+    );
+
+    // Without power logs, no energy key (the JSON is as before).
+    let bare = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(NEMO), bare.path().join(name)).unwrap();
+    let o = referee(&["perf", "--json", bare.path().to_str().unwrap()]);
+    assert!(json_of(&o)["rows"][0].get("energy").is_none());
+
+    // --power with two runs: which run it belongs to is not known (exit 2).
+    std::fs::copy(fixture(NEMO), bare.path().join("second.out")).unwrap();
+    let o = referee(&[
+        "perf",
+        "--power",
+        node.to_str().unwrap(),
+        bare.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--power with 2 runs"), "{}", stderr(&o));
+    // A power folder without node logs is named.
+    let o = referee(&[
+        "perf",
+        "--power",
+        bare.path().to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no node_*.txt power logs"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn published_power_results_give_energy_per_sample_and_are_not_runs() {
+    // Lenovo's v5.0 retinanet results: 5 result logs, each with its power
+    // folder (one node, AC, conversion_eff 0.94).
+    let dir = referee_tests::corpus_dir()
+        .join("training_results_v5.0/Lenovo/results/SR780aV3-8xB200_SXM_180GB/retinanet");
+    let o = referee(&["perf", "--json", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "the power logs are no runs");
+    for r in rows {
+        let file = PathBuf::from(r["file"].as_str().unwrap());
+        let stem = file.file_stem().unwrap().to_str().unwrap();
+        let node = dir.join("power").join(stem).join("node_0.txt");
+        let e = &r["energy"];
+        assert_eq!(e["nodes"].as_u64(), Some(1), "{file:?}");
+        close(&e["average_power_w"], average_power_of(&node), 1e-12);
+        close(
+            &e["joules_per_sample"],
+            e["average_power_w"].as_f64().unwrap() / r["samples_per_second"].as_f64().unwrap(),
+            1e-12,
+        );
+    }
+}
+
+#[test]
+fn min_ratio_gates_every_run_against_its_reference_row() {
+    // The NeMo fixture reaches 99.89 % of its published row (tokens/s/GPU).
+    let nemo = fixture(NEMO);
+    let gate = |ratio: &str, extra: &[&str]| {
+        let mut args = vec![
+            "perf",
+            "--json",
+            "--system",
+            "DGX-H100",
+            "--seq-len",
+            "8192",
+            "--against",
+            "published",
+            "--min-ratio",
+            ratio,
+            &nemo,
+        ];
+        args.extend_from_slice(extra);
+        referee(&args)
+    };
+    let o = gate("0.99", &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let g = &json_of(&o)["gate"];
+    assert_eq!(
+        (g["passed"].as_u64(), g["below"].as_array().unwrap().len()),
+        (Some(1), 0)
+    );
+    let o = gate("0.9995", &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let j = json_of(&o);
+    let miss = &j["gate"]["below"][0];
+    assert_eq!(miss["file"].as_str(), Some(nemo.as_str()));
+    close(&miss["ratio"], 0.998_917_798, 1e-6);
+    assert_eq!(j["exit_code"], 1);
+    // A run with no reference row cannot show the ratio: it fails the gate,
+    // named with why.
+    let o = gate("0.5", &[&fixture("megatron/complete.out")]);
+    assert_eq!(o.status.code(), Some(1));
+    let j = json_of(&o);
+    assert_eq!(j["gate"]["passed"], 1);
+    let why = j["gate"]["below"][0]["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("no reference row: the model is not stated"),
+        "{why}"
+    );
+    // The human form names the run below.
+    let o = referee(&[
+        "perf",
+        "--system",
+        "DGX-H100",
+        "--seq-len",
+        "8192",
+        "--against",
+        "published",
+        "--min-ratio",
+        "0.9995",
+        &nemo,
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("gate --min-ratio 0.9995: 0 of 1 run at or above it; below:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("0.9989 of the reference row (exact), below 0.9995"),
+        "{out}"
+    );
+    // Without --against, or a ratio that is no ratio: usage errors.
+    assert_eq!(
+        referee(&["perf", "--min-ratio", "0.9", &nemo])
+            .status
+            .code(),
+        Some(2)
+    );
+    let o = referee(&["perf", "--against", "published", "--min-ratio", "0", &nemo]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--min-ratio 0: expected a positive ratio"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -216,7 +216,7 @@ pub fn run(args: CheckArgs) -> i32 {
         summary.count(r.as_ref().ok().map(|rep| rep.verdict));
         let res = match r {
             Ok(rep) => sink.log(rep),
-            Err(e) => sink.error(&e.path.display().to_string(), &e.message),
+            Err(e) => sink.error(&e.path.display().to_string(), &e.problem.to_string()),
         };
         io_ok &= res.is_ok();
     }

@@ -5,8 +5,8 @@
 //! published reference numbers. The flags resolve
 //! into one [`PerfRequest`]; the work is `referee_submission::perf::perf`;
 //! this file renders the report and decides the exit code (0 every run
-//! complete, 1 a run incomplete / NaN grad norm / without data, 2 bad
-//! flags or unreadable input).
+//! complete, 1 a run incomplete / NaN grad norm / without data or below
+//! `--min-ratio`, 2 bad flags or unreadable input).
 
 use super::common::write_page;
 use super::{EXIT_USAGE, init_threads, usage_error};
@@ -96,6 +96,15 @@ pub struct PerfArgs {
     /// NeMo 25.04 and NeMo AutoModel) or a TSV file with the same columns.
     #[arg(long, value_name = "REFERENCE")]
     pub against: Option<String>,
+    /// Exit 1 unless every run reaches this share of its reference row
+    /// (`--against`'s "% of ref" ÷ 100; e.g. 0.95), naming the runs below.
+    #[arg(long, value_name = "R", requires = "against")]
+    pub min_ratio: Option<f64>,
+    /// Power logs of the run (one node's MLPerf power log, or a folder of
+    /// `node_*.txt`/`sw_*.txt`): energy per sample and per token. Without
+    /// it, each run's are looked for in `power/<log stem>/` beside its log.
+    #[arg(long, value_name = "FILE_OR_DIR")]
+    pub power: Option<PathBuf>,
     /// The report as one JSON object.
     #[arg(long, group = "format")]
     pub json: bool,
@@ -151,9 +160,14 @@ impl PerfArgs {
             .config
             .as_deref()
             .map(fields::read_config)
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let window = match &self.window {
-            Some(w) => Some(window::parse_window(w).map(|(a, b)| (a, b, Source::Flag))?),
+            Some(w) => Some(
+                window::parse_window(w)
+                    .map(|(a, b)| (a, b, Source::Flag))
+                    .map_err(|e| e.to_string())?,
+            ),
             None => match config.as_ref().and_then(|c| c.window.as_deref()) {
                 Some(w) => Some(
                     window::parse_window(w)
@@ -163,7 +177,12 @@ impl PerfArgs {
                 None => None,
             },
         };
-        let against = self.against.as_deref().map(reference::load).transpose()?;
+        let against = self
+            .against
+            .as_deref()
+            .map(reference::load)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let model_config = match &self.model_config {
             Some(p) => Some((
                 flops::read_model_config(p).map_err(|e| e.to_string())?,
@@ -184,6 +203,15 @@ impl PerfArgs {
             against,
             model_config,
             attention,
+            min_ratio: match self.min_ratio {
+                Some(r) if !(r > 0.0 && r.is_finite()) => {
+                    return Err(format!(
+                        "--min-ratio {r}: expected a positive ratio such as 0.95"
+                    ));
+                }
+                r => r,
+            },
+            power: self.power.clone(),
         })
     }
 }
@@ -196,7 +224,7 @@ pub fn run(a: PerfArgs) -> i32 {
     };
     let rep = match perf::perf(&req) {
         Ok(r) => r,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e.to_string()),
     };
     if let Some(p) = &a.html
         && let Err(e) = write_page(p, html::html(&rep))

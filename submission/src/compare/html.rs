@@ -39,10 +39,9 @@ pub enum PlotError {
     /// `distribution`); `message`: its error.
     #[error("drawing the {plot} plot: {message}")]
     Draw { plot: &'static str, message: String },
-    /// The step-time plot (drawn by `referee perf`'s code, whose errors
-    /// are text).
-    #[error("{0}")]
-    StepTimes(String),
+    /// The step-time plot (drawn by `referee perf`'s code).
+    #[error(transparent)]
+    StepTimes(#[from] crate::perf::error::DrawError),
 }
 
 fn drawn(plot: &'static str, r: PlotResult) -> Result<(), PlotError> {

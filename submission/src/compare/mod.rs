@@ -92,9 +92,9 @@ pub enum CompareError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// Reading framework logs failed (`referee perf`'s message).
-    #[error("{0}")]
-    Perf(String),
+    /// Reading framework logs failed (`referee perf`'s error).
+    #[error(transparent)]
+    Perf(#[from] crate::perf::PerfError),
     /// The rules of a side could not be resolved ([`RulesProvider`]'s error).
     #[error(transparent)]
     Rules(Box<dyn std::error::Error + Send + Sync>),

@@ -6,6 +6,7 @@
 //! flag, from a config file, or derived from other fields by a stated
 //! formula, and the report says which.
 
+use super::error::{ConfigError, ConfigSyntax};
 use super::precision::Precision;
 use referee_rules::yaml::{self, Node};
 use serde::Serialize;
@@ -145,36 +146,46 @@ pub struct ConfigFile {
 }
 
 /// Read a config file; errors name the file, the line and what was expected.
-pub fn read_config(path: &Path) -> Result<ConfigFile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut c = parse_config(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+pub fn read_config(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut c = parse_config(&text).map_err(|source| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if let Some(m) = &c.model_config_path {
         let p = path.parent().unwrap_or(Path::new("")).join(m);
-        let arch = super::flops::read_model_config(&p)
-            .map_err(|e| format!("{}: model_config: {e}", path.display()))?;
+        let arch =
+            super::flops::read_model_config(&p).map_err(|source| ConfigError::ModelConfig {
+                path: path.to_path_buf(),
+                source,
+            })?;
         c.model_config = Some((arch, p.display().to_string()));
     }
     Ok(c)
 }
 
-/// Parse a config file's text; `Err("LINE: message")`.
-pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
-    let doc = yaml::load(text).map_err(|e| format!("1: not YAML or JSON: {e}"))?;
+/// Parse a config file's text; the error names the line.
+pub fn parse_config(text: &str) -> Result<ConfigFile, ConfigSyntax> {
+    let at_line = |line: usize, problem: String| ConfigSyntax { line, problem };
+    let doc = yaml::load(text).map_err(|e| at_line(1, format!("not YAML or JSON: {e}")))?;
     let mut out = ConfigFile::default();
     let Some(doc) = doc else {
         return Ok(out);
     };
     let Node::Map(pairs, _) = &doc else {
-        return Err(format!(
-            "{}: expected a mapping of field names to values",
-            doc.line().max(1)
+        return Err(at_line(
+            doc.line().max(1),
+            "expected a mapping of field names to values".into(),
         ));
     };
     for (k, v) in pairs {
         let key = k.as_str().unwrap_or_default();
         let at = v.line().max(k.line());
         let Some(text) = v.as_str() else {
-            return Err(format!("{at}: `{key}` must be a single value"));
+            return Err(at_line(at, format!("`{key}` must be a single value")));
         };
         let text = text.trim();
         match key {
@@ -186,23 +197,32 @@ pub fn parse_config(text: &str) -> Result<ConfigFile, String> {
             "model_config" => out.model_config_path = Some(text.to_string()),
             "precision" => {
                 out.stated.precision = Some(Precision::parse(text).ok_or_else(|| {
-                    format!("{at}: precision `{text}`: expected bf16, fp8, fp16, fp32 or nvfp4")
+                    at_line(
+                        at,
+                        format!("precision `{text}`: expected bf16, fp8, fp16, fp32 or nvfp4"),
+                    )
                 })?)
             }
             k if is_count(k) => {
                 let n: u64 = text.parse().map_err(|_| {
-                    format!("{at}: `{k}` is `{text}` where a whole number was expected")
+                    at_line(
+                        at,
+                        format!("`{k}` is `{text}` where a whole number was expected"),
+                    )
                 })?;
                 out.stated.set_count(k, n);
             }
             other => {
-                return Err(format!(
-                    "{at}: unknown field `{other}` (known: model, system, gpu, task, precision, window, model_config, {})",
-                    COUNTS
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                return Err(at_line(
+                    at,
+                    format!(
+                        "unknown field `{other}` (known: model, system, gpu, task, precision, window, model_config, {})",
+                        COUNTS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 ));
             }
         }
@@ -517,14 +537,16 @@ mod tests {
         assert_eq!(c.window.as_deref(), Some("35..44"));
         let j = parse_config(r#"{"gbs": 128, "seq_len": 8192}"#).unwrap();
         assert_eq!(j.stated.count("seq_len"), Some(8192));
-        let e = parse_config("gpus: eight\n").unwrap_err();
+        let e = parse_config("gpus: eight\n").unwrap_err().to_string();
         assert!(e.starts_with("1:") && e.contains("whole number"), "{e}");
-        let e = parse_config("gpus: 8\nflavour: x\n").unwrap_err();
+        let e = parse_config("gpus: 8\nflavour: x\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("2:") && e.contains("unknown field `flavour`"),
             "{e}"
         );
-        let e = parse_config("precision: fp6\n").unwrap_err();
+        let e = parse_config("precision: fp6\n").unwrap_err().to_string();
         assert!(e.contains("expected bf16"), "{e}");
     }
 }

@@ -5,6 +5,7 @@
 //! drawn by plotters' SVG backend (labels as `<text>` the browser renders).
 
 use super::PerfReport;
+use super::error::DrawError;
 use super::report::{cells, detail_lines, header, scaling_lines, summary_line};
 use super::scaling::ScalingGroup;
 use crate::figures::fig;
@@ -109,7 +110,7 @@ pub fn step_time_svg(
     title: &str,
     series: &[StepSeries],
     window: Option<(u64, u64)>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, DrawError> {
     let pts: Vec<(u64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
@@ -156,12 +157,15 @@ pub fn step_time_svg(
         root.present()?;
         Ok(())
     })();
-    r.map_err(|e| format!("drawing the step-time plot: {e}"))?;
+    r.map_err(|e| DrawError {
+        plot: "step-time",
+        message: e.to_string(),
+    })?;
     Ok(Some(svg))
 }
 
 /// Efficiency (%) against GPU count (log₂ axis), the ideal 100 % dashed.
-pub fn scaling_svg(g: &ScalingGroup) -> Result<String, String> {
+pub fn scaling_svg(g: &ScalingGroup) -> Result<String, DrawError> {
     let xs: Vec<f64> = g
         .points
         .iter()
@@ -212,7 +216,10 @@ pub fn scaling_svg(g: &ScalingGroup) -> Result<String, String> {
         root.present()?;
         Ok(())
     })();
-    r.map_err(|e| format!("drawing the scaling plot: {e}"))?;
+    r.map_err(|e| DrawError {
+        plot: "scaling",
+        message: e.to_string(),
+    })?;
     Ok(svg)
 }
 
@@ -247,7 +254,7 @@ fn table(s: &mut String, r: &PerfReport) {
 }
 
 /// The whole page.
-pub fn html(r: &PerfReport) -> Result<String, String> {
+pub fn html(r: &PerfReport) -> Result<String, DrawError> {
     let mut s = String::new();
     let _ = write!(
         s,

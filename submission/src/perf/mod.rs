@@ -22,6 +22,8 @@
 //! parses its flags or where its output goes (the harness's `cli`), nor
 //! of `referee compare`, which reads its rows.
 
+pub mod energy;
+pub mod error;
 pub mod fields;
 pub mod flops;
 pub mod formats;
@@ -33,6 +35,8 @@ pub mod report;
 pub mod scaling;
 pub mod window;
 
+use error::NoMatch;
+pub use error::PerfError;
 use fields::{ConfigFile, Field, Fields, Source, Stated};
 use formats::{Format, NO_RANK, Problem, Scan};
 use precision::Precision;
@@ -78,6 +82,13 @@ pub struct PerfRequest {
     pub model_config: Option<(flops::Arch, String)>,
     /// How the attention matrix is counted (`--attention-flops`).
     pub attention: flops::Attention,
+    /// `--min-ratio`: every run must reach this share of its reference row
+    /// (with `against`), else exit 1.
+    pub min_ratio: Option<f64>,
+    /// `--power`: the power logs (a node's file, or a folder of
+    /// `node_*.txt`/`sw_*.txt`) of the one run read; otherwise each run's
+    /// are looked for beside its log.
+    pub power: Option<PathBuf>,
 }
 
 /// Model TFLOP/s per GPU and MFU from the model's FLOPs per token.
@@ -136,9 +147,12 @@ pub struct PerfRow {
     pub missing: Vec<String>,
     pub notes: Vec<String>,
     pub problems: Vec<Problem>,
+    /// Energy per sample and per token, when the run's power was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<energy::PerfEnergy>,
     /// `--against`: the matched row, or why there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reference: Option<Result<RefMatch, String>>,
+    pub reference: Option<Result<RefMatch, NoMatch>>,
     /// (iteration, step time s) of every iteration that counted (plots).
     #[serde(skip)]
     pub iterations: Vec<(u64, f64)>,
@@ -173,6 +187,9 @@ pub struct PerfReport {
     /// Files of directories that hold no training-log lines.
     pub skipped: Vec<String>,
     pub summary: PerfSummary,
+    /// `--min-ratio`: the gate against the reference and the runs below it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
     pub exit_code: i32,
     pub rules: Vec<&'static str>,
 }
@@ -181,11 +198,11 @@ pub struct PerfReport {
 /// (up to 6 levels) except the `referee-perf.*` configs and obvious
 /// non-logs (JSON, YAML, profiles, archives). Each comes with the config
 /// of the directory argument it was found under.
-fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool, Option<ConfigFile>)>, String> {
+fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool, Option<ConfigFile>)>, PerfError> {
     let mut out = Vec::new();
     for p in paths {
         if !p.exists() {
-            return Err(format!("{}: no such file or directory", p.display()));
+            return Err(PerfError::NoSuchPath(p.clone()));
         }
         if p.is_file() {
             out.push((p.clone(), true, None));
@@ -200,7 +217,10 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool, Option<ConfigFile>)>
             }
         }
         let mut files = Vec::new();
-        walk(p, 0, &mut files).map_err(|e| format!("{}: {e}", p.display()))?;
+        walk(p, 0, &mut files).map_err(|source| PerfError::Read {
+            path: p.clone(),
+            source,
+        })?;
         files.sort();
         out.extend(files.into_iter().map(|f| (f, false, cfg.clone())));
     }
@@ -215,7 +235,8 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()>
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
         if p.is_dir() {
-            if depth < 6 {
+            // Power logs are the energy of the run beside them, not runs.
+            if depth < 6 && p.file_name().is_none_or(|n| n != "power") {
                 walk(&p, depth + 1, out)?;
             }
         } else if p
@@ -230,9 +251,9 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()>
 }
 
 /// Run `referee perf`: `Err` when an input cannot be read (exit 2).
-pub fn perf(req: &PerfRequest) -> Result<PerfReport, String> {
+pub fn perf(req: &PerfRequest) -> Result<PerfReport, PerfError> {
     let files = collect(&req.paths)?;
-    let analysed: Vec<Result<Option<PerfRow>, String>> = files
+    let analysed: Vec<Result<Option<PerfRow>, PerfError>> = files
         .par_iter()
         .map(|(p, explicit, dir_cfg)| analyze_file(p, *explicit, req, dir_cfg.as_ref()))
         .collect();
@@ -245,25 +266,104 @@ pub fn perf(req: &PerfRequest) -> Result<PerfReport, String> {
         }
     }
     if rows.is_empty() {
-        return Err(format!(
-            "no training log (NeMo, Megatron, Lightning progress bar, torchtitan, Hugging Face Trainer or MLLOG) found in {}",
-            req.paths
+        return Err(PerfError::NoLogs {
+            paths: req
+                .paths
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
-        ));
+                .join(", "),
+        });
+    }
+    if req.power.is_some() && rows.len() > 1 {
+        return Err(PerfError::PowerForManyRuns { runs: rows.len() });
+    }
+    for row in &mut rows {
+        let folder = match &req.power {
+            Some(p) => Some(p.clone()),
+            None => energy::beside(Path::new(&row.file)),
+        };
+        if let Some(f) = folder {
+            row.energy = Some(energy::energy(
+                &f,
+                row.samples_per_second,
+                row.tokens_per_second,
+            )?);
+        }
     }
     if let Some(r) = &req.against {
         for row in &mut rows {
             row.reference = Some(match_reference(r, row));
         }
     }
-    Ok(finish(
-        rows,
-        skipped,
-        req.against.as_ref().map(|r| r.name.clone()),
-    ))
+    let mut report = finish(rows, skipped, req.against.as_ref().map(|r| r.name.clone()));
+    if let Some(min) = req.min_ratio {
+        let gate = Gate::of(&report.rows, min);
+        if !gate.below.is_empty() {
+            report.exit_code = EXIT_FAIL;
+        }
+        report.gate = Some(gate);
+    }
+    Ok(report)
+}
+
+/// `--min-ratio R`: each run's "% of reference" (tokens/s/GPU, else
+/// TFLOP/s/GPU, as the table shows it) must be at least R × 100 %; a run
+/// without a reference figure cannot show that and fails the gate too.
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    pub min_ratio: f64,
+    /// Runs that reached it.
+    pub passed: usize,
+    /// Runs that did not, each with why.
+    pub below: Vec<GateMiss>,
+}
+
+/// A run below the gate.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateMiss {
+    pub file: String,
+    /// Its share of the reference (run ÷ reference), when known.
+    pub ratio: Option<f64>,
+    /// `0.91 of the reference (tokens/s/GPU …)` or why there is no figure.
+    pub reason: String,
+}
+
+impl Gate {
+    fn of(rows: &[PerfRow], min_ratio: f64) -> Gate {
+        let mut gate = Gate {
+            min_ratio,
+            passed: 0,
+            below: Vec::new(),
+        };
+        for r in rows {
+            let miss = |ratio, reason| GateMiss {
+                file: r.file.clone(),
+                ratio,
+                reason,
+            };
+            match &r.reference {
+                Some(Ok(m)) => match m.pct() {
+                    Some(p) if p / 100.0 >= min_ratio => gate.passed += 1,
+                    Some(p) => gate.below.push(miss(
+                        Some(p / 100.0),
+                        format!(
+                            "{:.4} of the reference row ({}), below {min_ratio}",
+                            p / 100.0,
+                            m.label
+                        ),
+                    )),
+                    None => gate.below.push(miss(
+                        None,
+                        "no figure to compare: the run or the reference row lacks tokens/s/GPU and TFLOP/s/GPU".into(),
+                    )),
+                },
+                Some(Err(e)) => gate.below.push(miss(None, format!("no reference row: {e}"))),
+                None => gate.below.push(miss(None, "not compared (no --against)".into())),
+            }
+        }
+        gate
+    }
 }
 
 /// Summary, scaling and exit code of analysed rows.
@@ -303,6 +403,7 @@ pub fn finish(rows: Vec<PerfRow>, skipped: Vec<String>, against: Option<String>)
             })
         })
         .collect();
+    let rows_have_energy = rows.iter().any(|r| r.energy.is_some());
     let exit_code = if summary.complete == summary.runs {
         EXIT_OK
     } else {
@@ -314,12 +415,19 @@ pub fn finish(rows: Vec<PerfRow>, skipped: Vec<String>, against: Option<String>)
         against,
         skipped,
         summary,
+        gate: None,
         exit_code,
-        rules: RULES.to_vec(),
+        rules: {
+            let mut r = RULES.to_vec();
+            if rows_have_energy {
+                r.push(energy::RULE);
+            }
+            r
+        },
     }
 }
 
-fn match_reference(r: &Reference, row: &PerfRow) -> Result<RefMatch, String> {
+fn match_reference(r: &Reference, row: &PerfRow) -> Result<RefMatch, NoMatch> {
     let mut m = reference::find(r, &row.fields)?;
     let pct = |run: Option<f64>, reference: Option<f64>| match (run, reference) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b * 100.0),
@@ -365,8 +473,11 @@ pub fn analyze_file(
     explicit: bool,
     req: &PerfRequest,
     dir_cfg: Option<&ConfigFile>,
-) -> Result<Option<PerfRow>, String> {
-    let scan = formats::scan_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+) -> Result<Option<PerfRow>, PerfError> {
+    let scan = formats::scan_file(path).map_err(|source| PerfError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let format = scan.format();
     if format == Format::Unknown && !explicit {
         return Ok(None);
@@ -634,6 +745,7 @@ fn empty_row(path: &Path, format: Format, fields: Fields, status: Status) -> Per
         missing: Vec::new(),
         notes: Vec::new(),
         problems: Vec::new(),
+        energy: None,
         reference: None,
         iterations: Vec::new(),
         no_tflops: "the log prints no TFLOP/s per GPU",
@@ -1117,13 +1229,13 @@ pub fn weighted_block_rate(
 /// searched as `referee perf` searches them) with the fields `stated`
 /// (and each directory's `referee-perf.yaml`): what `referee compare`
 /// reads from a side that holds no MLLOG results.
-pub fn framework_runs(paths: &[PathBuf]) -> Result<Vec<PerfRow>, String> {
+pub fn framework_runs(paths: &[PathBuf]) -> Result<Vec<PerfRow>, PerfError> {
     let req = PerfRequest {
         paths: paths.to_vec(),
         ..Default::default()
     };
     let files = collect(paths)?;
-    let rows: Vec<Result<Option<PerfRow>, String>> = files
+    let rows: Vec<Result<Option<PerfRow>, PerfError>> = files
         .par_iter()
         .map(|(p, _, cfg)| analyze_file(p, false, &req, cfg.as_ref()))
         .collect();

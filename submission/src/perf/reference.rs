@@ -12,6 +12,7 @@
 //! system and GPU count stated by the run and equal — is an exact match;
 //! anything else is labelled "looser" with every difference named.
 
+use super::error::{NoMatch, ReferenceError, RowProblem};
 use super::fields::{Fields, PARALLELISM, parallelism_text};
 use super::precision::Precision;
 use serde::Serialize;
@@ -113,26 +114,34 @@ pub fn published() -> Reference {
 }
 
 /// `published` or a TSV file with the shipped table's columns.
-pub fn load(spec: &str) -> Result<Reference, String> {
+pub fn load(spec: &str) -> Result<Reference, ReferenceError> {
     if spec == PUBLISHED {
         return Ok(published());
     }
-    let text = std::fs::read_to_string(Path::new(spec)).map_err(|e| format!("{spec}: {e}"))?;
+    let text = std::fs::read_to_string(Path::new(spec)).map_err(|source| ReferenceError::Read {
+        spec: spec.into(),
+        source,
+    })?;
     parse(&text, spec)
 }
 
 /// Parse a table; errors are `NAME:LINE: …`.
-pub fn parse(text: &str, name: &str) -> Result<Reference, String> {
+pub fn parse(text: &str, name: &str) -> Result<Reference, ReferenceError> {
+    let row_error = |line: usize, problem: RowProblem| ReferenceError::Row {
+        name: name.into(),
+        line,
+        problem,
+    };
     let mut lines = text.lines().enumerate();
     let header: Vec<&str> = lines
         .next()
         .map(|(_, h)| h.split('\t').collect())
         .unwrap_or_default();
     if header != COLUMNS {
-        return Err(format!(
-            "{name}:1: expected the header `{}`",
-            COLUMNS.join("\\t")
-        ));
+        return Err(ReferenceError::Header {
+            name: name.into(),
+            expected: COLUMNS.join("\\t"),
+        });
     }
     let mut rows = Vec::new();
     for (i, l) in lines {
@@ -142,30 +151,44 @@ pub fn parse(text: &str, name: &str) -> Result<Reference, String> {
         let at = i + 1;
         let cells: Vec<&str> = l.split('\t').collect();
         if cells.len() != COLUMNS.len() {
-            return Err(format!(
-                "{name}:{at}: expected {} tab-separated cells, found {}",
-                COLUMNS.len(),
-                cells.len()
+            return Err(row_error(
+                at,
+                RowProblem::Cells {
+                    expected: COLUMNS.len(),
+                    found: cells.len(),
+                },
             ));
         }
         let cell = |c: &str| cells[COLUMNS.iter().position(|x| *x == c).expect("column")].trim();
-        let int = |c: &str| -> Result<Option<u64>, String> {
+        let int = |c: &'static str| -> Result<Option<u64>, ReferenceError> {
             let v = cell(c);
             if v.is_empty() {
                 return Ok(None);
             }
             v.parse().map(Some).map_err(|_| {
-                format!("{name}:{at}: column {c}: expected a whole number, found `{v}`")
+                row_error(
+                    at,
+                    RowProblem::WholeNumber {
+                        column: c,
+                        found: v.into(),
+                    },
+                )
             })
         };
-        let float = |c: &str| -> Result<Option<f64>, String> {
+        let float = |c: &'static str| -> Result<Option<f64>, ReferenceError> {
             let v = cell(c);
             if v.is_empty() {
                 return Ok(None);
             }
-            v.parse()
-                .map(Some)
-                .map_err(|_| format!("{name}:{at}: column {c}: expected a number, found `{v}`"))
+            v.parse().map(Some).map_err(|_| {
+                row_error(
+                    at,
+                    RowProblem::Number {
+                        column: c,
+                        found: v.into(),
+                    },
+                )
+            })
         };
         rows.push(RefRow {
             line: at,
@@ -175,9 +198,7 @@ pub fn parse(text: &str, name: &str) -> Result<Reference, String> {
             precision: cell("precision").into(),
             task: cell("task").into(),
             model: cell("model").into(),
-            gpus: int("gpus")?.ok_or_else(|| {
-                format!("{name}:{at}: column gpus: expected a GPU count, found nothing")
-            })?,
+            gpus: int("gpus")?.ok_or_else(|| row_error(at, RowProblem::NoGpus))?,
             gbs: int("gbs")?,
             mbs: int("mbs")?,
             seq_len: int("seq_len")?,
@@ -231,11 +252,8 @@ impl RefMatch {
 }
 
 /// The closest row for a run, or why there is none.
-pub fn find(reference: &Reference, f: &Fields) -> Result<RefMatch, String> {
-    let model = f
-        .model
-        .as_ref()
-        .ok_or("the model is not stated (--model or the config's `model`)")?;
+pub fn find(reference: &Reference, f: &Fields) -> Result<RefMatch, NoMatch> {
+    let model = f.model.as_ref().ok_or(NoMatch::NoModel)?;
     let m = normalise(&model.value);
     let mut candidates: Vec<&RefRow> = reference
         .rows
@@ -243,20 +261,21 @@ pub fn find(reference: &Reference, f: &Fields) -> Result<RefMatch, String> {
         .filter(|r| normalise(&r.model) == m)
         .collect();
     if candidates.is_empty() {
-        return Err(format!(
-            "no row of the {} reference for model {}",
-            reference.name, model.value
-        ));
+        return Err(NoMatch::Model {
+            reference: reference.name.clone(),
+            model: model.value.clone(),
+        });
     }
     let mut notes = Vec::new();
     match &f.task {
         Some(t) => {
             candidates.retain(|r| normalise(&r.task) == normalise(&t.value));
             if candidates.is_empty() {
-                return Err(format!(
-                    "no {} row for model {} and task {}",
-                    reference.name, model.value, t.value
-                ));
+                return Err(NoMatch::Task {
+                    reference: reference.name.clone(),
+                    model: model.value.clone(),
+                    task: t.value.clone(),
+                });
             }
         }
         None => {
@@ -465,10 +484,16 @@ mod tests {
         // No model, unknown model.
         let mut f = fields("x", None, None, None);
         f.model = None;
-        assert!(find(&r, &f).unwrap_err().contains("model is not stated"));
+        assert!(
+            find(&r, &f)
+                .unwrap_err()
+                .to_string()
+                .contains("model is not stated")
+        );
         assert!(
             find(&r, &fields("gpt5", None, None, None))
                 .unwrap_err()
+                .to_string()
                 .contains("no row")
         );
     }
@@ -496,11 +521,12 @@ mod tests {
         assert!(
             parse("a\tb\n", "t.tsv")
                 .unwrap_err()
+                .to_string()
                 .starts_with("t.tsv:1: expected the header")
         );
         let mut text = PUBLISHED_TSV.lines().next().unwrap().to_string();
         text.push_str("\nx\tc\tDGX\tFP8\tpretrain\tM\teight\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n");
-        let e = parse(&text, "t.tsv").unwrap_err();
+        let e = parse(&text, "t.tsv").unwrap_err().to_string();
         assert!(
             e.starts_with("t.tsv:2: column gpus: expected a whole number, found `eight`"),
             "{e}"
@@ -509,7 +535,8 @@ mod tests {
             &format!("{}\nshort\trow\n", PUBLISHED_TSV.lines().next().unwrap()),
             "t.tsv",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("expected 22 tab-separated cells, found 2"),
             "{e}"

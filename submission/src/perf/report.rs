@@ -64,8 +64,66 @@ pub fn header(r: &PerfReport) -> Vec<&'static str> {
     if r.against.is_some() {
         h.push("% of ref");
     }
+    if has_energy(r) {
+        h.push("J/token");
+    }
     h.push("status");
     h
+}
+
+/// `--min-ratio`'s verdict: one line, then a line per run below it.
+pub fn gate_lines(g: &super::Gate) -> Vec<String> {
+    let mut v = vec![format!(
+        "gate --min-ratio {}: {} of {} run{} at or above it{}",
+        g.min_ratio,
+        g.passed,
+        g.passed + g.below.len(),
+        if g.passed + g.below.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        if g.below.is_empty() { "" } else { "; below:" }
+    )];
+    for m in &g.below {
+        v.push(format!("  {}: {}", m.file, m.reason));
+    }
+    v
+}
+
+/// Some run's power was measured (the table gains a J/token column).
+pub fn has_energy(r: &PerfReport) -> bool {
+    r.rows.iter().any(|x| x.energy.is_some())
+}
+
+/// A run's energy line: `energy: 0.05 J/token, 10 J/sample — average 500 W
+/// over 4 s (2 node logs, 1 switch log, 8 readings; FOLDER)`.
+pub fn energy_line(e: &super::energy::PerfEnergy) -> String {
+    let mut per = Vec::new();
+    if let Some(j) = e.joules_per_token {
+        per.push(format!("{} J/token", fig(j)));
+    }
+    if let Some(j) = e.joules_per_sample {
+        per.push(format!("{} J/sample", fig(j)));
+    }
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut logs = vec![plural(e.nodes, "node log")];
+    if e.switches > 0 {
+        logs.push(plural(e.switches, "switch log"));
+    }
+    logs.push(plural(e.readings, "reading"));
+    format!(
+        "energy: {}average {} W over {} s ({}; {})",
+        if per.is_empty() {
+            "no throughput to divide by — ".to_string()
+        } else {
+            format!("{} — ", per.join(", "))
+        },
+        fig(e.average_power_w),
+        fig(e.measured_s),
+        logs.join(", "),
+        e.source
+    )
 }
 
 /// One table row's cells.
@@ -115,6 +173,9 @@ pub fn cells(report: &PerfReport, r: &PerfRow) -> Vec<String> {
             _ => "—".into(),
         };
         c.push(p);
+    }
+    if has_energy(report) {
+        c.push(opt(r.energy.as_ref().and_then(|e| e.joules_per_token)));
     }
     c.push(r.status.kind.as_str().to_string());
     c
@@ -227,6 +288,9 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
     }
     if let Some(m) = &r.model_flops {
         v.push(model_flops_line(m));
+    }
+    if let Some(e) = &r.energy {
+        v.push(energy_line(e));
     }
     v.push(format!(
         "status: {} — {}",
@@ -397,6 +461,11 @@ impl Report for PerfReport {
             )?;
         }
         writeln!(out)?;
+        if let Some(g) = &self.gate {
+            for l in gate_lines(g) {
+                writeln!(out, "{l}")?;
+            }
+        }
         writeln!(out, "{}", summary_line(self))
     }
 
@@ -406,6 +475,12 @@ impl Report for PerfReport {
             writeln!(out, "* against: `{a}`")?;
         }
         writeln!(out, "\n**{}**\n", summary_line(self))?;
+        if let Some(g) = &self.gate {
+            for l in gate_lines(g) {
+                writeln!(out, "* {}", md_escape(&l))?;
+            }
+            writeln!(out)?;
+        }
         let head = header(self);
         writeln!(out, "| {} |", head.join(" | "))?;
         writeln!(out, "|{}", " --- |".repeat(head.len()))?;
@@ -473,6 +548,9 @@ pub const CSV_COLUMNS: &[&str] = &[
     "model_flops_tflops_per_gpu",
     "model_flops_mfu",
     "log_vs_model_flops_pct",
+    "average_power_w",
+    "joules_per_sample",
+    "joules_per_token",
 ];
 
 fn csv_cell(s: &str) -> String {
@@ -550,6 +628,10 @@ pub fn write_csv(r: &PerfReport, out: &mut dyn Write) -> io::Result<()> {
         c.push(num(m.and_then(|m| m.tflops_per_gpu)));
         c.push(num(m.and_then(|m| m.mfu)));
         c.push(num(m.and_then(|m| m.difference_pct)));
+        let e = row.energy.as_ref();
+        c.push(num(e.map(|e| e.average_power_w)));
+        c.push(num(e.and_then(|e| e.joules_per_sample)));
+        c.push(num(e.and_then(|e| e.joules_per_token)));
         let line: Vec<String> = c.iter().map(|x| csv_cell(x)).collect();
         writeln!(out, "{}", line.join(","))?;
     }

@@ -10,6 +10,7 @@
 //! Iteration numbers are the ones the log prints (NeMo counts from 0,
 //! Megatron from 1), as the recipes use them.
 
+use super::error::WindowError;
 use super::formats::NanGrad;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -21,33 +22,32 @@ pub const SHORT_RUN_LAST: u64 = 10;
 
 /// `A..B` (B excluded, as `referee run --window`) or `A..=B` (inclusive);
 /// returns the inclusive range.
-pub fn parse_window(w: &str) -> Result<(u64, u64), String> {
+pub fn parse_window(w: &str) -> Result<(u64, u64), WindowError> {
     let (a, b, inclusive) = if let Some((a, b)) = w.split_once("..=") {
         (a, b, true)
     } else if let Some((a, b)) = w.split_once("..") {
         (a, b, false)
     } else {
-        return Err(format!(
-            "window `{w}`: expected A..B (B excluded) or A..=B (inclusive)"
-        ));
+        return Err(WindowError::Shape(w.into()));
     };
-    let num = |s: &str, what: &str| {
-        s.trim().parse::<u64>().map_err(|_| {
-            format!(
-                "window `{w}`: {what} `{}` is not an iteration number",
-                s.trim()
-            )
-        })
+    let num = |s: &str, bound: &'static str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| WindowError::NotAnIteration {
+                window: w.into(),
+                bound,
+                found: s.trim().into(),
+            })
     };
     let (a, b) = (num(a, "A")?, num(b, "B")?);
     let last = if inclusive {
         b
     } else {
         b.checked_sub(1)
-            .ok_or_else(|| format!("window `{w}`: empty"))?
+            .ok_or_else(|| WindowError::Empty(w.into()))?
     };
     if last < a {
-        return Err(format!("window `{w}`: empty (B must lie after A)"));
+        return Err(WindowError::Backwards(w.into()));
     }
     Ok((a, last))
 }
@@ -307,14 +307,30 @@ mod tests {
         assert_eq!(parse_window("35..45"), Ok((35, 44)));
         assert_eq!(parse_window("35..=44"), Ok((35, 44)));
         assert_eq!(parse_window(" 3 .. 8 "), Ok((3, 7)));
-        assert!(parse_window("5..5").unwrap_err().contains("empty"));
-        assert!(parse_window("9..=3").unwrap_err().contains("empty"));
+        assert!(
+            parse_window("5..5")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        assert!(
+            parse_window("9..=3")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert!(
             parse_window("a..3")
                 .unwrap_err()
+                .to_string()
                 .contains("not an iteration")
         );
-        assert!(parse_window("35-44").unwrap_err().contains("expected A..B"));
+        assert!(
+            parse_window("35-44")
+                .unwrap_err()
+                .to_string()
+                .contains("expected A..B")
+        );
     }
 
     #[test]
