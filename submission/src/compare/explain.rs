@@ -207,12 +207,15 @@ impl TttSide {
 }
 
 type SideStat = fn(&[Split]) -> f64;
+/// A factor of time to train: its name, its side figure over the kept
+/// runs, and its per-run value.
+type TttFactor = (&'static str, SideStat, fn(&Split) -> f64);
 
 fn sum(k: &[Split], f: fn(&Split) -> f64) -> f64 {
     k.iter().map(f).fold(0.0, |a, x| a + x)
 }
 
-const TTT_FACTORS: [(&str, SideStat, fn(&Split) -> f64); 3] = [
+const TTT_FACTORS: [TttFactor; 3] = [
     (
         "samples_to_converge",
         |k| sum(k, |s| s.samples) / k.len() as f64,

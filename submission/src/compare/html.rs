@@ -598,6 +598,9 @@ pub fn html(c: &Comparison) -> Result<String, PlotError> {
     Ok(s)
 }
 
+/// A release on the trend plot: (x, change %, interval %).
+type TrendPoint = (f64, f64, Option<(f64, f64)>);
+
 /// A series' trend: each release's change against the first (percent) with
 /// its confidence interval as an error bar (the first release at 0), the
 /// ±threshold band as dashed lines. One filled circle per release.
@@ -606,7 +609,7 @@ pub fn trend_svg(
     threshold_pct: f64,
 ) -> Result<Option<String>, PlotError> {
     // (x, change %, interval %).
-    let pts: Vec<(f64, f64, Option<(f64, f64)>)> = s
+    let pts: Vec<TrendPoint> = s
         .releases
         .iter()
         .filter_map(|r| {
