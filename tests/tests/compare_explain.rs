@@ -434,6 +434,7 @@ fn history_finds_an_injected_regression_at_the_right_release() {
     assert_eq!(first["index"], 3, "{s:#}");
     assert_eq!(first["against"], "previous");
     assert_eq!(first["verdict"], "regression");
+    assert_eq!(s["first_failure"]["index"], 3);
     // The step explains itself: time per sample +20 %, the stack changed.
     assert!(
         rel[2]["vs_previous"]["why"]
@@ -451,6 +452,19 @@ fn history_finds_an_injected_regression_at_the_right_release() {
     let (code, j) = compare_json(&[&r1, &r2, &r1]);
     assert_eq!(code, Some(0), "{j:#}");
     assert!(j["series"][0]["first_significant_change"].is_null());
+    assert!(j["series"][0]["first_failure"].is_null());
+
+    // An improvement first (release 2, 17 % faster per sample), then the
+    // regression (release 3): the first significant change and the first
+    // failing release are told apart.
+    let fast = release(tmp.path(), "fast", &next_release(0.83));
+    let (code, j) = compare_json(&[&r1, &fast, &r3]);
+    assert_eq!(code, Some(1), "{j:#}");
+    let s = &j["series"][0];
+    assert_eq!(s["first_significant_change"]["index"], 2, "{s:#}");
+    assert_eq!(s["first_significant_change"]["verdict"], "improvement");
+    assert_eq!(s["first_failure"]["index"], 3, "{s:#}");
+    assert_eq!(s["first_failure"]["verdict"], "regression");
 
     // A release with nothing in common with the first is an input error.
     let amd = corpus_dir().join("training_results_v5.0/AMD");

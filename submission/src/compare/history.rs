@@ -69,6 +69,9 @@ pub struct Series {
     pub better: Better,
     pub releases: Vec<Release>,
     pub first_significant_change: Option<FirstChange>,
+    /// The first release whose step fails the gate (regression or
+    /// convergence change), against the previous release, else the first.
+    pub first_failure: Option<FirstChange>,
     /// Any step fails the gate.
     pub fails: bool,
 }
@@ -92,7 +95,7 @@ pub struct History {
 pub const HISTORY_RULES: &[&str] = &[
     "each release is compared with the previous one and with the first, exactly as `referee compare PREVIOUS RELEASE` would",
     "a series follows each benchmark group of the first release; a release's figure is its deciding metric (olympic score, or mean samples/s)",
-    "first significant change: the first release whose verdict against the previous release (else against the first) is neither 'no significant change' nor 'inconclusive'",
+    "first significant change: the first release whose verdict against the previous release (else against the first) is neither 'no significant change' nor 'inconclusive'; first failing release: likewise, the first whose verdict fails the gate",
     "exit 1 when any comparison along the series fails (regression or convergence change), or with --min-ratio when a release's performance against the first is below the ratio",
 ];
 
@@ -129,6 +132,25 @@ fn step(g: &GroupComparison) -> Step {
 
 fn significant(v: Verdict) -> bool {
     !matches!(v, Verdict::NoSignificantChange | Verdict::Inconclusive)
+}
+
+/// The first release whose verdict against the previous release (else
+/// against the first) satisfies `pred`.
+fn first_where(releases: &[Release], pred: fn(Verdict) -> bool) -> Option<FirstChange> {
+    releases.iter().find_map(|r| {
+        let (against, s) = match (&r.vs_previous, &r.vs_first) {
+            (Some(p), _) if pred(p.verdict) => ("previous", p),
+            (_, Some(f)) if pred(f.verdict) => ("first", f),
+            _ => return None,
+        };
+        Some(FirstChange {
+            index: r.index,
+            path: r.path.clone(),
+            against,
+            verdict: s.verdict,
+            relative_change: s.relative_change,
+        })
+    })
 }
 
 /// Compare a series of releases (at least 2).
@@ -218,20 +240,8 @@ pub fn history(sides: &[Side], opts: &Options) -> Result<History, CompareError> 
             }
             releases.push(r);
         }
-        let first_significant_change = releases.iter().find_map(|r| {
-            let (against, s) = match (&r.vs_previous, &r.vs_first) {
-                (Some(p), _) if significant(p.verdict) => ("previous", p),
-                (_, Some(f)) if significant(f.verdict) => ("first", f),
-                _ => return None,
-            };
-            Some(FirstChange {
-                index: r.index,
-                path: r.path.clone(),
-                against,
-                verdict: s.verdict,
-                relative_change: s.relative_change,
-            })
-        });
+        let first_significant_change = first_where(&releases, significant);
+        let first_failure = first_where(&releases, Verdict::fails);
         let fails = failures.iter().any(|f| f.starts_with(&format!("{k}:")));
         series.push(Series {
             label: g0.label.clone(),
@@ -241,6 +251,7 @@ pub fn history(sides: &[Side], opts: &Options) -> Result<History, CompareError> 
             better: p0.map_or(Better::Lower, |m| m.better),
             releases,
             first_significant_change,
+            first_failure,
             fails,
         });
     }
@@ -321,9 +332,9 @@ pub fn table(s: &Series, confidence: f64) -> (Vec<String>, Vec<Vec<String>>) {
 /// The lines under a series' table.
 pub fn series_lines(s: &Series) -> Vec<String> {
     let mut v = Vec::new();
-    match &s.first_significant_change {
-        Some(f) => v.push(format!(
-            "first significant change: release {} ({}), {} against the {} ({})",
+    let first = |what: &str, f: &FirstChange| {
+        format!(
+            "{what}: release {} ({}), {} against the {} ({})",
             f.index,
             f.path,
             f.verdict.as_str(),
@@ -333,8 +344,16 @@ pub fn series_lines(s: &Series) -> Vec<String> {
                 "first release"
             },
             pct(f.relative_change)
-        )),
+        )
+    };
+    match &s.first_significant_change {
+        Some(f) => v.push(first("first significant change", f)),
         None => v.push("no significant change along the series".into()),
+    }
+    if let Some(f) = &s.first_failure
+        && s.first_significant_change.as_ref().map(|x| x.index) != Some(f.index)
+    {
+        v.push(first("first failing release", f));
     }
     for r in &s.releases {
         if let Some(p) = &r.vs_previous
