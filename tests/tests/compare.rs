@@ -332,6 +332,14 @@ fn injected_slowdown_is_a_regression() {
         "{g:#}"
     );
     assert_eq!(j["summary"]["regressions"], 1);
+    // Where the time went in throughput mode: samples per step (unchanged)
+    // ÷ time per step, whose product is the measured change.
+    let bd = &g["breakdown"];
+    assert_eq!(bd["metric"], "samples_per_second", "{bd:#}");
+    assert_eq!(bd["dominant"], "time per step", "{bd:#}");
+    let measured = sps["relative_change"].as_f64().unwrap();
+    assert!((bd["product_change"].as_f64().unwrap() - measured).abs() < 1e-12);
+    assert!(bd["factors"][0]["relative_change"].as_f64().unwrap().abs() < 1e-9);
 
     // The human table says so too, and the exit code is the same.
     let h = referee(&["compare", &f.side("base"), &f.side("slow")]);
@@ -499,6 +507,61 @@ fn html_report_renders_the_plots() {
         red > 500,
         "the candidate series did not render: {red} pixels"
     );
+
+    // Where the time went and what changed: a table each.
+    let bd = &html[html
+        .find("<table class=\"breakdown\">")
+        .expect("a breakdown table")..];
+    let bd = &bd[..bd.find("</table>").unwrap()];
+    for factor in [
+        "samples_to_converge",
+        "time_per_sample",
+        "evaluation_overhead",
+    ] {
+        assert!(bd.contains(&format!("data-factor=\"{factor}\"")), "{bd}");
+    }
+    assert!(html.contains("<h3>What changed</h3>"), "{html}");
+    // Both sides' synthetic logs use the seeds 7000…7004.
+    assert!(html.contains("seeds — log.seed: same"), "{html}");
+
+    // The history of a series: its trend plot, one dot and (after the
+    // first) one interval per release, rendered by the browser.
+    let hist = f.root.join("history.html");
+    let o = referee(&[
+        "compare",
+        "--html",
+        hist.to_str().unwrap(),
+        &f.side("conv_base"),
+        &f.side("conv_base"),
+        &f.side("conv_fast"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&hist).unwrap();
+    let start = page
+        .find("<figure class=\"plot trend\" data-releases=\"3\"")
+        .expect("a trend plot");
+    let trend = &page[start..start + page[start..].find("</figure>").unwrap()];
+    let red_hex = hex(CANDIDATE_COLOR);
+    assert_eq!(
+        trend
+            .split("<circle")
+            .skip(1)
+            .filter(|c| c[..c.find("/>").unwrap_or(c.len())].contains(&red_hex))
+            .count(),
+        3,
+        "{trend}"
+    );
+    // Releases 2 and 3 have an interval each (a bar and two caps); one
+    // line joins the dots.
+    assert_eq!(polylines_with_stroke(trend, &red_hex), 2 * 3 + 1, "{trend}");
+    let png = f.root.join("history.png");
+    referee_tests::screenshot(&hist, &png);
+    let (_, _, pixels) = decode_png(&png);
+    let red = pixels
+        .iter()
+        .filter(|p| near(p, (CANDIDATE_COLOR.0, CANDIDATE_COLOR.1, CANDIDATE_COLOR.2)))
+        .count();
+    assert!(red > 200, "the trend did not render: {red} pixels");
 }
 
 /// RGB pixels of a PNG screenshot.

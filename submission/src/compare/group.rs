@@ -389,7 +389,7 @@ pub(super) fn compare_group(b: &RunSet, c: &RunSet, opts: &Options) -> GroupComp
         .unwrap_or(ConvergenceChange::Inconclusive);
     let primary = time.iter().chain(&throughput).find(|m| m.decides);
     reasons.extend(reason_lines(primary, convergence.as_ref()));
-    GroupComparison {
+    let mut g = GroupComparison {
         benchmark: b.benchmark.clone(),
         label,
         baseline: b.clone(),
@@ -401,7 +401,15 @@ pub(super) fn compare_group(b: &RunSet, c: &RunSet, opts: &Options) -> GroupComp
         convergence,
         reasons,
         notes: notes(b, c),
-    }
+        breakdown: None,
+        changed: super::explain::what_changed(&b.recorded, &c.recorded),
+        ratio: None,
+    };
+    g.breakdown = super::explain::breakdown(&g, opts).ok();
+    g.ratio = opts
+        .min_ratio
+        .and_then(|r| super::explain::ratio_check(&g, r));
+    g
 }
 
 /// Notes on how the runs were made (delays, directories, hyperparameters,

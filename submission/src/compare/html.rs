@@ -450,8 +450,98 @@ fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), Pl
     for l in detail_lines(g) {
         let _ = writeln!(s, "<li>{}</li>", esc(&l));
     }
-    let _ = writeln!(s, "</ul></section>");
+    let _ = writeln!(s, "</ul>");
+    explain_section(s, g);
+    let _ = writeln!(s, "</section>");
     Ok(())
+}
+
+/// Where the time went and what changed, as two tables.
+fn explain_section(s: &mut String, g: &GroupComparison) {
+    if let Some(b) = &g.breakdown {
+        let _ = writeln!(
+            s,
+            "<h3>Where the time went</h3><p class=\"why\"><b>{}</b> — {}; over {}</p>",
+            esc(&b.summary),
+            esc(b.relation),
+            esc(b.runs)
+        );
+        let _ = writeln!(
+            s,
+            "<table class=\"breakdown\"><tr><th>factor</th><th>unit</th><th>baseline</th><th>candidate</th><th>change</th><th>CI</th></tr>"
+        );
+        let side = |f: &super::explain::SideFigure| {
+            format!(
+                "{} <small>({}–{}, {} runs)</small>",
+                fig(f.value),
+                fig(f.min),
+                fig(f.max),
+                f.runs
+            )
+        };
+        for f in &b.factors {
+            let _ = writeln!(
+                s,
+                "<tr data-factor=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f.name,
+                esc(&f.label),
+                esc(&f.unit),
+                side(&f.baseline),
+                side(&f.candidate),
+                pct(f.relative_change),
+                f.ci.map(|c| format!("[{}, {}]", pct(c.lo), pct(c.hi)))
+                    .unwrap_or_else(|| "—".into())
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<tr class=\"product\"><td>product</td><td></td><td></td><td></td><td>{}</td><td>measured {}</td></tr></table>",
+            pct(b.product_change),
+            pct(b.measured_change)
+        );
+    }
+    let d = &g.changed;
+    let _ = writeln!(s, "<h3>What changed</h3>");
+    if !d.changed.is_empty() {
+        let _ = writeln!(
+            s,
+            "<table class=\"changed\"><tr><th>kind</th><th>fact</th><th>baseline</th><th>candidate</th></tr>"
+        );
+        for c in &d.changed {
+            let v = |x: &[String]| {
+                if x.is_empty() {
+                    "<i>not recorded</i>".to_string()
+                } else {
+                    esc(&x.join(" | "))
+                }
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                c.category.as_str(),
+                esc(&c.name),
+                v(&c.baseline),
+                v(&c.candidate)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+    let seeds: Vec<String> = d
+        .seeds
+        .iter()
+        .map(|x| format!("{}: {}", x.name, x.status))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<p class=\"unchanged\">{} differ, {} unchanged{}</p>",
+        d.changed.len(),
+        d.unchanged,
+        if seeds.is_empty() {
+            String::new()
+        } else {
+            format!("; seeds — {}", esc(&seeds.join(", ")))
+        }
+    );
 }
 
 /// The whole page.
@@ -501,6 +591,178 @@ pub fn html(c: &Comparison) -> Result<String, PlotError> {
     }
     let _ = writeln!(s, "<h2>How the verdicts are made</h2><ul>");
     for r in &c.rules {
+        let _ = writeln!(s, "<li>{}</li>", esc(r));
+    }
+    let _ = writeln!(s, "</ul></body></html>");
+    Ok(s)
+}
+
+/// A release on the trend plot: (x, change %, interval %).
+type TrendPoint = (f64, f64, Option<(f64, f64)>);
+
+/// A series' trend: each release's change against the first (percent) with
+/// its confidence interval as an error bar (the first release at 0), the
+/// ±threshold band as dashed lines. One filled circle per release.
+pub fn trend_svg(
+    s: &super::history::Series,
+    threshold_pct: f64,
+) -> Result<Option<String>, PlotError> {
+    // (x, change %, interval %).
+    let pts: Vec<TrendPoint> = s
+        .releases
+        .iter()
+        .filter_map(|r| {
+            if r.index == 1 {
+                return Some((1.0, 0.0, None));
+            }
+            let f = r.vs_first.as_ref()?;
+            let ch = f.relative_change? * 100.0;
+            Some((
+                r.index as f64,
+                ch,
+                f.ci.map(|c| (c.lo * 100.0, c.hi * 100.0)),
+            ))
+        })
+        .collect();
+    if pts.len() < 2 {
+        return Ok(None);
+    }
+    let mut lo = -threshold_pct;
+    let mut hi = threshold_pct;
+    for (_, y, ci) in &pts {
+        lo = lo.min(*y);
+        hi = hi.max(*y);
+        if let Some((a, b)) = ci {
+            lo = lo.min(*a);
+            hi = hi.max(*b);
+        }
+    }
+    let (y0, y1) = padded(lo, hi);
+    let n = s.releases.len() as f64;
+    let mut svg = String::new();
+    let r: PlotResult = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = plot_chart(
+            &root,
+            format!("{}: {} against release 1", s.benchmark, s.metric_label),
+            0.5f64..n + 0.5,
+            y0..y1,
+        )?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .x_labels(s.releases.len())
+            .x_desc("release")
+            .y_desc("change against release 1 (%)")
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 && *x >= 1.0 {
+                    format!("{}", x.round())
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| tick(*y))
+            .draw()?;
+        for t in [-threshold_pct, threshold_pct] {
+            chart.draw_series(DashedLineSeries::new(
+                vec![(0.5, t), (n + 0.5, t)],
+                4,
+                4,
+                TARGET_COLOR.stroke_width(1),
+            ))?;
+        }
+        chart.draw_series(LineSeries::new(
+            vec![(0.5, 0.0), (n + 0.5, 0.0)],
+            TARGET_COLOR.stroke_width(1),
+        ))?;
+        // Error bars: the interval, capped at both ends.
+        let cap = 0.08;
+        chart.draw_series(
+            pts.iter()
+                .filter_map(|(x, _, ci)| ci.map(|c| (*x, c)))
+                .flat_map(|(x, (a, b))| {
+                    [
+                        vec![(x, a), (x, b)],
+                        vec![(x - cap, a), (x + cap, a)],
+                        vec![(x - cap, b), (x + cap, b)],
+                    ]
+                    .into_iter()
+                    .map(|p| PathElement::new(p, CANDIDATE_COLOR.stroke_width(2)))
+                }),
+        )?;
+        chart.draw_series(LineSeries::new(
+            pts.iter().map(|(x, y, _)| (*x, *y)),
+            CANDIDATE_COLOR.stroke_width(1),
+        ))?;
+        chart.draw_series(
+            pts.iter()
+                .map(|(x, y, _)| Circle::new((*x, *y), 5, CANDIDATE_COLOR.filled())),
+        )?;
+        root.present()?;
+        Ok(())
+    })();
+    drawn("trend", r)?;
+    Ok(Some(svg))
+}
+
+/// The history page: per series, its table, what changed and the trend.
+pub fn history_html(h: &super::history::History) -> Result<String, PlotError> {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>referee compare: history</title><style>{STYLE}</style></head><body>\n"
+    );
+    let _ = writeln!(s, "<h1>referee compare: history</h1><ol>");
+    for r in &h.releases {
+        let _ = writeln!(s, "<li><code>{}</code></li>", esc(r));
+    }
+    let _ = writeln!(
+        s,
+        "</ol><p><b>{} failing step(s) — exit code {}</b></p><ul>",
+        h.failures.len(),
+        h.exit_code
+    );
+    for f in &h.failures {
+        let _ = writeln!(s, "<li class=\"regression\">{}</li>", esc(f));
+    }
+    let _ = writeln!(s, "</ul>");
+    for (i, x) in h.series.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "<section id=\"s{i}\"><h2>{} — {}</h2>",
+            esc(&x.label),
+            esc(x.metric_label)
+        );
+        let (head, rows) = super::history::table(x, h.confidence);
+        let _ = write!(s, "<table class=\"history\"><tr>");
+        for c in &head {
+            let _ = write!(s, "<th>{}</th>", esc(c));
+        }
+        let _ = writeln!(s, "</tr>");
+        for r in rows {
+            let _ = write!(s, "<tr>");
+            for c in r {
+                let _ = write!(s, "<td>{}</td>", esc(&c));
+            }
+            let _ = writeln!(s, "</tr>");
+        }
+        let _ = writeln!(s, "</table>");
+        if let Some(svg) = trend_svg(x, h.threshold_pct)? {
+            let _ = writeln!(
+                s,
+                "<figure class=\"plot trend\" data-releases=\"{}\">{svg}</figure>",
+                x.releases.len()
+            );
+        }
+        let _ = writeln!(s, "<ul>");
+        for l in super::history::series_lines(x) {
+            let _ = writeln!(s, "<li>{}</li>", esc(&l));
+        }
+        let _ = writeln!(s, "</ul></section>");
+    }
+    let _ = writeln!(s, "<h2>How the gate is made</h2><ul>");
+    for r in &h.rules {
         let _ = writeln!(s, "<li>{}</li>", esc(r));
     }
     let _ = writeln!(s, "</ul></body></html>");

@@ -132,6 +132,32 @@ struct LogFacts {
     window: Option<(Rates, (u64, u64))>,
     fingerprints: BTreeMap<String, String>,
     code: Option<String>,
+    /// Timing of the run for the decomposition of its time to train.
+    timing: RunTiming,
+    /// Hyperparameters logged before `run_start` (key → value text).
+    hyper: BTreeMap<String, String>,
+    /// `referee_provenance`'s environment (variables that tune libraries).
+    env: BTreeMap<String, String>,
+}
+
+/// Keys logged before `run_start` that are no hyperparameters.
+fn is_hyperparameter(key: &str) -> bool {
+    !(key.starts_with("submission_")
+        || matches!(
+            key,
+            "seed"
+                | "cache_clear"
+                | "init_start"
+                | "init_stop"
+                | "run_start"
+                | "referee_provenance"
+                | "weights_initialization"
+                | "throughput"
+                | "tracked_stats"
+        )
+        || key.starts_with("eval_")
+        || key.starts_with("block_")
+        || key.starts_with("epoch_"))
 }
 
 fn num(v: Option<&Value>) -> Option<f64> {
@@ -143,8 +169,42 @@ fn log_facts(path: &Path) -> LogFacts {
     let Ok(log) = mllog::read_file(path) else {
         return f;
     };
+    let mut started = false;
+    let mut eval_open: Option<f64> = None;
     for r in &log.records {
         let text = |v: &Value| v.as_str().map(str::to_string);
+        let t = r.timestamp;
+        match r.key() {
+            "run_start" => {
+                started = true;
+                f.timing.run_start_ms.get_or_insert(t);
+            }
+            "run_stop" => {
+                f.timing.run_stop_ms = Some(t);
+                f.timing.stop_samples = num(r.meta("samples_count")).or(f.timing.stop_samples);
+            }
+            "eval_start" if started => eval_open = Some(t),
+            "eval_stop" if started => {
+                if let Some(a) = eval_open.take() {
+                    f.timing.eval_ms += (t - a).max(0.0);
+                    f.timing.evals += 1;
+                }
+            }
+            "block_stop" | "epoch_stop" if started => {
+                if let Some(x) = num(r.meta("samples_count")) {
+                    f.timing.stop_samples = Some(x);
+                }
+            }
+            k if !started && is_hyperparameter(k) => {
+                f.hyper.insert(
+                    k.to_string(),
+                    r.value()
+                        .as_str()
+                        .map_or_else(|| r.value().json_compact(), str::to_string),
+                );
+            }
+            _ => {}
+        }
         match r.key() {
             "submission_benchmark" => f.benchmark = text(r.value()),
             "submission_platform" => f.platform = text(r.value()),
@@ -180,6 +240,7 @@ fn log_facts(path: &Path) -> LogFacts {
                     num(r.meta("window_end_step")),
                 ) {
                     f.window = Some(((sps, tps, mfu), (a as u64, b as u64)));
+                    f.timing.window_step_seconds = num(v.get("step_seconds"));
                 } else if let Some(sc) = num(r.meta("samples_count")) {
                     f.blocks.push((sc, sps, tps, mfu));
                 }
@@ -197,6 +258,13 @@ fn log_facts(path: &Path) -> LogFacts {
                 let commit = v.get("git_commit").and_then(Value::as_str);
                 if version.is_some() || commit.is_some() {
                     f.code = Some(code_label(version, commit));
+                }
+                if let Some(d) = v.get("environment").and_then(Value::as_dict) {
+                    for (k, x) in d {
+                        if let Some(s) = x.as_str() {
+                            f.env.insert(k.clone(), s.to_string());
+                        }
+                    }
                 }
             }
             _ => {}
@@ -413,8 +481,23 @@ fn build_set(key: GroupKey, members: &[usize], ctx: &ScoreContext, r: &SideLogs)
     for &i in &dirs {
         if let Some(rec) = &r.sources[i].record {
             add_record(&mut set, rec);
+            super::facts::from_record(rec, &mut set.recorded);
+        }
+        if let Some(d) = &r.sources[i].system_desc {
+            super::facts::from_system(d, &mut set.recorded);
         }
     }
+    for &k in members {
+        let f = &r.facts[k];
+        super::facts::from_log(&f.hyper, f.seed, &f.env, &mut set.recorded);
+    }
+    let rules = format!("{} {}", set.usage, set.ruleset);
+    super::facts::add(
+        &mut set.recorded,
+        super::facts::Category::Rules,
+        "rules.ruleset",
+        &rules,
+    );
     add_runs(&mut set, members, &runs_an, r.facts);
     set
 }
@@ -501,6 +584,7 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
                 f.evals_epochs.clone()
             },
             iterations: Vec::new(),
+            timing: f.timing.clone(),
         });
     }
 }
@@ -561,10 +645,43 @@ fn perf_config(r: &PerfRow) -> String {
     )
 }
 
+/// What a framework run states about its configuration.
+fn framework_facts(r: &PerfRow, rec: &mut super::facts::Recorded) {
+    use super::facts::{Category, add};
+    let f = &r.fields;
+    for (name, label) in crate::perf::fields::COUNTS {
+        if let Some(v) = f.value(name) {
+            add(
+                rec,
+                Category::Hyperparameters,
+                format!("config.{label}"),
+                &v.to_string(),
+            );
+        }
+    }
+    if let Some(p) = &f.precision {
+        add(
+            rec,
+            Category::Hyperparameters,
+            "config.precision",
+            p.value.as_str(),
+        );
+    }
+    if let Some(g) = &f.gpu {
+        add(rec, Category::Hardware, "config.gpu", &g.value);
+    }
+    add(rec, Category::Software, "log format", r.format.as_str());
+}
+
 fn framework_set(model: String, system: String, runs: &[&PerfRow]) -> RunSet {
     let configs: BTreeSet<String> = runs.iter().map(|r| perf_config(r)).collect();
     let formats: BTreeSet<&str> = runs.iter().map(|r| r.format.as_str()).collect();
+    let mut recorded = super::facts::Recorded::new();
+    for r in runs {
+        framework_facts(r, &mut recorded);
+    }
     RunSet {
+        recorded,
         dirs: runs
             .iter()
             .map(|r| {
@@ -610,6 +727,7 @@ fn framework_run(r: &PerfRow) -> RunRecord {
         status: Some(r.status.kind.as_str()),
         evals: Vec::new(),
         iterations: r.iterations.clone(),
+        timing: super::RunTiming::default(),
     }
 }
 

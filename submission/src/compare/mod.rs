@@ -31,7 +31,10 @@
 //! does, and must not know how a command parses its flags or where its
 //! output goes (the harness's `cli`).
 
+pub mod explain;
+pub mod facts;
 mod group;
+pub mod history;
 pub mod html;
 mod load;
 pub mod report;
@@ -102,6 +105,12 @@ pub enum CompareError {
     Confidence { given: f64 },
     #[error("the threshold must be a non-negative percentage (given {given_pct} %)")]
     Threshold { given_pct: f64 },
+    #[error("the minimum ratio must be a positive number (given {given})")]
+    MinRatio { given: f64 },
+    /// `referee compare A B C …`: a release has no group paired with the
+    /// first release's.
+    #[error("history: {0}")]
+    History(String),
     /// `baseline`, `candidate`: each side's groups, listed.
     #[error(
         "nothing to compare: no benchmark is present on both sides (baseline: {baseline}; candidate: {candidate})"
@@ -140,6 +149,10 @@ pub struct Options {
     pub force: bool,
     pub resamples: usize,
     pub seed: u64,
+    /// `--min-ratio`: fail when the candidate's performance (baseline time
+    /// ÷ candidate time, or candidate samples/s ÷ baseline samples/s) is
+    /// below this.
+    pub min_ratio: Option<f64>,
 }
 
 impl Default for Options {
@@ -150,6 +163,7 @@ impl Default for Options {
             force: false,
             resamples: BOOTSTRAP_RESAMPLES,
             seed: BOOTSTRAP_SEED,
+            min_ratio: None,
         }
     }
 }
@@ -218,6 +232,26 @@ pub struct RunRecord {
     /// Framework logs: (iteration, step time s) of every iteration.
     #[serde(skip)]
     pub iterations: Vec<(u64, f64)>,
+    /// Where the run's time went (read from its log's time stamps).
+    #[serde(skip)]
+    pub timing: RunTiming,
+}
+
+/// The time stamps of a run that split its time to train: training and
+/// evaluation, and the samples it trained.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunTiming {
+    pub run_start_ms: Option<f64>,
+    pub run_stop_ms: Option<f64>,
+    /// Milliseconds between each `eval_start` and its `eval_stop` after
+    /// `run_start`, summed.
+    pub eval_ms: f64,
+    /// Evaluations timed.
+    pub evals: usize,
+    /// `samples_count` of `run_stop` (else of the last block or epoch).
+    pub stop_samples: Option<f64>,
+    /// Throughput mode: the window's step time (seconds).
+    pub window_step_seconds: Option<f64>,
 }
 
 /// All runs of one benchmark on one system on one side.
@@ -260,6 +294,10 @@ pub struct RunSet {
     pub perf_config: Option<String>,
     #[serde(skip)]
     pub score: Option<BenchScore>,
+    /// Everything the side recorded about how its runs were made, for
+    /// [`explain::what_changed`].
+    #[serde(skip)]
+    pub recorded: facts::Recorded,
 }
 
 impl RunSet {
@@ -298,6 +336,7 @@ impl RunSet {
             runs: Vec::new(),
             perf_config: None,
             score: None,
+            recorded: facts::Recorded::new(),
         }
     }
 
@@ -404,6 +443,14 @@ pub struct GroupComparison {
     pub verdict: Verdict,
     pub reasons: Vec<String>,
     pub notes: Vec<String>,
+    /// Where the time went: the deciding figure split into factors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<explain::Breakdown>,
+    /// What changed between the sides' records.
+    pub changed: explain::FactDiff,
+    /// `--min-ratio`: the candidate's performance against the baseline's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<explain::RatioCheck>,
 }
 
 impl GroupComparison {
@@ -452,6 +499,9 @@ pub struct Comparison {
     pub only_in_baseline: Vec<String>,
     pub only_in_candidate: Vec<String>,
     pub summary: Summary,
+    /// `--min-ratio`, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_ratio: Option<f64>,
     pub exit_code: i32,
     pub rules: Vec<&'static str>,
 }
@@ -504,6 +554,11 @@ pub fn compare(
             given_pct: opts.threshold * 100.0,
         });
     }
+    if let Some(r) = opts.min_ratio
+        && !(r > 0.0 && r.is_finite())
+    {
+        return Err(CompareError::MinRatio { given: r });
+    }
     let (pairs, ub, uc) = pair(&baseline.sets, &candidate.sets);
     if pairs.is_empty() {
         let list = |s: &Side| {
@@ -546,7 +601,8 @@ pub fn compare(
             Verdict::Inconclusive => summary.inconclusive += 1,
         }
     }
-    let exit_code = if groups.iter().any(|g| g.verdict.fails()) {
+    let below = |g: &GroupComparison| g.ratio.as_ref().is_some_and(|r| r.below);
+    let exit_code = if groups.iter().any(|g| g.verdict.fails() || below(g)) {
         EXIT_REGRESSION
     } else {
         EXIT_OK
@@ -580,6 +636,7 @@ pub fn compare(
             })
             .collect(),
         summary,
+        min_ratio: opts.min_ratio,
         exit_code,
         rules: RULES.to_vec(),
     })

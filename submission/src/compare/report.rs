@@ -245,10 +245,113 @@ pub fn detail_lines(g: &GroupComparison) -> Vec<String> {
     for n in &g.notes {
         v.push(format!("note: {n}"));
     }
+    let mut verdict = format!("verdict: {} — {}", g.verdict.as_str(), g.reasons.join("; "));
+    if let Some(b) = &g.breakdown {
+        let _ = write!(verdict, "; where the time went: {}", b.summary);
+    }
+    v.push(verdict);
+    if let Some(r) = &g.ratio {
+        v.push(ratio_line(r));
+    }
+    v
+}
+
+/// The `--min-ratio` line of a group.
+pub fn ratio_line(r: &super::explain::RatioCheck) -> String {
+    format!(
+        "min ratio {}: {} ratio {:.3} (above 1: the candidate is faster){}",
+        setting(r.min_ratio),
+        r.metric,
+        r.ratio,
+        if r.below { " — BELOW" } else { "" }
+    )
+}
+
+fn side_fig(f: &super::explain::SideFigure) -> String {
+    let mut s = format!(
+        "{} ({} run{}",
+        fig(f.value),
+        f.runs,
+        if f.runs == 1 { "" } else { "s" }
+    );
+    if f.runs > 1 {
+        let _ = write!(s, ", {}–{}", fig(f.min), fig(f.max));
+        if let Some(cv) = f.cv {
+            let _ = write!(s, ", CV {:.1} %", cv * 100.0);
+        }
+    }
+    s.push(')');
+    s
+}
+
+/// Where the time went, a line per factor after the summary.
+pub fn breakdown_lines(g: &GroupComparison) -> Vec<String> {
+    let Some(b) = &g.breakdown else {
+        return Vec::new();
+    };
+    let mut v = vec![format!(
+        "{} (dominant: {}; {}; over {}; product of the factors {})",
+        b.summary,
+        b.dominant,
+        b.relation,
+        b.runs,
+        pct(b.product_change)
+    )];
+    for f in &b.factors {
+        let mut s = format!(
+            "{} [{}]: baseline {}, candidate {}, change {}",
+            f.label,
+            f.unit,
+            side_fig(&f.baseline),
+            side_fig(&f.candidate),
+            pct(f.relative_change)
+        );
+        if let Some(ci) = f.ci {
+            let _ = write!(s, ", CI [{}, {}]", pct(ci.lo), pct(ci.hi));
+        }
+        v.push(s);
+    }
+    if let Some((eb, ec)) = b.eval_minutes {
+        v.push(format!(
+            "evaluation time per run: baseline {} min, candidate {} min",
+            fig(eb),
+            fig(ec)
+        ));
+    }
+    v
+}
+
+fn values(v: &[String]) -> String {
+    if v.is_empty() {
+        "(not recorded)".into()
+    } else {
+        v.join(" | ")
+    }
+}
+
+/// What changed: a line per differing fact (ranked), the seeds, and one
+/// line counting the unchanged facts.
+pub fn changed_lines(g: &GroupComparison) -> Vec<String> {
+    let d = &g.changed;
+    let mut v = Vec::new();
+    for c in &d.changed {
+        v.push(format!(
+            "{} · {}: {} → {}",
+            c.category.as_str(),
+            c.name,
+            values(&c.baseline),
+            values(&c.candidate)
+        ));
+    }
+    for s in &d.seeds {
+        v.push(format!("seeds · {}: {}", s.name, s.status));
+    }
     v.push(format!(
-        "verdict: {} — {}",
-        g.verdict.as_str(),
-        g.reasons.join("; ")
+        "{} fact{} differ{}, {} unchanged",
+        d.changed.len(),
+        if d.changed.len() == 1 { "" } else { "s" },
+        if d.changed.len() == 1 { "s" } else { "" },
+        d.unchanged
     ));
     v
 }
@@ -288,6 +391,17 @@ pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Res
         writeln!(out, "{}", g.label)?;
         for l in detail_lines(g) {
             writeln!(out, "  {l}")?;
+        }
+        let why = breakdown_lines(g);
+        if !why.is_empty() {
+            writeln!(out, "  where the time went:")?;
+            for l in why {
+                writeln!(out, "    {l}")?;
+            }
+        }
+        writeln!(out, "  what changed:")?;
+        for l in changed_lines(g) {
+            writeln!(out, "    {l}")?;
         }
     }
     if !c.only_in_baseline.is_empty() {
@@ -331,6 +445,17 @@ pub fn markdown(c: &Comparison) -> String {
     for g in &c.groups {
         let _ = writeln!(s, "\n## {}\n", md_escape(&g.label));
         for l in detail_lines(g) {
+            let _ = writeln!(s, "* {}", md_escape(&l));
+        }
+        let why = breakdown_lines(g);
+        if !why.is_empty() {
+            let _ = writeln!(s, "\n### Where the time went\n");
+            for l in why {
+                let _ = writeln!(s, "* {}", md_escape(&l));
+            }
+        }
+        let _ = writeln!(s, "\n### What changed\n");
+        for l in changed_lines(g) {
             let _ = writeln!(s, "* {}", md_escape(&l));
         }
     }
