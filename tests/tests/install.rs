@@ -148,7 +148,13 @@ fn installed_binary_finds_rules_of_its_own_prefix() {
     let elsewhere = tempfile::tempdir().unwrap();
     let run = |exe: &std::path::Path| {
         Command::new(exe)
-            .args(["check", "--ruleset", "5.0.0", log.to_str().unwrap(), "--json"])
+            .args([
+                "check",
+                "--ruleset",
+                "5.0.0",
+                log.to_str().unwrap(),
+                "--json",
+            ])
             .current_dir(elsewhere.path())
             .env_clear()
             .env("PATH", "/nonexistent")
