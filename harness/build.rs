@@ -1,5 +1,7 @@
 //! Records the code identity of the build: the git commit and a hash of any
-//! uncommitted diff of the workspace sources.
+//! uncommitted diff of the workspace sources, and the cargo features built
+//! (for `referee --version`). Outside a git checkout (a source tarball, a
+//! crate download) the commit is "unknown".
 
 use sha2::{Digest, Sha256};
 use std::process::Command;
@@ -37,27 +39,59 @@ fn main() {
     } else {
         hex::encode(Sha256::digest(&diff))
     };
+    let short = git(&["rev-parse", "--short", "HEAD"])
+        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    // Cargo sets CARGO_FEATURE_<NAME> for each feature of this package built.
+    let features: Vec<&str> = ["mpi", "gpu", "cuda"]
+        .into_iter()
+        .filter(|f| std::env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some())
+        .collect();
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(", ")
+    };
     println!("cargo:rustc-env=REFEREE_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=REFEREE_GIT_COMMIT_SHORT={short}");
     println!("cargo:rustc-env=REFEREE_GIT_DIFF_SHA256={diff_hash}");
-    // The git files that change with the commit or the index. In a linked
-    // worktree `.git` is a file: HEAD and index live in the worktree's git
-    // dir, refs in the common one. Only existing paths are named (cargo
-    // reruns a build script on every build when a named path is missing).
-    let dir = |arg: &str| {
-        git(&["rev-parse", arg])
+    println!("cargo:rustc-env=REFEREE_FEATURES={features}");
+    // What `referee --version` prints after the version number.
+    let modified = if diff_hash.is_empty() {
+        ""
+    } else {
+        " with uncommitted changes"
+    };
+    println!(
+        "cargo:rustc-env=REFEREE_VERSION_LINE={} (commit {short}{modified}; features: {features})",
+        std::env::var("CARGO_PKG_VERSION").unwrap_or_default()
+    );
+    // The files that move when HEAD moves. In a linked worktree `.git` is a
+    // file and HEAD lives under the main repository's `.git/worktrees/`, so
+    // ask git where they are; a new commit on the checked-out branch moves
+    // the branch's ref file (or packed-refs).
+    let git_path = |p: &str| {
+        git(&["rev-parse", "--path-format=absolute", "--git-path", p])
             .map(|o| String::from_utf8_lossy(&o).trim().to_string())
             .filter(|s| !s.is_empty())
-            .map(|d| std::path::Path::new("..").join(d))
     };
-    let mut watched: Vec<std::path::PathBuf> = Vec::new();
-    if let Some(g) = dir("--git-dir") {
-        watched.extend([g.join("HEAD"), g.join("index")]);
+    let mut watch: Vec<String> = Vec::new();
+    if let Some(head) = git_path("HEAD") {
+        watch.push(head);
+        if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            let r = String::from_utf8_lossy(&r).trim().to_string();
+            watch.extend(git_path(&r));
+        }
+        watch.extend(git_path("packed-refs"));
+        watch.extend(git_path("index"));
     }
-    if let Some(c) = dir("--git-common-dir") {
-        watched.extend([c.join("refs/heads"), c.join("packed-refs")]);
-    }
-    for p in watched.iter().filter(|p| p.exists()) {
-        println!("cargo:rerun-if-changed={}", p.display());
+    for p in &watch {
+        // A path that does not exist (an unpacked ref, no packed-refs)
+        // would make cargo rerun this script on every build.
+        if std::path::Path::new(p).exists() {
+            println!("cargo:rerun-if-changed={p}");
+        }
     }
     for p in [
         "../Cargo.toml",

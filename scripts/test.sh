@@ -27,4 +27,8 @@ cargo test --release -p referee-datasets --test real_data --no-fail-fast "$@" --
 cargo test --release -p referee-harness --features mpi,gpu --lib --no-fail-fast "$@" || status=1
 # The fast unit tests once more in the debug profile: overflow checks on.
 cargo test -p referee-rules -p referee-submission -p referee-datasets --lib --no-fail-fast "$@" || status=1
+# The wheel as users install it: built with maturin (reusing target/'s
+# release build: only the binary is linked again), installed into a fresh
+# venv with its mlperf-logging, three commands run from it.
+scripts/wheel-test.sh || status=1
 exit $status

@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `git rev-parse HEAD` when the binary was built ("unknown" outside git).
 pub const GIT_COMMIT: &str = env!("REFEREE_GIT_COMMIT");
+/// `git rev-parse --short HEAD` when the binary was built ("unknown" outside git).
+pub const GIT_COMMIT_SHORT: &str = env!("REFEREE_GIT_COMMIT_SHORT");
+/// The cargo features of referee-harness built in ("mpi, gpu", or "none").
+pub const FEATURES: &str = env!("REFEREE_FEATURES");
+/// `--version`: "0.1.0 (commit abc1234; features: none)".
+pub const VERSION_LINE: &str = env!("REFEREE_VERSION_LINE");
 /// sha256 of `git diff HEAD` at build time ("" when the tree was clean).
 pub const GIT_DIFF_SHA256: &str = env!("REFEREE_GIT_DIFF_SHA256");
 

@@ -632,8 +632,11 @@ pub fn package_from_dir(dir: &Path) -> Option<MlperfLogging> {
 }
 
 /// Find an installed `mlperf-logging`: `$REFEREE_MLPERF_LOGGING`, then
-/// virtual environments (`$VIRTUAL_ENV`, `./.venv`, the `.venv` next to the
-/// referee checkout), then whatever `python3`/`python` imports.
+/// virtual environments (`$VIRTUAL_ENV`; the prefix the referee binary is
+/// installed in, `PREFIX/bin/referee`, where `pip install referee-mlperf`
+/// puts it beside its pinned mlperf-logging, venv or `--user`; `./.venv`;
+/// the `.venv` next to the referee checkout), then whatever
+/// `python3`/`python` imports.
 pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
     let mut tried = Vec::new();
     if let Ok(d) = std::env::var("REFEREE_MLPERF_LOGGING") {
@@ -646,10 +649,20 @@ pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
     if let Ok(v) = std::env::var("VIRTUAL_ENV") {
         venvs.push(PathBuf::from(v));
     }
+    let exe = std::env::current_exe().ok();
+    // PREFIX/bin/referee → PREFIX (its lib/pythonX.Y/site-packages).
+    if let Some(prefix) = exe
+        .as_deref()
+        .filter(|e| e.parent().and_then(Path::file_name) == Some("bin".as_ref()))
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
+        venvs.push(prefix.to_path_buf());
+    }
     if let Ok(cwd) = std::env::current_dir() {
         venvs.push(cwd.join(".venv"));
     }
-    if let Ok(exe) = std::env::current_exe() {
+    if let Some(exe) = exe {
         // target/<profile>/referee → checkout root
         if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
             venvs.push(root.join(".venv"));

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod check;
 pub mod common;
 pub mod compare;
+pub mod completions;
 pub mod data;
 pub mod package;
 pub mod package_check;
@@ -36,7 +37,7 @@ pub const EXIT_USAGE: i32 = 2;
 #[derive(Debug, Parser)]
 #[command(
     name = "referee",
-    version,
+    version = crate::provenance::VERSION_LINE,
     about = "MLPerf-style training harness: run benchmarks to a quality target, check logs, score, package and sign results",
     propagate_version = true
 )]
@@ -81,6 +82,10 @@ pub enum Command {
     Power(power::PowerArgs),
     /// Describe this machine as the MLCommons system JSON (33 fields); list what must be filled.
     System(system::SystemArgs),
+    /// Write the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(completions::CompletionsArgs),
+    /// Write referee's manual page (roff) to standard output, or one page per command with --out DIR.
+    Man(completions::ManArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -115,6 +120,8 @@ where
         Command::Slurm(a) => slurm::run(a),
         Command::System(a) => system::run(a),
         Command::Power(a) => power::run(a),
+        Command::Completions(a) => completions::run_completions(a),
+        Command::Man(a) => completions::run_man(a),
     }
 }
 
