@@ -176,6 +176,172 @@ pub fn external(
     })
 }
 
+/// How long one query of the software stack may take (a `pip list` of a
+/// large environment on a network file system takes seconds).
+const STACK_QUERY_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The standard output of `program args…` when it exits 0 within `limit`
+/// (killed otherwise); `None` when it cannot be run, fails or takes longer.
+fn output_within(program: &str, args: &[&str], limit: std::time::Duration) -> Option<String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).ok().map(|_| s)
+    });
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let out = reader.join().ok().flatten();
+    status.filter(|s| s.success()).and(out)
+}
+
+/// The Python interpreter the program runs under: its first word when that
+/// is a Python (`python3 train.py`), the interpreter of a script's `#!`
+/// line (`torchrun …`, `./train.py`), else `python3` from `PATH`.
+pub fn program_python(command: &[String]) -> Option<String> {
+    let first = command.first()?;
+    let is_python = |p: &str| {
+        std::path::Path::new(p)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+    };
+    if is_python(first) {
+        return Some(first.clone());
+    }
+    let script = if first.contains('/') {
+        Some(std::path::PathBuf::from(first))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(first))
+                .find(|p| p.is_file())
+        })
+    };
+    if let Some(line) = script
+        .and_then(|p| std::fs::File::open(p).ok())
+        .and_then(|f| {
+            use std::io::BufRead;
+            let mut l = String::new();
+            std::io::BufReader::new(f).read_line(&mut l).ok().map(|_| l)
+        })
+        && let Some(shebang) = line.strip_prefix("#!")
+    {
+        let mut words = shebang.split_whitespace();
+        let interp = words.next().unwrap_or_default();
+        // `#!/usr/bin/env python3`
+        let interp = if interp.ends_with("/env") {
+            words.find(|w| !w.starts_with('-')).unwrap_or_default()
+        } else {
+            interp
+        };
+        if is_python(interp) {
+            return Some(interp.to_string());
+        }
+    }
+    Some("python3".into())
+}
+
+/// `pip list --format=json` → name → version.
+pub fn parse_pip_list(json: &str) -> Option<BTreeMap<String, String>> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some(
+        v.as_array()?
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p["name"].as_str()?.to_string(),
+                    p["version"].as_str()?.to_string(),
+                ))
+            })
+            .collect(),
+    )
+}
+
+/// `CUDA Version: 12.8` in `nvidia-smi`'s banner → `12.8`.
+pub fn parse_cuda_version(smi: &str) -> Option<String> {
+    let rest = &smi[smi.find("CUDA Version:")? + "CUDA Version:".len()..];
+    rest.split_whitespace()
+        .next()
+        .map(|v| v.trim_end_matches('|').to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The software the program runs on, as far as it can be asked without
+/// running the program's code: the Python packages of its interpreter
+/// (`PYTHON -m pip list`), conda's packages in a conda environment
+/// (`$CONDA_EXE list --json`), the NVIDIA driver and the CUDA version it
+/// supports (`nvidia-smi`). Each part is left out when it cannot be read
+/// within a minute. Run once per session, alongside the first run.
+pub fn software_stack(command: &[String]) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let Some(py) = program_python(command) {
+        out.insert("python".into(), py.clone().into());
+        if let Some(pk) = output_within(
+            &py,
+            &[
+                "-m",
+                "pip",
+                "list",
+                "--format=json",
+                "--disable-pip-version-check",
+            ],
+            STACK_QUERY_LIMIT,
+        )
+        .as_deref()
+        .and_then(parse_pip_list)
+        {
+            out.insert("python_packages".into(), serde_json::json!(pk));
+        }
+    }
+    if let (Ok(conda), Ok(prefix)) = (std::env::var("CONDA_EXE"), std::env::var("CONDA_PREFIX"))
+        && let Some(pk) = output_within(
+            &conda,
+            &["list", "--json", "-p", &prefix],
+            STACK_QUERY_LIMIT,
+        )
+        .as_deref()
+        .and_then(parse_pip_list)
+    {
+        out.insert("conda_packages".into(), serde_json::json!(pk));
+    }
+    if let Some(d) = output_within(
+        "nvidia-smi",
+        &["--query-gpu=driver_version", "--format=csv,noheader"],
+        STACK_QUERY_LIMIT,
+    )
+    .and_then(|o| o.lines().next().map(|l| l.trim().to_string()))
+    .filter(|d| !d.is_empty())
+    {
+        out.insert("nvidia_driver".into(), d.into());
+        if let Some(c) = output_within("nvidia-smi", &[], STACK_QUERY_LIMIT)
+            .as_deref()
+            .and_then(parse_cuda_version)
+        {
+            out.insert("cuda_driver_version".into(), c.into());
+        }
+    }
+    serde_json::Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +363,54 @@ mod tests {
         assert_eq!(
             env.keys().collect::<Vec<_>>(),
             vec!["OMP_NUM_THREADS", "PATH", "SSH_AUTH_SOCK"]
+        );
+    }
+
+    #[test]
+    fn the_programs_python_and_its_packages_are_read() {
+        let c = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            program_python(&c(&["/opt/venv/bin/python3.12", "train.py"])).as_deref(),
+            Some("/opt/venv/bin/python3.12")
+        );
+        let t = tempfile::tempdir().unwrap();
+        let script = t.path().join("torchrun");
+        std::fs::write(&script, "#!/opt/conda/bin/python\nimport sys\n").unwrap();
+        assert_eq!(
+            program_python(&c(&[script.to_str().unwrap(), "x"])).as_deref(),
+            Some("/opt/conda/bin/python")
+        );
+        std::fs::write(&script, "#!/usr/bin/env -S python3 -u\n").unwrap();
+        assert_eq!(
+            program_python(&c(&[script.to_str().unwrap()])).as_deref(),
+            Some("python3")
+        );
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        assert_eq!(
+            program_python(&c(&[script.to_str().unwrap()])).as_deref(),
+            Some("python3")
+        );
+        let pk = parse_pip_list(r#"[{"name": "torch", "version": "2.9.0"}, {"name": "nvidia-nccl-cu12", "version": "2.27.3"}]"#).unwrap();
+        assert_eq!(pk["torch"], "2.9.0");
+        assert_eq!(pk["nvidia-nccl-cu12"], "2.27.3");
+        assert_eq!(
+            parse_cuda_version(
+                "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0     |"
+            )
+            .as_deref(),
+            Some("13.0")
+        );
+        assert_eq!(parse_cuda_version("no banner"), None);
+        // A command that outlives its limit gives nothing (and is killed).
+        let t0 = std::time::Instant::now();
+        assert_eq!(
+            output_within("sleep", &["5"], std::time::Duration::from_millis(200)),
+            None
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(4));
+        assert_eq!(
+            output_within("echo", &["hi"], STACK_QUERY_LIMIT).as_deref(),
+            Some("hi\n")
         );
     }
 

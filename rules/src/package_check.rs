@@ -12,10 +12,8 @@
 
 use crate::diag::{Diagnostic, Severity, Verdict};
 use crate::layout::{self, BenchmarkDir};
-use crate::policy::power::{PowerRun, check_power};
-use crate::policy::set::{SetContext, SetRun, check_set};
 use crate::policy::{PolicyMode, PolicySummary};
-use crate::score::{RunAnalysis, ScoreContext, analyze_run, check_rcp_runs};
+use crate::score::{RunAnalysis, ScoreContext, analyze_run, check_rcp_runs, policy_of_set};
 use crate::seeds;
 use crate::sysdesc::{self, SystemDesc};
 use rayon::prelude::*;
@@ -372,73 +370,6 @@ pub fn check_package(
         policy,
         policy_summary,
     }
-}
-
-/// The policy findings of one result set (`results/SYSTEM/BENCHMARK` of
-/// an organisation folder): each log's, then the set's.
-pub(crate) fn policy_of_set(
-    dir: &BenchmarkDir,
-    official_seed_check: bool,
-    runs: &[RunAnalysis],
-    required: usize,
-) -> Vec<Diagnostic> {
-    let mut out: Vec<Diagnostic> = runs
-        .iter()
-        .filter_map(|r| r.report.as_ref().ok())
-        .flat_map(|r| r.policy.iter().cloned())
-        .collect();
-    let empty = crate::policy::log::Disclosed::default();
-    let set_runs: Vec<SetRun> = runs
-        .iter()
-        .map(|r| SetRun {
-            path: &r.path,
-            disclosed: r.report.as_ref().map(|x| &x.disclosed).unwrap_or(&empty),
-            seeds: r.seeds.as_ref().ok().map(Vec::as_slice),
-        })
-        .collect();
-    let org = dir.path.ancestors().nth(3);
-    let power = dir.path.join("power");
-    if power.is_dir() {
-        let nodes = org.and_then(|o| {
-            sysdesc::SystemDesc::load(&o.join("systems").join(format!("{}.json", dir.system)))
-                .ok()
-                .and_then(|d| d.int("number_of_nodes"))
-        });
-        let folders: Vec<PathBuf> = runs
-            .iter()
-            .map(|r| power.join(r.path.file_stem().unwrap_or_default()))
-            .collect();
-        let power_runs: Vec<PowerRun> = runs
-            .iter()
-            .zip(&folders)
-            .filter(|(_, f)| f.is_dir())
-            .map(|(r, f)| PowerRun {
-                folder: f,
-                run_start_ms: r.run_start_ms,
-                run_stop_ms: r.run_stop_ms,
-            })
-            .collect();
-        out.extend(check_power(&power_runs, nodes));
-    }
-    let code_dirs = org
-        .map(|org| {
-            let implementations = org
-                .join("benchmarks")
-                .join(&dir.benchmark)
-                .join("implementations");
-            layout::sub_dirs(&implementations).unwrap_or_default()
-        })
-        .unwrap_or_default();
-    out.extend(check_set(
-        &SetContext {
-            dir: &dir.path,
-            code_dirs,
-            required_runs: required,
-            official_seed_check,
-        },
-        &set_runs,
-    ));
-    out
 }
 
 /// The options for the whole package: the command line's, plus the flags of

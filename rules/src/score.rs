@@ -338,7 +338,7 @@ pub fn score_dir(
         run_minutes: times.per_run,
         rcp_outcome: rcp.outcome,
         diagnostics: diags,
-        policy: crate::package_check::policy_of_set(
+        policy: policy_of_set(
             dir,
             division == "closed" && ctx.facts.has_seed_and_rcp_checks(&ctx.ruleset),
             runs,
@@ -473,12 +473,22 @@ fn energy_score(
 ) -> Option<f64> {
     match energy_of(dir, runs) {
         Ok(power) => {
-            let mut idx: Vec<usize> = (0..power.len()).collect();
-            let times: Vec<f64> = runs
+            let counted: Vec<&RunAnalysis> = runs.iter().filter(|r| r.minutes.is_ok()).collect();
+            let times: Vec<f64> = counted
                 .iter()
                 .filter_map(|r| r.minutes.as_ref().ok().copied())
                 .collect();
-            idx.sort_by(|a, b| times[*a].total_cmp(&times[*b]));
+            let listed = directory_order(&dir.path);
+            let position: Vec<usize> = counted
+                .iter()
+                .map(|r| {
+                    r.path
+                        .file_name()
+                        .and_then(|n| listed.iter().position(|l| l.as_os_str() == n))
+                        .unwrap_or(usize::MAX)
+                })
+                .collect();
+            let idx = order_by_time(&times, &position);
             let sorted: Vec<f64> = idx.iter().map(|&i| power[i]).collect();
             let (a, b) = py_slice(
                 sorted.len(),
@@ -498,6 +508,29 @@ fn energy_score(
             None
         }
     }
+}
+
+/// The names in a directory in the order the file system lists them (the
+/// order of `readdir`, which the official summarizer's `glob` keeps).
+fn directory_order(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
+/// The runs in order of time to train for the energy score's olympic
+/// average; equal times keep the order in which the directory lists their
+/// files (`position`), as the official summarizer's stable sort of its
+/// `glob` list does. Which of two runs with the same time is dropped
+/// changes the energy score when their energies differ.
+fn order_by_time(times: &[f64], position: &[usize]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..times.len()).collect();
+    idx.sort_by(|a, b| {
+        times[*a]
+            .total_cmp(&times[*b])
+            .then(position[*a].cmp(&position[*b]))
+    });
+    idx
 }
 
 /// The summary's RCP columns of one directory (all `None` outside the
@@ -865,6 +898,75 @@ fn power_switch(records: &[Record], ttt_ms: f64) -> f64 {
     eff * agg * ttt_ms / 1000.0
 }
 
+/// The policy findings of one result set (`results/SYSTEM/BENCHMARK` of
+/// an organisation folder): each log's, then the set's.
+pub(crate) fn policy_of_set(
+    dir: &BenchmarkDir,
+    official_seed_check: bool,
+    runs: &[RunAnalysis],
+    required: usize,
+) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = runs
+        .iter()
+        .filter_map(|r| r.report.as_ref().ok())
+        .flat_map(|r| r.policy.iter().cloned())
+        .collect();
+    let empty = crate::policy::log::Disclosed::default();
+    let set_runs: Vec<crate::policy::set::SetRun> = runs
+        .iter()
+        .map(|r| crate::policy::set::SetRun {
+            path: &r.path,
+            disclosed: r.report.as_ref().map(|x| &x.disclosed).unwrap_or(&empty),
+            seeds: r.seeds.as_ref().ok().map(Vec::as_slice),
+        })
+        .collect();
+    let org = dir.path.ancestors().nth(3);
+    let power = dir.path.join("power");
+    if power.is_dir() {
+        let nodes = org.and_then(|o| {
+            crate::sysdesc::SystemDesc::load(
+                &o.join("systems").join(format!("{}.json", dir.system)),
+            )
+            .ok()
+            .and_then(|d| d.int("number_of_nodes"))
+        });
+        let folders: Vec<PathBuf> = runs
+            .iter()
+            .map(|r| power.join(r.path.file_stem().unwrap_or_default()))
+            .collect();
+        let power_runs: Vec<crate::policy::power::PowerRun> = runs
+            .iter()
+            .zip(&folders)
+            .filter(|(_, f)| f.is_dir())
+            .map(|(r, f)| crate::policy::power::PowerRun {
+                folder: f,
+                run_start_ms: r.run_start_ms,
+                run_stop_ms: r.run_stop_ms,
+            })
+            .collect();
+        out.extend(crate::policy::power::check_power(&power_runs, nodes));
+    }
+    let code_dirs = org
+        .map(|org| {
+            let implementations = org
+                .join("benchmarks")
+                .join(&dir.benchmark)
+                .join("implementations");
+            crate::layout::sub_dirs(&implementations).unwrap_or_default()
+        })
+        .unwrap_or_default();
+    out.extend(crate::policy::set::check_set(
+        &crate::policy::set::SetContext {
+            dir: &dir.path,
+            code_dirs,
+            required_runs: required,
+            official_seed_check,
+        },
+        &set_runs,
+    ));
+    out
+}
+
 /// One row of the summary: a system × benchmark.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScoreRow {
@@ -984,6 +1086,20 @@ pub fn summarize(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn equal_times_keep_the_directory_listing_order() {
+        // Runs 0 and 2 tie; the directory lists run 2's file first.
+        let times = [2.0, 1.0, 2.0, 3.0];
+        assert_eq!(
+            super::order_by_time(&times, &[3, 1, 0, 2]),
+            vec![1, 2, 0, 3]
+        );
+        assert_eq!(
+            super::order_by_time(&times, &[0, 1, 2, 3]),
+            vec![1, 0, 2, 3]
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -23,6 +23,16 @@ pub fn fig(x: f64) -> String {
     }
 }
 
+/// A relative change as a signed percentage: `+5.2 %` (`—` when not
+/// finite).
+pub fn pct_change(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.1} %", x * 100.0)
+    } else {
+        "—".into()
+    }
+}
+
 /// A table in columns as wide as their widest cell (counted in characters),
 /// two spaces apart, trailing spaces trimmed: the header, then the rows.
 pub fn write_aligned(

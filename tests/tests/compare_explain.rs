@@ -323,12 +323,27 @@ fn the_diff_names_exactly_the_fields_that_differ() {
 #[test]
 fn run_exec_provenance_is_diffed() {
     // Two `run --exec` outputs: the record's per-run provenance (container,
-    // the program's commit, library-tuning variables, Python packages).
+    // the program's commit, library-tuning variables) and the session's
+    // software stack (Python packages, the NVIDIA driver).
     let tmp = tempfile::tempdir().unwrap();
     let mut dirs = Vec::new();
-    for (name, image, nccl, torch, commit) in [
-        ("a", "nvcr.io/nvidia/nemo:25.04", "Ring", "2.7.0", "aaaa"),
-        ("b", "nvcr.io/nvidia/nemo:25.09", "Tree", "2.8.0", "bbbb"),
+    for (name, image, nccl, torch, commit, driver) in [
+        (
+            "a",
+            "nvcr.io/nvidia/nemo:25.04",
+            "Ring",
+            "2.7.0",
+            "aaaa",
+            "570.124.06",
+        ),
+        (
+            "b",
+            "nvcr.io/nvidia/nemo:25.09",
+            "Tree",
+            "2.8.0",
+            "bbbb",
+            "580.159.04",
+        ),
     ] {
         let org = release(tmp.path(), &format!("src_{name}"), &same());
         let from = Path::new(&org)
@@ -344,7 +359,6 @@ fn run_exec_provenance_is_diffed() {
                     "git_commit": commit,
                     "uncommitted_diff_sha256": "",
                     "env": {"NCCL_ALGO": nccl, "CUDA_DEVICE_MAX_CONNECTIONS": "1", "HOME": format!("/home/{name}")},
-                    "python_packages": {"torch": torch, "numpy": "2.1.0"},
                 }})
             })
             .collect();
@@ -352,6 +366,12 @@ fn run_exec_provenance_is_diffed() {
             "mode": "exec", "benchmark": "llama2_70b_lora", "ruleset": "5.0.0",
             "division": "closed", "org": "NVIDIA", "system": SYSTEM,
             "command": ["python", "train.py"], "runs": runs,
+            "software": {
+                "python": "/usr/bin/python3",
+                "python_packages": {"torch": torch, "numpy": "2.1.0"},
+                "nvidia_driver": driver,
+                "cuda_driver_version": "13.0",
+            },
         });
         std::fs::write(dir.join("referee_run.json"), record.to_string()).unwrap();
         dirs.push(dir.display().to_string());
@@ -367,6 +387,7 @@ fn run_exec_provenance_is_diffed() {
         names,
         vec![
             "python.torch",
+            "nvidia.driver_version",
             "container.SLURM_CONTAINER_IMAGE",
             "env.NCCL_ALGO",
             "program.git_commit",

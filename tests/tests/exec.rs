@@ -506,3 +506,50 @@ fn bad_requests_are_refused_before_anything_runs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("never overwritten"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_programs_software_stack_is_recorded_once_per_session() {
+    // The faithful runs' program is the tests' Python: its `pip list`
+    // names the mlperf-logging the test script installed.
+    let (out, _) = faithful();
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+            .unwrap();
+    let sw = &record["software"];
+    assert_eq!(
+        sw["python"].as_str(),
+        Some(python().to_str().unwrap()),
+        "{sw}"
+    );
+    assert_eq!(sw["python_packages"]["mlperf-logging"], "4.1.68", "{sw}");
+    // The NVIDIA driver and the CUDA version it supports, from
+    // `nvidia-smi` (a stand-in on PATH).
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\ncase \"$1\" in --query-gpu=*) echo 580.159.04;; *) echo '| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0 |';; esac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runs = t.path().join("runs");
+    let o = std::process::Command::new(referee_bin())
+        .args(fake_exec_args(&runs, 1, &["--seed", "11"], &[]))
+        .current_dir(t.path())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert!(runs.join("referee_run.json").is_file(), "{}", stderr(&o));
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(runs.join("referee_run.json")).unwrap())
+            .unwrap();
+    let sw = &record["software"];
+    assert_eq!(sw["nvidia_driver"], "580.159.04", "{sw}");
+    assert_eq!(sw["cuda_driver_version"], "13.0", "{sw}");
+}

@@ -261,6 +261,13 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
     // Time-stamps (crate::tsa): run 0's before anything is written.
     let mut tsa = crate::tsa::Anchors::new(&cfg.req.tsa, cfg.req.seed.is_some())?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| ExecError::io(&cfg.out, e))?;
+    // The program's software stack (pip list, driver), once per session,
+    // alongside the first run and yielding to it.
+    let command = cfg.req.command.clone();
+    let stack = std::thread::spawn(move || {
+        yield_to_the_program(c"referee-stack");
+        crate::provenance::software_stack(&command)
+    });
     let mut runs = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
         let seed = &tsa.start(i, &cfg.out, *seed)?;
@@ -271,12 +278,17 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
         observer.run_finished(&r);
         runs.push(r);
     }
-    write_records(cfg, &runs)?;
+    let software = stack.join().unwrap_or(serde_json::Value::Null);
+    write_records(cfg, &runs, software)?;
     Ok(closing_check(cfg, runs))
 }
 
 /// `referee_run.json` and `system.json` next to the logs.
-fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), ExecError> {
+fn write_records(
+    cfg: &ExecConfig,
+    runs: &[ExecRun],
+    software: serde_json::Value,
+) -> Result<(), ExecError> {
     let mut record = json!({
         "mode": "exec",
         "benchmark": cfg.req.benchmark,
@@ -290,6 +302,7 @@ fn write_records(cfg: &ExecConfig, runs: &[ExecRun]) -> Result<(), ExecError> {
         "seeds": runs.iter().map(|r| r.seed).collect::<Vec<_>>(),
         "witness_tolerance_ms": cfg.req.tolerance_ms,
         "code": crate::provenance::CodeIdentity::current(),
+        "software": software,
         "runs": runs,
     });
     if let Some(o) = record.as_object_mut() {

@@ -91,7 +91,7 @@ pub struct NoBreakdown {
 }
 
 fn pct(x: f64) -> String {
-    super::report::pct(x)
+    crate::figures::pct_change(x)
 }
 
 fn side_figure(value: f64, per_run: &[f64]) -> SideFigure {

@@ -234,6 +234,25 @@ pub(super) fn from_record(r: &serde_json::Value, rec: &mut Recorded) {
         let words: Vec<String> = cmd.iter().map(json_text).collect();
         add(rec, Category::Code, "program.command", &words.join(" "));
     }
+    let sw = &r["software"];
+    for (key, prefix) in [("python_packages", "python"), ("conda_packages", "conda")] {
+        for (k, v) in sw[key].as_object().into_iter().flatten() {
+            add(
+                rec,
+                Category::Software,
+                format!("{prefix}.{k}"),
+                &json_text(v),
+            );
+        }
+    }
+    for (key, name) in [
+        ("nvidia_driver", "nvidia.driver_version"),
+        ("cuda_driver_version", "nvidia.cuda_driver_version"),
+    ] {
+        if let Some(v) = sw[key].as_str() {
+            add(rec, Category::Software, name, v);
+        }
+    }
     for s in r["seeds"].as_array().into_iter().flatten() {
         add(rec, Category::Seeds, "run.seed", &json_text(s));
     }

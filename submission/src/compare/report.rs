@@ -6,14 +6,7 @@ use crate::figures::{fig, write_aligned};
 use referee_rules::report::{Detail, Report, md_escape};
 use std::fmt::Write as _;
 
-/// `+5.2 %`.
-pub fn pct(x: f64) -> String {
-    if x.is_finite() {
-        format!("{:+.1} %", x * 100.0)
-    } else {
-        "—".into()
-    }
-}
+pub use crate::figures::pct_change as pct;
 
 /// A setting as typed: at most 3 decimals, trailing zeros dropped.
 pub fn setting(x: f64) -> String {

@@ -49,7 +49,7 @@ pub enum ConfigError {
     #[error("{}: model_config: {source}", .path.display())]
     ModelConfig {
         path: PathBuf,
-        source: super::flops::ModelConfigError,
+        source: ModelConfigError,
     },
 }
 
@@ -142,4 +142,33 @@ pub struct DrawError {
     /// `step-time`, `scaling`.
     pub plot: &'static str,
     pub message: String,
+}
+
+/// Why a `--model-config` file gives no architecture.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelConfigError {
+    #[error("--model-config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--model-config {path}: not JSON: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("--model-config {path}: not a JSON object (a Hugging Face config.json is one)")]
+    NotObject { path: PathBuf },
+    #[error("--model-config {path}: missing key `{key}` ({what})")]
+    Missing {
+        path: PathBuf,
+        key: &'static str,
+        what: &'static str,
+    },
+    #[error("--model-config {path}: `{key}` is {found}, expected a positive whole number")]
+    NotCount {
+        path: PathBuf,
+        key: String,
+        found: String,
+    },
 }

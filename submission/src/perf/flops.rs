@@ -39,7 +39,7 @@
 //! `s·L·h²·(12 + 12·g/a + 18·f/h + 12·s/h + 6·V/(L·h))` per sequence.
 
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How the attention score matrix is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -419,7 +419,7 @@ pub fn builtin() -> Vec<(&'static [&'static str], Arch)> {
 }
 
 fn norm(s: &str) -> String {
-    super::reference::normalise(s)
+    super::names::normalise(s)
 }
 
 /// The built-in architecture a model name stands for (names compared as
@@ -437,34 +437,7 @@ pub fn known_names() -> Vec<&'static str> {
     builtin().into_iter().map(|(n, _)| n[0]).collect()
 }
 
-/// Why a `--model-config` file gives no architecture.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelConfigError {
-    #[error("--model-config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("--model-config {path}: not JSON: {source}")]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error("--model-config {path}: not a JSON object (a Hugging Face config.json is one)")]
-    NotObject { path: PathBuf },
-    #[error("--model-config {path}: missing key `{key}` ({what})")]
-    Missing {
-        path: PathBuf,
-        key: &'static str,
-        what: &'static str,
-    },
-    #[error("--model-config {path}: `{key}` is {found}, expected a positive whole number")]
-    NotCount {
-        path: PathBuf,
-        key: String,
-        found: String,
-    },
-}
+pub use super::error::ModelConfigError;
 
 /// Read a Hugging Face `config.json` of a decoder-only model.
 pub fn read_model_config(path: &Path) -> Result<Arch, ModelConfigError> {

@@ -13,7 +13,10 @@
 //!   log prints no TFLOP/s.
 //! * [`peaks`]: the GPU dense peak table (the one `referee run` uses),
 //!   keyed by [`precision`].
-//! * [`reference`]: the shipped published rows and the matching.
+//! * [`reference`]: the shipped published rows and the matching
+//!   ([`names`]: how names are compared).
+//! * [`energy`]: energy per sample and per token from power logs.
+//! * [`error`]: why an input cannot be read.
 //! * [`scaling`]: weak/strong scaling efficiency.
 //! * [`report`], [`html`]: the report (human, JSON, Markdown, CSV) and the
 //!   HTML page.
@@ -28,6 +31,7 @@ pub mod fields;
 pub mod flops;
 pub mod formats;
 pub mod html;
+pub mod names;
 pub mod peaks;
 pub mod precision;
 pub mod reference;

@@ -220,13 +220,7 @@ pub fn parse(text: &str, name: &str) -> Result<Reference, ReferenceError> {
     })
 }
 
-/// Names compared: lower case, letters and digits only.
-pub fn normalise(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
+pub use super::names::normalise;
 
 /// A run matched to a reference row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
