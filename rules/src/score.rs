@@ -221,16 +221,24 @@ fn py_slice(len: usize, lo: i64, hi: i64) -> (usize, usize) {
 pub fn olympic_mean(scores: &[f64], dropped: usize, max_dropped: usize) -> Option<f64> {
     let mut s = scores.to_vec();
     s.sort_by(f64::total_cmp);
+    sequential_mean(&s[olympic_range(s.len(), dropped, max_dropped)])
+}
+
+/// The positions the olympic average keeps in a list of `len` runs sorted
+/// by time: Python's `[max_dropped : len − (max_dropped − dropped)]`.
+pub fn olympic_range(len: usize, dropped: usize, max_dropped: usize) -> std::ops::Range<usize> {
     let (a, b) = py_slice(
-        s.len(),
+        len,
         max_dropped as i64,
-        s.len() as i64 - (max_dropped as i64 - dropped as i64),
+        len as i64 - (max_dropped as i64 - dropped as i64),
     );
-    let kept = &s[a..b];
-    if kept.is_empty() {
-        return None;
-    }
-    Some(kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64)
+    a..b
+}
+
+/// The mean with a sequential sum (as Python 3.11's `sum`); `None` when
+/// empty.
+fn sequential_mean(kept: &[f64]) -> Option<f64> {
+    (!kept.is_empty()).then(|| kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64)
 }
 
 /// A benchmark directory's score.
@@ -490,14 +498,8 @@ fn energy_score(
                 .collect();
             let idx = order_by_time(&times, &position);
             let sorted: Vec<f64> = idx.iter().map(|&i| power[i]).collect();
-            let (a, b) = py_slice(
-                sorted.len(),
-                max_dropped as i64,
-                times.len() as i64 - (max_dropped as i64 - dropped as i64),
-            );
-            let kept = &sorted[a..b];
-            (!kept.is_empty())
-                .then(|| kept.iter().fold(0.0, |acc, x| acc + x) / kept.len() as f64 * scale)
+            sequential_mean(&sorted[olympic_range(sorted.len(), dropped, max_dropped)])
+                .map(|m| m * scale)
         }
         Err(e) => {
             diags.push(

@@ -112,30 +112,12 @@ fn side_figure(value: f64, per_run: &[f64]) -> SideFigure {
     }
 }
 
-/// Python's slice bounds (as the olympic mean takes them).
-fn py_slice(len: usize, lo: i64, hi: i64) -> (usize, usize) {
-    let fix = |i: i64| -> usize {
-        if i < 0 {
-            (len as i64 + i).max(0) as usize
-        } else {
-            (i as usize).min(len)
-        }
-    };
-    let (a, b) = (fix(lo), fix(hi));
-    (a, b.max(a))
-}
-
 /// The runs (indices into `minutes`) the olympic mean keeps: sorted by
 /// time, `max_dropped` fastest and `max_dropped − dropped` slowest left out.
 pub fn olympic_kept(minutes: &[f64], dropped: usize, max_dropped: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..minutes.len()).collect();
     idx.sort_by(|&a, &b| minutes[a].total_cmp(&minutes[b]).then(a.cmp(&b)));
-    let (a, b) = py_slice(
-        idx.len(),
-        max_dropped as i64,
-        idx.len() as i64 - (max_dropped as i64 - dropped as i64),
-    );
-    idx[a..b].to_vec()
+    idx[referee_rules::score::olympic_range(idx.len(), dropped, max_dropped)].to_vec()
 }
 
 /// One counted run's split: (time ms, training ms, evaluation ms, samples).
