@@ -444,25 +444,42 @@ fn scaling_view_and_html_in_chromium() {
 /// Three Megatron runs per side, the candidate's iterations `factor` times
 /// slower (and 0.2 % apart from run to run).
 fn framework_side(dir: &Path, factor: f64) {
+    framework_side_with(dir, factor, 1.0);
+}
+
+/// `line` with the number after `key` multiplied by `factor`, printed with
+/// `decimals` decimals.
+fn scale_number(line: &str, key: &str, factor: f64, decimals: usize) -> String {
+    match line.find(key) {
+        Some(i) => {
+            let rest = &line[i + key.len()..];
+            let end = rest.find(' ').unwrap();
+            let x: f64 = rest[..end].parse().unwrap();
+            format!(
+                "{}{key}{:.*}{}",
+                &line[..i],
+                decimals,
+                x * factor,
+                &rest[end..]
+            )
+        }
+        None => line.to_string(),
+    }
+}
+
+/// As `framework_side`, with the log's TFLOP/s/GPU also multiplied by
+/// `tflops` (3 decimals, so that rounding stays below 1e-5).
+fn framework_side_with(dir: &Path, factor: f64, tflops: f64) {
     std::fs::create_dir_all(dir).unwrap();
     let src = std::fs::read_to_string(fixture("megatron/complete.out")).unwrap();
-    let key = "elapsed time per iteration (ms): ";
     for k in 0..3 {
         let mut out = String::new();
         for line in src.lines() {
-            match line.find(key) {
-                Some(i) => {
-                    let rest = &line[i + key.len()..];
-                    let end = rest.find(' ').unwrap();
-                    let ms: f64 = rest[..end].parse().unwrap();
-                    let v = ms * factor * (1.0 + 0.002 * k as f64);
-                    out.push_str(&format!("{}{key}{v:.1}{}\n", &line[..i], &rest[end..]));
-                }
-                None => {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
+            let f = factor * (1.0 + 0.002 * k as f64);
+            let line = scale_number(line, "elapsed time per iteration (ms): ", f, 1);
+            let line = scale_number(&line, "(TFLOP/s/GPU): ", tflops, 3);
+            out.push_str(&line);
+            out.push('\n');
         }
         std::fs::write(dir.join(format!("run{k}.out")), out).unwrap();
     }
@@ -551,6 +568,133 @@ fn compare_takes_framework_logs() {
         "{}",
         stderr(&o)
     );
+}
+
+/// The factors of one breakdown: (name, relative change).
+fn factors(b: &Value) -> Vec<(String, f64)> {
+    b["factors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["relative_change"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn tokens_per_second_and_mfu_split_into_factors_that_multiply_to_the_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = |p: &PathBuf| p.display().to_string();
+    let base = tmp.path().join("base");
+    framework_side(&base, 1.0);
+    // A release whose steps take 10 % longer (the log's TFLOP/s/GPU drops
+    // with them), and one that counts 20 % more FLOPs per token at the same
+    // speed (a change of the FLOPs formula, not of speed).
+    let slow = tmp.path().join("slow");
+    framework_side_with(&slow, 1.1, 1.0 / 1.1);
+    let recount = tmp.path().join("recount");
+    framework_side_with(&recount, 1.0, 1.2);
+    let html = tmp.path().join("cmp.html");
+    let o = referee(&[
+        "compare",
+        "--json",
+        "--html",
+        html.to_str().unwrap(),
+        &s(&base),
+        &s(&slow),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let g = json_of(&o)["groups"][0].clone();
+    let measured = |name: &str| {
+        g["throughput"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == name)
+            .unwrap()["relative_change"]
+            .as_f64()
+            .unwrap()
+    };
+    let rates = g["rate_breakdowns"].as_array().unwrap();
+    assert_eq!(rates.len(), 2, "{g:#}");
+    let (tps, mfu) = (&rates[0], &rates[1]);
+    assert_eq!(tps["metric"], "tokens_per_second");
+    assert_eq!(mfu["metric"], "mfu");
+    for (b, name) in [(tps, "tokens_per_second"), (mfu, "mfu")] {
+        let m = b["measured_change"].as_f64().unwrap();
+        assert!((m - measured(name)).abs() < 1e-12, "{name}: {m}");
+        let product = factors(b)
+            .iter()
+            .zip(b["factors"].as_array().unwrap())
+            .fold(1.0, |a, ((_, c), f)| {
+                a * (1.0 + c).powi(f["exponent"].as_i64().unwrap() as i32)
+            })
+            - 1.0;
+        assert!((product - m).abs() < 1e-9, "{name}: {product} vs {m}");
+        assert!((b["product_change"].as_f64().unwrap() - m).abs() < 1e-9);
+    }
+    let names = |b: &Value| factors(b).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert_eq!(
+        names(tps),
+        ["tokens_per_sample", "samples_per_step", "time_per_step"]
+    );
+    assert_eq!(
+        names(mfu),
+        [
+            "tokens_per_sample",
+            "samples_per_step",
+            "time_per_step",
+            "gpus",
+            "flops_per_token",
+            "peak"
+        ]
+    );
+    let change = |b: &Value, n: &str| factors(b).into_iter().find(|(x, _)| x == n).unwrap().1;
+    close(&Value::from(change(mfu, "time_per_step")), 0.1, 1e-3);
+    assert!(change(mfu, "flops_per_token").abs() < 1e-4, "{mfu:#}");
+    assert!(change(tps, "tokens_per_sample").abs() < 1e-12);
+    assert_eq!(mfu["dominant"], "time per step");
+    // FLOPs per token in GFLOP: 210.5 TFLOP/s/GPU ÷ 6,502 tokens/s/GPU =
+    // 32.37 for the first run; the others are 0.2 % and 0.4 % slower.
+    let fpt = mfu["factors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "flops_per_token")
+        .unwrap();
+    close(&fpt["baseline"]["value"], 32.44, 0.005);
+    close(&Value::from(measured("mfu")), 1.0 / 1.1 - 1.0, 1e-3);
+    // The HTML has a table per split, a row per factor.
+    let page = std::fs::read_to_string(&html).unwrap();
+    let at = page
+        .find("<table class=\"breakdown\" data-metric=\"mfu\"")
+        .expect("an MFU table");
+    let table = &page[at..at + page[at..].find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr data-factor=").count(), 6, "{table}");
+    // The text names them.
+    let o = referee(&["compare", &s(&base), &s(&slow)]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.contains("    MFU: -9.1 %: time per step +10.0 %"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    tokens/s: -9.1 %: time per step +10.0 %"),
+        "{text}"
+    );
+    // Same speed, FLOPs counted 20 % higher: MFU +20 %, all of it FLOPs
+    // per token; tokens/s unchanged.
+    let o = referee(&["compare", "--json", &s(&base), &s(&recount)]);
+    let g = json_of(&o)["groups"][0].clone();
+    let rates = g["rate_breakdowns"].as_array().unwrap();
+    let mfu = rates.iter().find(|b| b["metric"] == "mfu").unwrap();
+    assert_eq!(mfu["dominant"], "FLOPs per token", "{mfu:#}");
+    close(&Value::from(change(mfu, "flops_per_token")), 0.2, 1e-4);
+    assert!(change(mfu, "time_per_step").abs() < 1e-3);
 }
 
 #[test]

@@ -17,6 +17,11 @@
 //! time, time per step the step time at the mean throughput (samples per
 //! step ÷ mean samples/s).
 //!
+//! The same runs' tokens/s = tokens per sample × samples per step ÷ time
+//! per step, and their MFU = tokens/s ÷ GPUs × FLOPs per token ÷ peak
+//! (FLOPs per token as the MFU implies it: MFU × GPUs × peak ÷ tokens/s),
+//! each side figure made from means so that the product is the mean.
+//!
 //! Each factor's change has a percentile-bootstrap interval drawn as the
 //! time-to-train interval is (runs resampled per side, the same stream).
 
@@ -367,6 +372,188 @@ fn time_to_train(
     ))
 }
 
+/// One run's throughput figures (throughput mode).
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    sps: f64,
+    step: f64,
+    tps: Option<f64>,
+    mfu: Option<f64>,
+    gpus: Option<f64>,
+    peak: Option<f64>,
+}
+
+/// The runs that give `metric` (those its comparison averages), each with
+/// the samples/s and step time every split starts from.
+fn rates(s: &RunSet, metric: fn(&RunRecord) -> Option<f64>) -> Result<Vec<Rates>, String> {
+    s.runs
+        .iter()
+        .filter(|r| metric(r).is_some())
+        .map(|r| {
+            let sps = r
+                .samples_per_second
+                .ok_or_else(|| format!("{}: no samples/s", r.path))?;
+            let step = r
+                .step_seconds
+                .or(r.timing.window_step_seconds)
+                .ok_or_else(|| format!("{}: no step time", r.path))?;
+            Ok(Rates {
+                sps,
+                step,
+                tps: r.tokens_per_second,
+                mfu: r.mfu,
+                gpus: r.gpus,
+                peak: r.peak_tflops,
+            })
+        })
+        .collect()
+}
+
+fn mean(p: &[Rates], f: impl Fn(&Rates) -> Option<f64>) -> Option<f64> {
+    let v: Option<Vec<f64>> = p.iter().map(f).collect();
+    let v = v?;
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The value every run shares, if they all record the same one.
+fn constant(p: &[Rates], f: fn(&Rates) -> Option<f64>) -> Option<f64> {
+    let first = f(p.first()?)?;
+    p.iter().all(|r| f(r) == Some(first)).then_some(first)
+}
+
+/// A factor of a throughput figure: its side value over a set of runs
+/// (made from means so that the factors multiply to the figure's mean
+/// exactly) and its per-run value (for the spread).
+struct RateFactor {
+    name: &'static str,
+    label: &'static str,
+    unit: &'static str,
+    exponent: i32,
+    side: fn(&[Rates]) -> Option<f64>,
+    run: fn(&Rates) -> Option<f64>,
+}
+
+/// Samples per step: the mean of samples/s × step time.
+const SAMPLES_PER_STEP: RateFactor = RateFactor {
+    name: "samples_per_step",
+    label: "samples per step",
+    unit: "samples",
+    exponent: 1,
+    side: |p| mean(p, |r| Some(r.sps * r.step)),
+    run: |r| Some(r.sps * r.step),
+};
+
+/// Time per step at the mean throughput: samples per step ÷ mean samples/s.
+const TIME_PER_STEP: RateFactor = RateFactor {
+    name: "time_per_step",
+    label: "time per step",
+    unit: "seconds",
+    exponent: -1,
+    side: |p| Some(mean(p, |r| Some(r.sps * r.step))? / mean(p, |r| Some(r.sps))?),
+    run: |r| Some(r.step),
+};
+
+/// Tokens per sample: mean tokens/s ÷ mean samples/s (the sequence length
+/// when every sample is one full sequence).
+const TOKENS_PER_SAMPLE: RateFactor = RateFactor {
+    name: "tokens_per_sample",
+    label: "tokens per sample",
+    unit: "tokens",
+    exponent: 1,
+    side: |p| Some(mean(p, |r| r.tps)? / mean(p, |r| Some(r.sps))?),
+    run: |r| Some(r.tps? / r.sps),
+};
+
+/// MFU per token/s: mean MFU ÷ mean tokens/s (FLOPs per token ÷ (GPUs ×
+/// peak)), when GPUs or the peak are not known or differ between runs.
+const MFU_PER_TOKEN_RATE: RateFactor = RateFactor {
+    name: "flops_per_token_per_gpu_peak",
+    label: "FLOPs per token ÷ (GPUs × peak)",
+    unit: "MFU per token/s",
+    exponent: 1,
+    side: |p| Some(mean(p, |r| r.mfu)? / mean(p, |r| r.tps)?),
+    run: |r| Some(r.mfu? / r.tps?),
+};
+
+const GPUS: RateFactor = RateFactor {
+    name: "gpus",
+    label: "GPUs",
+    unit: "GPUs",
+    exponent: -1,
+    side: |p| constant(p, |r| r.gpus),
+    run: |r| r.gpus,
+};
+
+/// FLOPs per token as the MFU implies it: mean MFU ÷ mean tokens/s × GPUs
+/// × peak.
+const FLOPS_PER_TOKEN: RateFactor = RateFactor {
+    name: "flops_per_token",
+    label: "FLOPs per token",
+    unit: "GFLOP per token",
+    exponent: 1,
+    side: |p| {
+        let (n, peak) = (constant(p, |r| r.gpus)?, constant(p, |r| r.peak)?);
+        Some(mean(p, |r| r.mfu)? / mean(p, |r| r.tps)? * n * peak * 1e3)
+    },
+    run: |r| Some(r.mfu? / r.tps? * r.gpus? * r.peak? * 1e3),
+};
+
+const PEAK: RateFactor = RateFactor {
+    name: "peak",
+    label: "dense peak per GPU",
+    unit: "TFLOP/s",
+    exponent: -1,
+    side: |p| constant(p, |r| r.peak),
+    run: |r| r.peak,
+};
+
+/// A throughput figure split into `factors` over the runs that give it.
+fn rate_split(
+    (b, c): (&RunSet, &RunSet),
+    m: &MetricComparison,
+    metric: fn(&RunRecord) -> Option<f64>,
+    factors: &[&RateFactor],
+    (name, relation, opts): (&'static str, &'static str, &Options),
+) -> Result<Breakdown, String> {
+    let measured = m
+        .relative_change
+        .ok_or_else(|| format!("{} has no change to split", m.label))?;
+    let (pb, pc) = (rates(b, metric)?, rates(c, metric)?);
+    if pb.is_empty() || pc.is_empty() {
+        return Err(format!("no run with {} and a step time", m.label));
+    }
+    let pick = |p: &[Rates], idx: &[usize]| idx.iter().map(|&i| p[i]).collect::<Vec<_>>();
+    let mut out = Vec::new();
+    for f in factors {
+        let figure = |p: &[Rates]| -> Result<SideFigure, String> {
+            let value = (f.side)(p).ok_or_else(|| format!("no {} on every run", f.label))?;
+            let per_run: Option<Vec<f64>> = p.iter().map(f.run).collect();
+            let per_run = per_run.ok_or_else(|| format!("no {} on every run", f.label))?;
+            Ok(side_figure(value, &per_run))
+        };
+        let (sb, sc) = (figure(&pb)?, figure(&pc)?);
+        let fb = |idx: &[usize]| (f.side)(&pick(&pb, idx));
+        let fc = |idx: &[usize]| (f.side)(&pick(&pc, idx));
+        let ci = index_ci(pb.len(), pc.len(), &fb, &fc, opts);
+        out.push(factor(
+            f.name,
+            f.label.into(),
+            f.unit.into(),
+            (sb, sc),
+            ci,
+            f.exponent,
+        ));
+    }
+    Ok(finish(
+        name,
+        relation,
+        "every run with the figure and a step time",
+        measured,
+        out,
+        None,
+    ))
+}
+
 /// Samples/s split into samples per step and time per step.
 fn throughput(
     b: &RunSet,
@@ -374,76 +561,68 @@ fn throughput(
     m: &MetricComparison,
     opts: &Options,
 ) -> Result<Breakdown, String> {
-    let measured = m
-        .relative_change
-        .ok_or("samples/s has no change to split")?;
-    let pairs = |s: &RunSet| -> Result<Vec<(f64, f64)>, String> {
-        s.runs
-            .iter()
-            .filter_map(|r| r.samples_per_second.map(|x| (r, x)))
-            .map(|(r, sps)| {
-                r.step_seconds
-                    .or(r.timing.window_step_seconds)
-                    .map(|st| (sps, st))
-                    .ok_or_else(|| format!("{}: no step time", r.path))
+    let mut d = rate_split(
+        (b, c),
+        m,
+        |r| r.samples_per_second,
+        &[&SAMPLES_PER_STEP, &TIME_PER_STEP],
+        (
+            "samples_per_second",
+            "samples/s = samples per step ÷ time per step (at the mean throughput)",
+            opts,
+        ),
+    )?;
+    d.runs = "every run with samples/s and a step time";
+    Ok(d)
+}
+
+/// Throughput mode: tokens/s and MFU split into their factors, for each
+/// that both sides give. MFU is split into GPUs, FLOPs per token and the
+/// peak when each side's runs share one GPU count and one peak, else into
+/// their quotient.
+pub fn rate_breakdowns(g: &GroupComparison, opts: &Options) -> Vec<Breakdown> {
+    let (b, c) = (&g.baseline, &g.candidate);
+    if b.mode != Mode::Throughput {
+        return Vec::new();
+    }
+    let find = |name: &str| g.throughput.iter().find(|m| m.metric == name);
+    let mut out = Vec::new();
+    if let Some(m) = find("tokens_per_second") {
+        out.extend(
+            rate_split(
+                (b, c),
+                m,
+                |r| r.tokens_per_second,
+                &[&TOKENS_PER_SAMPLE, &SAMPLES_PER_STEP, &TIME_PER_STEP],
+                (
+                    "tokens_per_second",
+                    "tokens/s = tokens per sample × samples per step ÷ time per step",
+                    opts,
+                ),
+            )
+            .ok(),
+        );
+    }
+    if let Some(m) = find("mfu") {
+        let split = |factors: &[&RateFactor], relation| {
+            rate_split((b, c), m, |r| r.mfu, factors, ("mfu", relation, opts))
+        };
+        let rate = [&TOKENS_PER_SAMPLE, &SAMPLES_PER_STEP, &TIME_PER_STEP];
+        let full = split(
+            &[&rate[..], &[&GPUS, &FLOPS_PER_TOKEN, &PEAK]].concat(),
+            "MFU = tokens per sample × samples per step ÷ time per step ÷ GPUs × FLOPs per token ÷ peak",
+        );
+        out.extend(
+            full.or_else(|_| {
+                split(
+                    &[&rate[..], &[&MFU_PER_TOKEN_RATE]].concat(),
+                    "MFU = tokens per sample × samples per step ÷ time per step × FLOPs per token ÷ (GPUs × peak)",
+                )
             })
-            .collect()
-    };
-    let (pb, pc) = (pairs(b)?, pairs(c)?);
-    if pb.is_empty() || pc.is_empty() {
-        return Err("no run with samples/s and a step time".into());
+            .ok(),
+        );
     }
-    // (samples per step, time per step at the mean throughput).
-    let stats = |p: &[(f64, f64)]| {
-        let n = p.len() as f64;
-        let g = p.iter().map(|(s, t)| s * t).sum::<f64>() / n;
-        let sps = p.iter().map(|(s, _)| s).sum::<f64>() / n;
-        (g, g / sps)
-    };
-    let pick = |p: &[(f64, f64)], idx: &[usize]| idx.iter().map(|&i| p[i]).collect::<Vec<_>>();
-    let mut factors = Vec::new();
-    for (name, label, unit, exponent) in [
-        ("samples_per_step", "samples per step", "samples", 1),
-        ("time_per_step", "time per step", "seconds", -1),
-    ] {
-        let get = move |p: &[(f64, f64)]| {
-            let (g, t) = stats(p);
-            if name == "samples_per_step" { g } else { t }
-        };
-        let per_run = |p: &[(f64, f64)]| -> Vec<f64> {
-            p.iter()
-                .map(|(s, t)| {
-                    if name == "samples_per_step" {
-                        s * t
-                    } else {
-                        *t
-                    }
-                })
-                .collect()
-        };
-        let fb = |idx: &[usize]| Some(get(&pick(&pb, idx)));
-        let fc = |idx: &[usize]| Some(get(&pick(&pc, idx)));
-        let ci = index_ci(pb.len(), pc.len(), &fb, &fc, opts);
-        factors.push(factor(
-            name,
-            label.into(),
-            unit.into(),
-            (
-                side_figure(get(&pb), &per_run(&pb)),
-                side_figure(get(&pc), &per_run(&pc)),
-            ),
-            ci,
-            exponent,
-        ));
-    }
-    Ok(finish(
-        "samples_per_second",
-        "samples/s = samples per step ÷ time per step (at the mean throughput)",
-        "every run with samples/s and a step time",
-        measured,
-        factors,
-        None,
-    ))
+    out
 }
 
 /// Where the time went, for the group's deciding metric.

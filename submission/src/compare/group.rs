@@ -402,10 +402,12 @@ pub(super) fn compare_group(b: &RunSet, c: &RunSet, opts: &Options) -> GroupComp
         reasons,
         notes: notes(b, c),
         breakdown: None,
+        rate_breakdowns: Vec::new(),
         changed: super::explain::what_changed(&b.recorded, &c.recorded),
         ratio: None,
     };
     g.breakdown = super::explain::breakdown(&g, opts).ok();
+    g.rate_breakdowns = super::explain::rate_breakdowns(&g, opts);
     g.ratio = opts
         .min_ratio
         .and_then(|r| super::explain::ratio_check(&g, r));

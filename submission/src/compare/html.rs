@@ -456,6 +456,44 @@ fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), Pl
     Ok(())
 }
 
+/// A breakdown's factors, one row each, and their product.
+fn breakdown_table(s: &mut String, b: &super::explain::Breakdown) {
+    let _ = writeln!(
+        s,
+        "<table class=\"breakdown\" data-metric=\"{}\"><tr><th>factor</th><th>unit</th><th>baseline</th><th>candidate</th><th>change</th><th>CI</th></tr>",
+        b.metric
+    );
+    let side = |f: &super::explain::SideFigure| {
+        format!(
+            "{} <small>({}–{}, {} runs)</small>",
+            fig(f.value),
+            fig(f.min),
+            fig(f.max),
+            f.runs
+        )
+    };
+    for f in &b.factors {
+        let _ = writeln!(
+            s,
+            "<tr data-factor=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.name,
+            esc(&f.label),
+            esc(&f.unit),
+            side(&f.baseline),
+            side(&f.candidate),
+            pct(f.relative_change),
+            f.ci.map(|c| format!("[{}, {}]", pct(c.lo), pct(c.hi)))
+                .unwrap_or_else(|| "—".into())
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<tr class=\"product\"><td>product</td><td></td><td></td><td></td><td>{}</td><td>measured {}</td></tr></table>",
+        pct(b.product_change),
+        pct(b.measured_change)
+    );
+}
+
 /// Where the time went and what changed, as two tables.
 fn explain_section(s: &mut String, g: &GroupComparison) {
     if let Some(b) = &g.breakdown {
@@ -466,39 +504,17 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
             esc(b.relation),
             esc(b.runs)
         );
+        breakdown_table(s, b);
+    }
+    for b in &g.rate_breakdowns {
         let _ = writeln!(
             s,
-            "<table class=\"breakdown\"><tr><th>factor</th><th>unit</th><th>baseline</th><th>candidate</th><th>change</th><th>CI</th></tr>"
+            "<h3>{}</h3><p class=\"why\"><b>{}</b> — {}</p>",
+            esc(super::report::rate_label(b.metric)),
+            esc(&b.summary),
+            esc(b.relation)
         );
-        let side = |f: &super::explain::SideFigure| {
-            format!(
-                "{} <small>({}–{}, {} runs)</small>",
-                fig(f.value),
-                fig(f.min),
-                fig(f.max),
-                f.runs
-            )
-        };
-        for f in &b.factors {
-            let _ = writeln!(
-                s,
-                "<tr data-factor=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f.name,
-                esc(&f.label),
-                esc(&f.unit),
-                side(&f.baseline),
-                side(&f.candidate),
-                pct(f.relative_change),
-                f.ci.map(|c| format!("[{}, {}]", pct(c.lo), pct(c.hi)))
-                    .unwrap_or_else(|| "—".into())
-            );
-        }
-        let _ = writeln!(
-            s,
-            "<tr class=\"product\"><td>product</td><td></td><td></td><td></td><td>{}</td><td>measured {}</td></tr></table>",
-            pct(b.product_change),
-            pct(b.measured_change)
-        );
+        breakdown_table(s, b);
     }
     let d = &g.changed;
     let _ = writeln!(s, "<h3>What changed</h3>");

@@ -585,6 +585,8 @@ fn add_runs(set: &mut RunSet, members: &[usize], analyses: &[RunAnalysis], facts
             },
             iterations: Vec::new(),
             timing: f.timing.clone(),
+            gpus: None,
+            peak_tflops: None,
         });
     }
 }
@@ -728,6 +730,8 @@ fn framework_run(r: &PerfRow) -> RunRecord {
         evals: Vec::new(),
         iterations: r.iterations.clone(),
         timing: super::RunTiming::default(),
+        gpus: keep(r.fields.gpus.as_ref().map(|g| g.value as f64)),
+        peak_tflops: keep(r.peak_tflops),
     }
 }
 

@@ -235,6 +235,12 @@ pub struct RunRecord {
     /// Where the run's time went (read from its log's time stamps).
     #[serde(skip)]
     pub timing: RunTiming,
+    /// Framework logs: the GPUs the run used and the dense peak its MFU was
+    /// computed against, TFLOP/s per GPU (to split MFU into its factors).
+    #[serde(skip)]
+    pub gpus: Option<f64>,
+    #[serde(skip)]
+    pub peak_tflops: Option<f64>,
 }
 
 /// The time stamps of a run that split its time to train: training and
@@ -446,6 +452,10 @@ pub struct GroupComparison {
     /// Where the time went: the deciding figure split into factors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<explain::Breakdown>,
+    /// Throughput mode: tokens/s and MFU split into the same factors and
+    /// those they add (tokens per sample; GPUs, FLOPs per token, peak).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_breakdowns: Vec<explain::Breakdown>,
     /// What changed between the sides' records.
     pub changed: explain::FactDiff,
     /// `--min-ratio`: the candidate's performance against the baseline's.

@@ -277,13 +277,32 @@ fn side_fig(f: &super::explain::SideFigure) -> String {
     s
 }
 
-/// Where the time went, a line per factor after the summary.
+/// Where the time went, a line per factor after the summary; then, in
+/// throughput mode, tokens/s and MFU split the same way.
 pub fn breakdown_lines(g: &GroupComparison) -> Vec<String> {
-    let Some(b) = &g.breakdown else {
-        return Vec::new();
-    };
+    let mut v = g
+        .breakdown
+        .as_ref()
+        .map_or_else(Vec::new, |b| one_breakdown(b, ""));
+    for b in &g.rate_breakdowns {
+        v.extend(one_breakdown(b, &format!("{}: ", rate_label(b.metric))));
+    }
+    v
+}
+
+/// The name a throughput breakdown is shown under.
+pub fn rate_label(metric: &str) -> &str {
+    match metric {
+        "tokens_per_second" => "tokens/s",
+        "mfu" => "MFU",
+        "samples_per_second" => "samples/s",
+        other => other,
+    }
+}
+
+fn one_breakdown(b: &super::explain::Breakdown, prefix: &str) -> Vec<String> {
     let mut v = vec![format!(
-        "{} (dominant: {}; {}; over {}; product of the factors {})",
+        "{prefix}{} (dominant: {}; {}; over {}; product of the factors {})",
         b.summary,
         b.dominant,
         b.relation,
