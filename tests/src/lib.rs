@@ -357,22 +357,28 @@ pub fn chromium() -> PathBuf {
         })
 }
 
+/// Headless Chromium with a fresh profile and nothing in the background.
+fn headless(profile: &Path) -> Command {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
 /// A screenshot of `page` by headless Chromium into `png` (1200×1600).
 pub fn screenshot(page: &Path, png: &Path) {
     let profile = tempfile::tempdir().unwrap();
-    let shot = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
+    let shot = headless(profile.path())
         .arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1200,1600")
         .arg(format!("file://{}", page.display()))
@@ -383,6 +389,24 @@ pub fn screenshot(page: &Path, png: &Path) {
         "chromium wrote no screenshot: {}",
         String::from_utf8_lossy(&shot.stderr)
     );
+}
+
+/// The document headless Chromium built from `page` (its DOM serialised):
+/// what a browser makes of the HTML, not the bytes referee wrote.
+pub fn dom(page: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let o = headless(profile.path())
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        dom.contains("</html>"),
+        "chromium gave no document: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dom
 }
 
 /// Width, height and RGB pixels of an 8-bit PNG.

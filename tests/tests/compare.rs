@@ -510,7 +510,7 @@ fn html_report_renders_the_plots() {
 
     // Where the time went and what changed: a table each.
     let bd = &html[html
-        .find("<table class=\"breakdown\">")
+        .find("<table class=\"breakdown\" data-metric=\"time_to_train_minutes\">")
         .expect("a breakdown table")..];
     let bd = &bd[..bd.find("</table>").unwrap()];
     for factor in [
