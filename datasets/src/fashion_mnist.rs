@@ -5,8 +5,6 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::Path;
 
-use image::ImageEncoder;
-use image::codecs::png::PngEncoder;
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -197,13 +195,9 @@ fn load_idx(
     decode_idx(&bytes, input.magic, &path, ctx)
 }
 
-/// Encode 8-bit grayscale pixels as PNG.
+/// Encode 8-bit grayscale pixels as PNG (the settings prepared data uses).
 pub(crate) fn encode_png_gray(pixels: &[u8], width: u32, height: u32) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(pixels.len() / 2 + 64);
-    PngEncoder::new(&mut buf)
-        .write_image(pixels, width, height, image::ExtendedColorType::L8)
-        .expect("encoding a PNG into memory cannot fail");
-    buf
+    crate::png_gray::encode(pixels, width, height)
 }
 
 /// Convert the four IDX files in `idx_dir` into the PNG tree under `out`.

@@ -295,11 +295,8 @@ pub(crate) fn decode_png_gray(
     ctx: &DatasetLocation,
 ) -> Result<(Vec<u8>, usize, usize), DataError> {
     let bytes = fs::read(path).map_err(ctx.io(path, "read"))?;
-    let img = image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
-        .map_err(|e| ctx.corrupt(path, format!("cannot decode PNG: {e}")))?
-        .into_luma8();
-    let (w, h) = (img.width() as usize, img.height() as usize);
-    Ok((img.into_raw(), h, w))
+    crate::png_gray::decode(&bytes)
+        .map_err(|e| ctx.corrupt(path, format!("cannot decode PNG: {e}")))
 }
 
 fn decode_batch(

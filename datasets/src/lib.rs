@@ -99,6 +99,7 @@ mod fetch;
 mod idx;
 mod image_folder;
 mod manifest;
+mod png_gray;
 mod prefetch;
 pub mod rng;
 mod shakespeare;
