@@ -25,6 +25,7 @@ pub mod power;
 pub mod rcp;
 pub mod rules;
 pub mod run;
+pub mod run_exec;
 pub mod sign;
 pub mod slurm;
 pub mod summarize;

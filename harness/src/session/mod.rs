@@ -2,8 +2,9 @@
 //! ([`plan`]), the runs of the plan one after the other and their closing
 //! check ([`runs`]), the life of one run ([`run`]) with the MLLOG writer
 //! ([`logger`]), the clock the harness owns ([`clock`]), the page cache
-//! cleared before it ([`cache`]), and the ranks of a data-parallel run
-//! ([`launch`], [`collective`], [`gpu`]). It must not know how a command
+//! cleared before it ([`cache`]), the ranks of a data-parallel run
+//! ([`launch`], [`collective`], [`gpu`]), and its progress drawn on a
+//! terminal ([`progress`]). It must not know how a command
 //! parses its flags or prints ([`crate::cli`]), nor how an external program
 //! is supervised ([`crate::exec`]).
 
@@ -16,6 +17,7 @@ pub mod launch;
 pub mod logger;
 pub mod nccl_probe;
 pub mod plan;
+pub mod progress;
 pub mod run;
 pub mod runs;
 
