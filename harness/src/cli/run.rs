@@ -229,13 +229,8 @@ pub fn run(a: RunArgs) -> i32 {
         Err(e) => return usage_error(e),
     };
     // Thread settings must be in place before any compute thread starts.
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
     // SAFETY: called before any other thread of this process exists.
-    unsafe { referee_workloads::configure_cpu_threads(threads) };
+    unsafe { crate::session::configure_compute_threads(a.threads) };
     let cfg = match SessionConfig::resolve(&a.request(), placement) {
         Ok(c) => c,
         Err(e) => return usage_error(e),

@@ -25,3 +25,19 @@ pub use runs::{
     LogCheck, QuietSession, RunSummary, SessionObserver, closing_check, execute, run_line,
     target_text,
 };
+
+/// Set the compute threads (`-j N`; default: every core) before the first
+/// compute thread starts.
+///
+/// # Safety
+/// As [`referee_workloads::configure_cpu_threads`]: call it before any
+/// other thread of this process exists.
+pub unsafe fn configure_compute_threads(n: Option<usize>) {
+    let threads = n.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    // SAFETY: the caller guarantees no other thread is running.
+    unsafe { referee_workloads::configure_cpu_threads(threads) };
+}
