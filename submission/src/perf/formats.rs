@@ -512,9 +512,8 @@ fn lightning_bar(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> boo
         let p = trim_start(part);
         let p = &p[..p.len() - p.iter().rev().take_while(|b| **b == b' ').count()];
         let problems = &mut scan.problems;
-        if let Some(x) = p.strip_suffix(b"s/it") {
-            let expected = "a positive number before `s/it`";
-            let rate = read_field(
+        let rate = |x: &[u8], expected: &str, problems: &mut Vec<Problem>| {
+            read_field(
                 x,
                 p,
                 positive,
@@ -522,21 +521,15 @@ fn lightning_bar(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> boo
                 "progress-bar rate",
                 expected,
                 problems,
-            );
-            step_s = rate.or(step_s);
+            )
+        };
+        if let Some(x) = p.strip_suffix(b"s/it") {
+            let expected = "a positive number before `s/it`";
+            step_s = rate(x, expected, problems).or(step_s);
         } else if let Some(x) = p.strip_suffix(b"it/s") {
             if x != b"?" {
                 let expected = "a positive number (or `?`) before `it/s`";
-                let rate = read_field(
-                    x,
-                    p,
-                    positive,
-                    line_no,
-                    "progress-bar rate",
-                    expected,
-                    problems,
-                );
-                step_s = rate.map(|v| 1.0 / v).or(step_s);
+                step_s = rate(x, expected, problems).map(|v| 1.0 / v).or(step_s);
             }
         } else if let Some(x) = p.strip_prefix(b"train_step_timing in s=") {
             let expected = "a positive number of seconds after `train_step_timing in s=`";
@@ -921,33 +914,23 @@ fn timing_line(
     let mut step_s = None;
     // Kept only for a line that is a timing line of an iteration.
     let mut problems = Vec::new();
-    if let Some(i) = f.nemo_step.find(body) {
-        dialect = Some(Dialect::Nemo);
+    // The step time: NeMo's in seconds, Megatron's in milliseconds.
+    let step = if let Some(i) = f.nemo_step.find(body) {
         let tok = value_after(&body[i + "train_step_timing in s".len()..]);
         let expected = "a positive number of seconds after `train_step_timing in s:`";
-        step_s = read_field(
-            tok,
-            tok,
-            positive,
-            line_no,
-            "step time",
-            expected,
-            &mut problems,
-        );
+        Some((Dialect::Nemo, tok, expected, 1.0))
     } else if let Some(i) = f.megatron_step.find(body) {
-        dialect = Some(Dialect::Megatron);
         let tok = value_after(&body[i + "elapsed time per iteration (ms):".len()..]);
         let expected = "a positive number of milliseconds after `elapsed time per iteration (ms):`";
-        step_s = read_field(
-            tok,
-            tok,
-            positive,
-            line_no,
-            "step time",
-            expected,
-            &mut problems,
-        )
-        .map(|v| v / 1000.0);
+        Some((Dialect::Megatron, tok, expected, 1000.0))
+    } else {
+        None
+    };
+    if let Some((d, tok, expected, per_s)) = step {
+        dialect = Some(d);
+        let what = "step time";
+        step_s = read_field(tok, tok, positive, line_no, what, expected, &mut problems)
+            .map(|v| v / per_s);
     }
     let mut tflops = None;
     let tf = if let Some(i) = f.nemo_tflops.find(body) {
