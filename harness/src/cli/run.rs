@@ -214,10 +214,9 @@ impl RunArgs {
     }
 }
 
+/// `referee run BENCHMARK` (with `--exec`, crate::cli dispatches to
+/// [`super::run_exec::run_exec`] instead).
 pub fn run(a: RunArgs) -> i32 {
-    if a.exec {
-        return super::run_exec::run_exec(&a);
-    }
     if !a.command.is_empty() {
         return usage_error("a command after `--` runs only with --exec");
     }
