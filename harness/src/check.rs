@@ -4,10 +4,113 @@
 //! clock joins the report.
 
 use crate::exec::witness::{FoundWitness, candidate_records, find_in, verify};
+use crate::rules_env::{OfficialRules, RulesError};
 use referee_rules::checker::{CheckError, Checker, LogReport, RulesetChoice};
+use referee_rules::compliance::CheckOptions;
 use referee_rules::diag::Diagnostic;
+use referee_rules::policy::PolicyMode;
+use referee_rules::report::CheckSummary;
+use referee_rules::ruleset::RuleLibrary;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The rules a check runs under: the checker, which rules each log is
+/// judged by, and how the report names them.
+pub struct CheckRules {
+    pub checker: Checker,
+    pub choice: RulesetChoice,
+    pub description: String,
+}
+
+/// Which rules a check asked for: an official `ruleset` of `usage`, one
+/// rule file (`config`: relative to the rules directory, or absolute), or
+/// neither (referee's own benchmarks, recognised from each log).
+/// `rules_dir`: where the official rule files are (default: discovered,
+/// when official rules are needed).
+pub fn check_rules(
+    usage: &'static str,
+    ruleset: Option<String>,
+    config: Option<String>,
+    rules_dir: Option<&Path>,
+    opts: CheckOptions,
+) -> Result<CheckRules, RulesError> {
+    let needs_official = ruleset.is_some()
+        || config
+            .as_deref()
+            .is_some_and(|c| !Path::new(c).is_absolute());
+    let official = if needs_official || rules_dir.is_some() {
+        Some(OfficialRules::resolve(rules_dir)?)
+    } else {
+        None
+    };
+    let mut lib = match &official {
+        Some(o) => o.library(),
+        None => RuleLibrary::embedded_only(),
+    };
+    crate::own_benchmarks::register_rules(&mut lib);
+    let origin = |none: &str| {
+        official
+            .as_ref()
+            .map(|o| o.origin.clone())
+            .unwrap_or_else(|| none.to_string())
+    };
+    let (choice, description) = if let Some(v) = ruleset {
+        let available = lib.rulesets(usage);
+        if !available.contains(&v) {
+            return Err(RulesError::UnknownRuleset {
+                ruleset: v,
+                usage,
+                origin: origin("the rules directory"),
+                available,
+            });
+        }
+        let desc = format!("{usage} {v} rules from {}", origin("?"));
+        let version = v;
+        let usage = usage.to_string();
+        (RulesetChoice::Official { usage, version }, desc)
+    } else if let Some(c) = config {
+        let path = lib.resolve(&c);
+        if !path.is_file() {
+            return Err(RulesError::NoRuleFile { name: c, path });
+        }
+        let desc = format!("rule file {c}");
+        (RulesetChoice::Config(c), desc)
+    } else {
+        (RulesetChoice::Auto, "referee's own rules".to_string())
+    };
+    let mut checker = Checker::new(Arc::new(lib), opts);
+    crate::own_benchmarks::register_own(&mut checker);
+    Ok(CheckRules {
+        checker,
+        choice,
+        description,
+    })
+}
+
+/// The totals of a check of `results`: each report's policy findings put
+/// under `mode` (in the report too) and counted, and every log's verdict.
+pub fn tally(
+    results: &mut [Result<LogReport, CheckError>],
+    mode: PolicyMode,
+    threads: usize,
+    rules: String,
+) -> CheckSummary {
+    let mut summary = CheckSummary {
+        threads,
+        rules,
+        ..CheckSummary::default()
+    };
+    summary.policy.mode = mode;
+    for rep in results.iter_mut().flatten() {
+        referee_rules::policy::apply_mode(&mut rep.policy, mode);
+        summary.count_policy(&rep.policy);
+    }
+    for r in results.iter() {
+        summary.count(r.as_ref().ok().map(|rep| rep.verdict));
+    }
+    summary
+}
 
 /// [`check_file`] of many logs in parallel; results come back in input
 /// order, and `done` is called as each log is checked (for progress).

@@ -20,6 +20,23 @@ pub fn benchmark_datasets(name: &str) -> Option<&'static [&'static str]> {
     bench::find(name).map(|b| b.spec().datasets)
 }
 
+/// The datasets a name stands for: itself (a dataset), or a benchmark's
+/// datasets.
+pub fn datasets_named(name: &str) -> Result<Vec<String>, crate::session::error::SessionError> {
+    let datasets = referee_datasets::dataset_names();
+    if datasets.contains(&name) {
+        return Ok(vec![name.to_string()]);
+    }
+    if let Some(ds) = benchmark_datasets(name) {
+        return Ok(ds.iter().map(|s| s.to_string()).collect());
+    }
+    Err(crate::session::error::SessionError::UnknownDataset {
+        name: name.to_string(),
+        datasets,
+        benchmarks: benchmark_names(),
+    })
+}
+
 /// Add referee's rule files to a rule library.
 pub fn register_rules(lib: &mut RuleLibrary) {
     for b in bench::registry() {

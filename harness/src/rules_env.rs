@@ -45,6 +45,9 @@ pub enum RulesError {
     },
     #[error("--rcp-dir {}: no such directory", .0.display())]
     NoRcpDir(PathBuf),
+    /// `referee check --config NAME`: no rule file at `path`.
+    #[error("--config {name}: no such rule file ({})", .path.display())]
+    NoRuleFile { name: String, path: PathBuf },
     /// The rules of a side of `referee compare` (`root`: its path).
     #[error("{}: {source}", .root.display())]
     Side {

@@ -25,6 +25,37 @@ pub fn sub_dirs(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Entries of a run's power folder (`power/result_N/`) whose names start
+/// with `node_` or `sw_`, in path order (empty when the folder cannot be
+/// read): the one listing of power logs. Its two readers filter it
+/// differently, on purpose:
+///
+/// - the energy score ([`crate::score::power_logs`]) takes only the
+///   `node_*.txt` and `sw_*.txt` names, the power logs a submission's
+///   power folder holds, and integrates exactly those;
+/// - the power policy ([`crate::policy::power`]) takes every regular file
+///   named `node_*` or `sw_*`, whatever its extension, so that a node's log
+///   under another name is still counted and its readings checked rather
+///   than silently passed over.
+pub fn power_log_entries(folder: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| is_power_name(p, "node_") || is_power_name(p, "sw_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// True when `p`'s file name starts with `prefix` (`node_`, `sw_`).
+pub fn is_power_name(p: &Path, prefix: &str) -> bool {
+    p.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+}
+
 /// Sorted `result_*.txt` files directly in a benchmark directory.
 pub fn result_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?

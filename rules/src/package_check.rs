@@ -343,6 +343,7 @@ pub fn check_package(
         policy.extend(policy_of_set(
             &plan.dir,
             official_seed_check,
+            plan.nodes,
             &runs,
             check.expected_files,
         ));
@@ -457,6 +458,8 @@ struct BenchmarkDirPlan {
     /// `package_checker_params` flags.
     opts: PackageOptions,
     results: Vec<PathBuf>,
+    /// The system description's `number_of_nodes`.
+    nodes: Option<i64>,
 }
 
 /// The benchmark directories to check: those of a readable system and of a
@@ -518,6 +521,7 @@ fn plan_benchmark_dirs(
         let results = layout::result_files(&d.path).unwrap_or_default();
         plans.push(BenchmarkDirPlan {
             closed: desc.text("division").as_deref() == Some("closed"),
+            nodes: desc.int("number_of_nodes"),
             dir: d,
             opts,
             results,

@@ -304,11 +304,14 @@ pub fn write_scaling(dir: &Path, factor: Option<f64>) -> Result<(), DirError> {
     }
 }
 
-/// Score one benchmark directory from its analysed runs.
+/// Score one benchmark directory from its analysed runs; `division` and
+/// `nodes` (`number_of_nodes`) are the system description's, as the caller
+/// read it.
 pub fn score_dir(
     ctx: &ScoreContext,
     dir: &BenchmarkDir,
     division: &str,
+    nodes: Option<i64>,
     runs: &[RunAnalysis],
     submitter: &str,
 ) -> BenchScore {
@@ -349,6 +352,7 @@ pub fn score_dir(
         policy: policy_of_set(
             dir,
             division == "closed" && ctx.facts.has_seed_and_rcp_checks(&ctx.ruleset),
+            nodes,
             runs,
             ctx.facts
                 .benchmark(&ctx.usage, &dir.benchmark)
@@ -700,28 +704,19 @@ fn energy_of(dir: &BenchmarkDir, runs: &[RunAnalysis]) -> Result<Vec<f64>, Power
 }
 
 /// The power logs of a run's power folder (`power/result_N/`): its
-/// `node_*.txt` and its `sw_*.txt` files, each list in name order (empty
-/// when the folder cannot be read).
+/// `node_*.txt` and its `sw_*.txt` entries, each list in name order (empty
+/// when the folder cannot be read); only `.txt` names, the power logs the
+/// energy is integrated from (see [`layout::power_log_entries`]).
 pub fn power_logs(folder: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let list = |prefix: &str| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(folder)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| {
-                        let n = p
-                            .file_name()
-                            .map(|n| n.to_string_lossy().to_string())
-                            .unwrap_or_default();
-                        n.starts_with(prefix) && n.ends_with(".txt")
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+    let txt = |p: &PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(".txt"))
     };
-    (list("node_"), list("sw_"))
+    // Every entry is `node_*` or `sw_*`: what is not a node's is a switch's.
+    layout::power_log_entries(folder)
+        .into_iter()
+        .filter(txt)
+        .partition(|p| layout::is_power_name(p, "node_"))
 }
 
 fn read_power_log(path: &Path) -> Result<Vec<Record>, PowerError> {
@@ -900,11 +895,23 @@ fn power_switch(records: &[Record], ttt_ms: f64) -> f64 {
     eff * agg * ttt_ms / 1000.0
 }
 
+/// `number_of_nodes` of the system description of a result set
+/// (`ORG/systems/SYSTEM.json`, ORG three folders above the set), for a
+/// caller that has not read that description itself.
+pub fn nodes_of_set(dir: &BenchmarkDir) -> Option<i64> {
+    let org = dir.path.ancestors().nth(3)?;
+    crate::sysdesc::SystemDesc::load(&org.join("systems").join(format!("{}.json", dir.system)))
+        .ok()
+        .and_then(|d| d.int("number_of_nodes"))
+}
+
 /// The policy findings of one result set (`results/SYSTEM/BENCHMARK` of
-/// an organisation folder): each log's, then the set's.
+/// an organisation folder): each log's, then the set's; `nodes` is the
+/// system description's `number_of_nodes`, as the caller read it.
 pub(crate) fn policy_of_set(
     dir: &BenchmarkDir,
     official_seed_check: bool,
+    nodes: Option<i64>,
     runs: &[RunAnalysis],
     required: usize,
 ) -> Vec<Diagnostic> {
@@ -925,13 +932,6 @@ pub(crate) fn policy_of_set(
     let org = dir.path.ancestors().nth(3);
     let power = dir.path.join("power");
     if power.is_dir() {
-        let nodes = org.and_then(|o| {
-            crate::sysdesc::SystemDesc::load(
-                &o.join("systems").join(format!("{}.json", dir.system)),
-            )
-            .ok()
-            .and_then(|d| d.int("number_of_nodes"))
-        });
         let folders: Vec<PathBuf> = runs
             .iter()
             .map(|r| power.join(r.path.file_stem().unwrap_or_default()))
@@ -983,6 +983,34 @@ pub struct ScoreRow {
     pub framework: String,
     #[serde(flatten)]
     pub score: BenchScore,
+}
+
+/// The result logs `summarize` of `orgs` reads (for its progress and
+/// its closing line).
+pub fn count_logs(orgs: &[PathBuf], usage: &str) -> usize {
+    orgs.iter()
+        .flat_map(|o| layout::benchmark_dirs(o, usage).unwrap_or_default())
+        .map(|d| layout::result_files(&d.path).map(|f| f.len()).unwrap_or(0))
+        .sum()
+}
+
+/// The rows of [`summarize`] as they are shown: each row's policy findings
+/// under `mode` (with their summary, where there are any), the rows in
+/// order of submitter folder, system and benchmark.
+pub fn finish_rows(rows: &mut [ScoreRow], mode: crate::policy::PolicyMode) {
+    for r in rows.iter_mut() {
+        crate::policy::apply_mode(&mut r.score.policy, mode);
+        if !r.score.policy.is_empty() {
+            r.score.policy_summary = Some(crate::policy::PolicySummary::of(mode, &r.score.policy));
+        }
+    }
+    rows.sort_by(|x, y| {
+        (&x.submitter_dir, &x.system, &x.score.benchmark).cmp(&(
+            &y.submitter_dir,
+            &y.system,
+            &y.score.benchmark,
+        ))
+    });
 }
 
 /// Summarise organisation folders: every benchmark directory of every
@@ -1058,11 +1086,9 @@ pub fn summarize(
         .map(|((d, desc), runs)| {
             let submitter = desc.text("submitter").unwrap_or_default();
             let division = desc.text("division").unwrap_or_default();
-            let score = score_dir(ctx, d, &division, runs, &submitter);
-            let accelerators = match (
-                desc.int("accelerators_per_node"),
-                desc.int("number_of_nodes"),
-            ) {
+            let nodes = desc.int("number_of_nodes");
+            let score = score_dir(ctx, d, &division, nodes, runs, &submitter);
+            let accelerators = match (desc.int("accelerators_per_node"), nodes) {
                 (Some(a), Some(n)) => Some(a * n),
                 _ => None,
             };

@@ -65,11 +65,17 @@ impl SystemDesc {
 
     /// A field as an integer (strings are parsed, as the summarizer does).
     pub fn int(&self, field: &str) -> Option<i64> {
-        match self.json.get(field)? {
-            Json::Number(n) => n.as_i64(),
-            Json::String(s) => s.trim().parse().ok(),
-            _ => None,
-        }
+        int_field(self.json.get(field)?)
+    }
+}
+
+/// A system description's field as an integer: a JSON integer, or a
+/// string that parses as one (as the summarizer reads them).
+pub fn int_field(v: &Json) -> Option<i64> {
+    match v {
+        Json::Number(n) => n.as_i64(),
+        Json::String(s) => s.trim().parse().ok(),
+        _ => None,
     }
 }
 

@@ -77,13 +77,8 @@ pub enum SandboxArg {
 }
 
 pub fn run(a: AuditArgs) -> i32 {
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
     // SAFETY: called before any other thread of this process exists.
-    unsafe { referee_workloads::configure_cpu_threads(threads) };
+    unsafe { crate::session::configure_compute_threads(a.threads) };
     if !a.dir.is_dir() {
         return usage_error(format!("{}: no such directory", a.dir.display()));
     }

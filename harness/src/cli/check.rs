@@ -1,34 +1,19 @@
-//! `referee check`: compliance of result logs.
+//! `referee check`: compliance of result logs. The flags resolve into one
+//! `CheckConfig` (the rules and checker from crate::check::check_rules);
+//! the logs are checked and tallied by crate::check; this file draws the
+//! progress, renders each report and the totals, and decides the exit code.
 
-use super::common::PolicyArgs;
+use super::common::{PolicyArgs, UsageArg};
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
-use crate::rules_env::OfficialRules;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::checker::{Checker, RulesetChoice, collect_logs};
 use referee_rules::compliance::CheckOptions;
 use referee_rules::policy::PolicyMode;
-use referee_rules::report::{CheckSummary, Format, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
-use referee_rules::ruleset::RuleLibrary;
+use referee_rules::report::{Format, HumanSink, JsonSink, MarkdownSink, Sink, Worst};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Usage {
-    Training,
-    Hpc,
-}
-
-impl Usage {
-    fn as_str(self) -> &'static str {
-        match self {
-            Usage::Training => "training",
-            Usage::Hpc => "hpc",
-        }
-    }
-}
 
 /// Raw flags of `referee check`.
 #[derive(Debug, Args)]
@@ -37,8 +22,8 @@ pub struct CheckArgs {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Benchmark family of the official rules.
-    #[arg(long, value_enum, default_value_t = Usage::Training)]
-    pub usage: Usage,
+    #[arg(long, value_enum, default_value_t = UsageArg::Training)]
+    pub usage: UsageArg,
     /// Official ruleset version (e.g. 5.0.0). Without it, referee's own
     /// benchmarks are recognised from the log and checked with referee's rules.
     #[arg(long, value_name = "X.Y.Z")]
@@ -106,66 +91,25 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
     if let Some(ca) = a.tsa_ca.as_deref().filter(|c| !c.is_file()) {
         return Err(format!("--tsa-ca {}: no such file", ca.display()));
     }
-    let usage = a.usage.as_str();
-    let needs_official = a.ruleset.is_some()
-        || a.config
-            .as_deref()
-            .is_some_and(|c| !std::path::Path::new(c).is_absolute());
-    let official = if needs_official || a.rules_dir.is_some() {
-        Some(OfficialRules::resolve(a.rules_dir.as_deref()).map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
-    let mut lib = match &official {
-        Some(o) => o.library(),
-        None => RuleLibrary::embedded_only(),
-    };
-    crate::own_benchmarks::register_rules(&mut lib);
-    let (choice, rules) = if let Some(v) = a.ruleset {
-        let available = lib.rulesets(usage);
-        if !available.contains(&v) {
-            return Err(format!(
-                "unknown ruleset {v} for {usage}; {} provides: {}",
-                official
-                    .as_ref()
-                    .map(|o| o.origin.as_str())
-                    .unwrap_or("the rules directory"),
-                available.join(", ")
-            ));
-        }
-        let desc = format!(
-            "{usage} {v} rules from {}",
-            official.as_ref().map(|o| o.origin.as_str()).unwrap_or("?")
-        );
-        (
-            RulesetChoice::Official {
-                usage: usage.to_string(),
-                version: v,
-            },
-            desc,
-        )
-    } else if let Some(c) = a.config {
-        let p = lib.resolve(&c);
-        if !p.is_file() {
-            return Err(format!("--config {c}: no such rule file ({})", p.display()));
-        }
-        (RulesetChoice::Config(c.clone()), format!("rule file {c}"))
-    } else {
-        (RulesetChoice::Auto, "referee's own rules".to_string())
-    };
     let opts = CheckOptions {
         werror: a.werror,
         quiet: a.no_warnings,
     };
-    let mut checker = Checker::new(Arc::new(lib), opts);
-    crate::own_benchmarks::register_own(&mut checker);
+    let rules = crate::check::check_rules(
+        a.usage.as_str(),
+        a.ruleset,
+        a.config,
+        a.rules_dir.as_deref(),
+        opts,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(CheckConfig {
-        checker,
-        choice,
+        checker: rules.checker,
+        choice: rules.choice,
         logs,
         format: Format::from_flags(a.json, a.markdown),
         show_pass: !a.failures_only,
-        rules,
+        rules: rules.description,
         threads: init_threads(a.threads),
         tsa_ca: a.tsa_ca,
         policy: a.policy.mode(),
@@ -201,19 +145,9 @@ pub fn run(args: CheckArgs) -> i32 {
         Format::Json => Box::new(JsonSink::new(stdout)),
         Format::Markdown => Box::new(MarkdownSink::new(stdout)),
     };
-    let mut summary = CheckSummary {
-        threads: cfg.threads,
-        rules: cfg.rules.clone(),
-        ..CheckSummary::default()
-    };
-    summary.policy.mode = cfg.policy;
+    let mut summary = crate::check::tally(&mut results, cfg.policy, cfg.threads, cfg.rules);
     let mut io_ok = true;
-    for rep in results.iter_mut().flatten() {
-        referee_rules::policy::apply_mode(&mut rep.policy, cfg.policy);
-        summary.count_policy(&rep.policy);
-    }
     for r in &results {
-        summary.count(r.as_ref().ok().map(|rep| rep.verdict));
         let res = match r {
             Ok(rep) => sink.log(rep),
             Err(e) => sink.error(&e.path.display().to_string(), &e.problem.to_string()),

@@ -100,6 +100,13 @@ impl RulesetArgs {
     pub fn resolve(&self, paths: &[PathBuf]) -> Result<ResolvedRules, String> {
         resolve_rules(&self.request(), paths).map_err(|e| e.to_string())
     }
+
+    /// The organisation folders under `dirs` (each one, or the folders of
+    /// them it holds) and the rules to judge them with.
+    pub fn resolve_orgs(&self, dirs: &[PathBuf]) -> Result<(Vec<PathBuf>, ResolvedRules), String> {
+        let orgs = referee_rules::layout::find_orgs(dirs).map_err(|e| e.to_string())?;
+        Ok((orgs, self.resolve(dirs)?))
+    }
 }
 
 /// Check that every path is an existing directory.

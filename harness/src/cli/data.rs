@@ -34,27 +34,12 @@ pub struct DataTarget {
     pub json: bool,
 }
 
-/// The datasets a name stands for: itself, or a benchmark's datasets.
-pub fn resolve_names(name: &str) -> Result<Vec<String>, String> {
-    if datasets::dataset_names().contains(&name) {
-        return Ok(vec![name.to_string()]);
-    }
-    if let Some(ds) = crate::own_benchmarks::benchmark_datasets(name) {
-        return Ok(ds.iter().map(|s| s.to_string()).collect());
-    }
-    Err(format!(
-        "unknown dataset or benchmark `{name}`; datasets: {}; benchmarks: {}",
-        datasets::dataset_names().join(", "),
-        crate::own_benchmarks::benchmark_names().join(", ")
-    ))
-}
-
 pub fn run(a: DataArgs) -> i32 {
     let (target, prepare) = match &a.command {
         DataCommand::Prepare(t) => (t, true),
         DataCommand::Verify(t) => (t, false),
     };
-    let names = match resolve_names(&target.name) {
+    let names = match crate::own_benchmarks::datasets_named(&target.name) {
         Ok(n) => n,
         Err(e) => return usage_error(e),
     };

@@ -25,6 +25,7 @@ pub mod power;
 pub mod rcp;
 pub mod rules;
 pub mod run;
+pub mod run_exec;
 pub mod sign;
 pub mod slurm;
 pub mod summarize;
@@ -103,6 +104,7 @@ where
         }
     };
     match cli.command {
+        Command::Run(a) if a.exec => run_exec::run_exec(&a),
         Command::Run(a) => run::run(a),
         Command::Data(a) => data::run(a),
         Command::Rules(a) => rules::run(a),

@@ -4,7 +4,6 @@ use super::common::{PolicyArgs, RulesetArgs};
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use referee_rules::layout;
 use referee_rules::package_check::{PackageOptions, check_package};
 use referee_rules::report::package::PackageCheckReport;
 use referee_rules::report::{Detail, Format, render};
@@ -43,11 +42,7 @@ pub struct PackageCheckArgs {
 }
 
 pub fn run(a: PackageCheckArgs) -> i32 {
-    let orgs = match layout::find_orgs(&a.dirs) {
-        Ok(o) => o,
-        Err(e) => return usage_error(e),
-    };
-    let resolved = match a.rules.resolve(&a.dirs) {
+    let (orgs, resolved) = match a.rules.resolve_orgs(&a.dirs) {
         Ok(r) => r,
         Err(e) => return usage_error(e),
     };

@@ -1,19 +1,15 @@
 //! `referee run BENCHMARK`: the flags become a [`RunRequest`], resolved
 //! once by [`SessionConfig::resolve`] (crate::plan); the session runs in
-//! crate::session; this file draws progress and prints the summary.
-//! `referee run --exec … -- CMD`: the flags become an [`ExecRequest`]
-//! (crate::exec), resolved by [`ExecConfig::resolve`].
+//! crate::session, its progress drawn by crate::session::progress; this
+//! file prints the summary.
+//! `referee run --exec … -- CMD`: see [`super::run_exec`].
 
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, usage_error};
-use crate::exec::{CacheClearMethod, ExecConfig, ExecProgress, ExecRequest};
-use crate::rules_env::RulesRequest;
 use crate::session::collective::Collective;
 use crate::session::launch::Placement;
 use crate::session::plan::{Division, Mode, RunRequest, SessionConfig};
-use crate::session::run::{Observer, RunResult};
-use crate::session::{self, SessionObserver};
+use crate::session::{self, progress::SessionProgress};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use referee_rules::report::{Detail, Format, HumanSink, Sink, render};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -152,63 +148,25 @@ pub struct RunArgs {
     pub step_delay_ms: u64,
 }
 
+impl From<DivisionArg> for Division {
+    fn from(d: DivisionArg) -> Division {
+        match d {
+            DivisionArg::Closed => Division::Closed,
+            DivisionArg::Open => Division::Open,
+        }
+    }
+}
+
 impl RunArgs {
-    fn benchmark_name(&self) -> String {
+    pub(super) fn benchmark_name(&self) -> String {
         self.benchmark
             .clone()
             .or_else(|| self.benchmark_flag.clone())
             .unwrap_or_default()
     }
 
-    fn division(&self) -> Division {
-        match self.division {
-            DivisionArg::Closed => Division::Closed,
-            DivisionArg::Open => Division::Open,
-        }
-    }
-
-    /// The external-program session these flags ask for.
-    pub fn exec_request(&self) -> Result<ExecRequest, String> {
-        if self.config.is_some() || !self.sets.is_empty() {
-            return Err("--config and --set configure referee's own benchmarks; with --exec, the program reads its own configuration".into());
-        }
-        if self.mode != ModeArg::TimeToTrain {
-            return Err("--mode throughput is for referee's own benchmarks; `referee perf` reads an external program's throughput".into());
-        }
-        if !(self.grace_seconds >= 0.0 && self.grace_seconds.is_finite()) {
-            return Err(format!(
-                "--grace-seconds {}: must be a non-negative number",
-                self.grace_seconds
-            ));
-        }
-        Ok(ExecRequest {
-            command: self.command.clone(),
-            benchmark: self.benchmark_name(),
-            rules: RulesRequest {
-                usage: "training",
-                ruleset: self.ruleset.clone(),
-                rules_dir: self.rules_dir.clone(),
-                rcp_dir: None,
-                pruning: referee_rules::rcp::Pruning::Official,
-            },
-            runs: self.runs,
-            seed: self.seed,
-            division: self.division(),
-            org: self.org.clone(),
-            system: self.system.clone(),
-            budget_minutes: self.budget_minutes,
-            out: self.out.clone(),
-            cache_clear: match (&self.cache_clear_cmd, self.no_cache_clear) {
-                (_, true) => CacheClearMethod::Skip,
-                (Some(c), false) => CacheClearMethod::Command(c.clone()),
-                (None, false) => CacheClearMethod::DropCaches,
-            },
-            tolerance_ms: self.witness_tolerance_ms,
-            grace: std::time::Duration::from_secs_f64(self.grace_seconds),
-            tsa: self.tsa.clone(),
-            power: self.power_request()?,
-            record_extra: Default::default(),
-        })
+    pub(super) fn division(&self) -> Division {
+        self.division.into()
     }
 
     /// The session these flags ask for (`--power` validated by
@@ -256,89 +214,9 @@ impl RunArgs {
     }
 }
 
-/// Progress bars on stderr: one per run, on the leading rank of a
-/// terminal session; each run's outcome line when it ends.
-struct ProgressBars {
-    show: bool,
-    leader: bool,
-    benchmark: &'static str,
-    target: String,
-}
-
-impl SessionObserver for ProgressBars {
-    fn run_starting(&self, index: usize, runs: usize, max_samples: u64) -> Box<dyn Observer> {
-        let pb = if self.show && self.leader {
-            let pb = ProgressBar::new(max_samples);
-            pb.set_style(
-                ProgressStyle::with_template(&format!(
-                    "run {}/{} {} {{bar:25}} {{pos}}/{{len}} samples · {{msg}} · {{elapsed}} (ETA {{eta}})",
-                    index + 1,
-                    runs,
-                    self.benchmark
-                ))
-                .expect("template"),
-            );
-            pb
-        } else {
-            ProgressBar::hidden()
-        };
-        Box::new(RunProgress {
-            pb,
-            target: self.target.clone(),
-            last: std::sync::Mutex::new(None),
-        })
-    }
-
-    fn run_finished(&self, observer: Box<dyn Observer>, _: &RunResult, summary: &str) {
-        drop(observer);
-        if self.leader {
-            eprintln!("{summary}");
-        }
-    }
-}
-
-/// The progress bar of one run.
-struct RunProgress {
-    pb: ProgressBar,
-    target: String,
-    last: std::sync::Mutex<Option<f64>>,
-}
-
-impl Drop for RunProgress {
-    fn drop(&mut self) {
-        self.pb.finish_and_clear();
-    }
-}
-
-impl Observer for RunProgress {
-    fn phase(&self, what: &str) {
-        self.pb.set_message(what.to_string());
-    }
-    fn step(&self, samples: u64, max: u64, loss: f32, sps: f64) {
-        if self.pb.length() != Some(max) {
-            self.pb.set_length(max);
-        }
-        self.pb.set_position(samples);
-        let last = self
-            .last
-            .lock()
-            .expect("lock")
-            .map(|m| format!("{m:.4}"))
-            .unwrap_or_else(|| "-".into());
-        self.pb.set_message(format!(
-            "loss {loss:.3} · eval {last} (target {}) · {sps:.0} samples/s",
-            self.target
-        ));
-    }
-    fn eval(&self, _samples: u64, metric: f64) {
-        *self.last.lock().expect("lock") = Some(metric);
-    }
-}
-
+/// `referee run BENCHMARK` (with `--exec`, crate::cli dispatches to
+/// [`super::run_exec::run_exec`] instead).
 pub fn run(a: RunArgs) -> i32 {
-    if a.exec {
-        return run_exec(&a);
-    }
     if !a.command.is_empty() {
         return usage_error("a command after `--` runs only with --exec");
     }
@@ -350,13 +228,8 @@ pub fn run(a: RunArgs) -> i32 {
         Err(e) => return usage_error(e),
     };
     // Thread settings must be in place before any compute thread starts.
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
     // SAFETY: called before any other thread of this process exists.
-    unsafe { referee_workloads::configure_cpu_threads(threads) };
+    unsafe { crate::session::configure_compute_threads(a.threads) };
     let cfg = match SessionConfig::resolve(&a.request(), placement) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -368,7 +241,7 @@ pub fn run(a: RunArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    let progress = ProgressBars {
+    let progress = SessionProgress {
         show: !a.quiet && std::io::stderr().is_terminal(),
         leader: coll.rank() == 0,
         benchmark: cfg.plan.bench.spec().name,
@@ -400,38 +273,6 @@ fn print_summary(summary: &session::RunSummary, json: bool) -> i32 {
     let format = if json { Format::Json } else { Format::Human };
     let mut out = std::io::stdout().lock();
     if render(summary, format, Detail::default(), &mut out).is_err() {
-        return EXIT_USAGE;
-    }
-    if summary.passed { EXIT_OK } else { EXIT_FAIL }
-}
-
-/// `referee run --exec … -- CMD ARGS…`.
-fn run_exec(a: &RunArgs) -> i32 {
-    let extra = std::env::current_dir()
-        .map_err(|e| format!("the working directory: {e}"))
-        .and_then(|cwd| {
-            crate::audit::identity::record_extra(&cwd, &a.data).map_err(|e| e.to_string())
-        });
-    let req = a.exec_request().and_then(|r| Ok((r, extra?)));
-    let cfg = match req.and_then(|(r, x)| {
-        ExecConfig::resolve(ExecRequest {
-            record_extra: x,
-            ..r
-        })
-        .map_err(|e| e.to_string())
-    }) {
-        Ok(c) => c,
-        Err(e) => return usage_error(e),
-    };
-    let progress = ExecProgress { quiet: a.quiet };
-    let summary = match crate::exec::execute(&cfg, &progress) {
-        Ok(s) => s,
-        Err(e) => return usage_error(e),
-    };
-    let format = if a.json { Format::Json } else { Format::Human };
-    let warnings = crate::audit::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);
-    let mut out = std::io::stdout().lock();
-    if crate::audit::identity::print_summary(&summary, &warnings, format, &mut out).is_err() {
         return EXIT_USAGE;
     }
     if summary.passed { EXIT_OK } else { EXIT_FAIL }

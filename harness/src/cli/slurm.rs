@@ -1,9 +1,9 @@
-//! `referee slurm`: flags → a [`SlurmJob`] (crate::slurm) → its sbatch script.
+//! `referee slurm`: flags → a [`SlurmRequest`], resolved into a
+//! [`SlurmJob`] (crate::slurm) → its sbatch script, printed or written.
 
 use super::run::DivisionArg;
 use super::{EXIT_OK, usage_error};
-use crate::own_benchmarks;
-use crate::slurm::{SlurmJob, script};
+use crate::slurm::{SlurmJob, SlurmRequest, script, write_script};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -70,221 +70,53 @@ pub struct SlurmArgs {
     pub srun_mpi: String,
 }
 
-/// Check the flags and resolve defaults.
-pub fn resolve(a: &SlurmArgs) -> Result<SlurmJob, String> {
-    let bench = own_benchmarks::find_or_err(&a.benchmark).map_err(|e| e.to_string())?;
-    let spec = bench.spec();
-    if a.nodes == 0 {
-        return Err("--nodes must be at least 1".into());
-    }
-    let tasks_per_node = a.tasks_per_node.unwrap_or(a.gpus_per_node.max(1));
-    if tasks_per_node == 0 {
-        return Err("--tasks-per-node must be at least 1".into());
-    }
-    if a.gpus_per_node > 0 && tasks_per_node > a.gpus_per_node {
-        return Err(format!(
-            "--tasks-per-node {tasks_per_node} exceeds --gpus-per-node {}: each GPU rank needs its own GPU",
-            a.gpus_per_node
-        ));
-    }
-    let runs = a.runs.unwrap_or(spec.runs);
-    if runs == 0 {
-        return Err("--runs must be at least 1".into());
-    }
-    // The same validation `referee run` applies, now rather than on the cluster.
-    crate::session::plan::resolve_config(bench, None, &a.sets, a.division == DivisionArg::Closed)
-        .map_err(|e| e.to_string())?;
-    let minutes = a
-        .time
-        .unwrap_or((spec.budget_minutes * runs as f64).ceil() as u64 + 15);
-    if minutes == 0 {
-        return Err("--time must be positive".into());
-    }
-    let referee = match &a.referee {
-        Some(p) => p.display().to_string(),
-        None => std::env::current_exe()
-            .ok()
-            .and_then(|p| p.canonicalize().ok())
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "referee".into()),
-    };
-    let mut run_args: Vec<String> = vec![
-        "--runs".into(),
-        runs.to_string(),
-        "--device".into(),
-        if a.gpus_per_node > 0 { "cuda" } else { "cpu" }.into(),
-        "--division".into(),
-        match a.division {
-            DivisionArg::Closed => "closed",
-            DivisionArg::Open => "open",
+impl SlurmArgs {
+    /// The request these flags make.
+    pub fn request(&self) -> SlurmRequest {
+        SlurmRequest {
+            benchmark: self.benchmark.clone(),
+            nodes: self.nodes,
+            gpus_per_node: self.gpus_per_node,
+            tasks_per_node: self.tasks_per_node,
+            partition: self.partition.clone(),
+            account: self.account.clone(),
+            time: self.time,
+            runs: self.runs,
+            run_dir: self.run_dir.clone(),
+            referee: self.referee.clone(),
+            seed: self.seed,
+            sets: self.sets.clone(),
+            power: self.power.clone(),
+            division: self.division.into(),
+            system: self.system.clone(),
+            org: self.org.clone(),
+            data_dir: self.data_dir.clone(),
+            srun_mpi: self.srun_mpi.clone(),
         }
-        .into(),
-        "--quiet".into(),
-    ];
-    if let Some(s) = a.seed {
-        run_args.extend(["--seed".into(), s.to_string()]);
     }
-    if let Some(s) = &a.system {
-        run_args.extend(["--system".into(), s.clone()]);
-    }
-    if let Some(o) = &a.org {
-        run_args.extend(["--org".into(), o.clone()]);
-    }
-    if let Some(d) = &a.data_dir {
-        run_args.extend(["--data-dir".into(), d.display().to_string()]);
-    }
-    for s in &a.sets {
-        run_args.extend(["--set".into(), s.clone()]);
-    }
-    if let Some(p) = &a.power {
-        p.parse::<crate::power::Source>()
-            .map_err(|e| e.to_string())?;
-        run_args.extend(["--power".into(), p.clone()]);
-    }
-    let srun_mpi = match a.srun_mpi.trim() {
-        "" | "none" => None,
-        p => Some(p.to_string()),
-    };
-    Ok(SlurmJob {
-        benchmark: spec.name.to_string(),
-        nodes: a.nodes,
-        gpus_per_node: a.gpus_per_node,
-        tasks_per_node,
-        partition: a.partition.clone(),
-        account: a.account.clone(),
-        minutes,
-        runs,
-        run_dir: a.run_dir.as_ref().map(|p| p.display().to_string()),
-        referee,
-        run_args,
-        srun_mpi,
-    })
 }
 
 pub fn run(a: SlurmArgs) -> i32 {
-    let job = match resolve(&a) {
+    let job = match SlurmJob::resolve(&a.request()) {
         Ok(j) => j,
         Err(e) => return usage_error(e),
     };
     let text = script(&job);
-    if job.nodes * job.tasks_per_node > 1 && a.referee.is_none() && !cfg!(feature = "mpi") {
-        eprintln!(
-            "referee: warning: this referee binary has no MPI back end and cannot run {} ranks; point --referee (or $REFEREE) at a build with `--features mpi`",
-            job.nodes * job.tasks_per_node
-        );
+    if let Some(w) = job.mpi_warning(a.referee.is_some()) {
+        eprintln!("referee: warning: {w}");
     }
     match &a.out {
-        None => {
-            print!("{text}");
-            EXIT_OK
-        }
+        None => print!("{text}"),
         Some(p) => {
-            if let Err(e) = crate::fsutil::write_atomic(p, text.as_bytes()) {
-                return usage_error(format!("{}: {e}", p.display()));
-            }
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+            if let Err(e) = write_script(p, &text) {
+                return usage_error(e);
             }
             eprintln!(
                 "referee: wrote {} (submit with: sbatch {})",
                 p.display(),
                 p.display()
             );
-            EXIT_OK
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: SlurmArgs,
-    }
-
-    fn args(v: &[&str]) -> SlurmArgs {
-        T::parse_from(std::iter::once("x").chain(v.iter().copied())).a
-    }
-
-    #[test]
-    fn gpu_job() {
-        let j = resolve(&args(&[
-            "mini_llm",
-            "--nodes",
-            "2",
-            "--gpus-per-node",
-            "8",
-            "--partition",
-            "gpu",
-            "--runs",
-            "3",
-            "--referee",
-            "/opt/referee bin/referee",
-        ]))
-        .unwrap();
-        assert_eq!((j.tasks_per_node, j.runs, j.minutes), (8, 3, 105));
-        let s = script(&j);
-        assert!(s.contains("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n#SBATCH --partition=gpu\n"), "{s}");
-        assert!(
-            s.contains("REFEREE=${REFEREE:-'/opt/referee bin/referee'}"),
-            "{s}"
-        );
-        assert!(
-            s.contains("srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=8 --mpi=pmix \"$REFEREE\" run mini_llm --out \"$RUN_DIR\" --runs 3 --device cuda --division closed --quiet\n"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn a_power_source_reaches_every_node_s_run_and_a_bad_one_is_refused() {
-        let j = resolve(&args(&["mini_llm", "--nodes", "2", "--power", "ipmi"])).unwrap();
-        assert!(
-            script(&j).contains(" --quiet --power ipmi\n"),
-            "{}",
-            script(&j)
-        );
-        let j = resolve(&args(&["mini_llm", "--power", "cmd:cat /run/watts"])).unwrap();
-        assert!(
-            script(&j).contains(" --power 'cmd:cat /run/watts'\n"),
-            "{}",
-            script(&j)
-        );
-        assert!(
-            resolve(&args(&["mini_llm", "--power", "psu"]))
-                .unwrap_err()
-                .contains("unknown power source `psu`")
-        );
-    }
-
-    #[test]
-    fn bad_jobs() {
-        assert!(
-            resolve(&args(&["nope"]))
-                .unwrap_err()
-                .contains("unknown benchmark")
-        );
-        assert!(resolve(&args(&["mini_llm", "--nodes", "0"])).is_err());
-        assert!(
-            resolve(&args(&[
-                "mini_llm",
-                "--gpus-per-node",
-                "2",
-                "--tasks-per-node",
-                "4"
-            ]))
-            .unwrap_err()
-            .contains("own GPU")
-        );
-        assert!(
-            resolve(&args(&["mini_llm", "--set", "d_model=64"]))
-                .unwrap_err()
-                .contains("fixed")
-        );
-    }
+    EXIT_OK
 }

@@ -4,11 +4,10 @@ use super::common::{PolicyArgs, RulesetArgs};
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, init_threads, usage_error};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use referee_rules::layout;
 use referee_rules::policy::PolicySummary;
 use referee_rules::report::scores::{ScoreTable, SummaryLine, write_csv};
 use referee_rules::report::{Detail, Format, render};
-use referee_rules::score::summarize;
+use referee_rules::score::{count_logs, finish_rows, summarize};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -39,21 +38,13 @@ pub struct SummarizeArgs {
 }
 
 pub fn run(a: SummarizeArgs) -> i32 {
-    let orgs = match layout::find_orgs(&a.dirs) {
-        Ok(o) => o,
-        Err(e) => return usage_error(e),
-    };
-    let resolved = match a.rules.resolve(&a.dirs) {
+    let (orgs, resolved) = match a.rules.resolve_orgs(&a.dirs) {
         Ok(r) => r,
         Err(e) => return usage_error(e),
     };
     let threads = init_threads(a.threads);
     let start = Instant::now();
-    let total: usize = orgs
-        .iter()
-        .flat_map(|o| layout::benchmark_dirs(o, &resolved.scoring.usage).unwrap_or_default())
-        .map(|d| layout::result_files(&d.path).map(|f| f.len()).unwrap_or(0))
-        .sum();
+    let total = count_logs(&orgs, &resolved.scoring.usage);
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new(total as u64);
         pb.set_style(
@@ -67,19 +58,7 @@ pub fn run(a: SummarizeArgs) -> i32 {
     let (mut rows, problems) = summarize(&resolved.scoring, &orgs, &|| pb.inc(1));
     pb.finish_and_clear();
     let mode = a.policy.mode();
-    for r in &mut rows {
-        referee_rules::policy::apply_mode(&mut r.score.policy, mode);
-        if !r.score.policy.is_empty() {
-            r.score.policy_summary = Some(PolicySummary::of(mode, &r.score.policy));
-        }
-    }
-    rows.sort_by(|x, y| {
-        (&x.submitter_dir, &x.system, &x.score.benchmark).cmp(&(
-            &y.submitter_dir,
-            &y.system,
-            &y.score.benchmark,
-        ))
-    });
+    finish_rows(&mut rows, mode);
     let table = ScoreTable { rows };
     let mut out = std::io::stdout().lock();
     let res = if a.csv {

@@ -24,6 +24,17 @@ pub enum SessionError {
         name: String,
         known: Vec<&'static str>,
     },
+    /// `referee data NAME`: neither a dataset nor a benchmark.
+    #[error(
+        "unknown dataset or benchmark `{name}`; datasets: {}; benchmarks: {}",
+        .datasets.join(", "),
+        .benchmarks.join(", ")
+    )]
+    UnknownDataset {
+        name: String,
+        datasets: &'static [&'static str],
+        benchmarks: Vec<&'static str>,
+    },
     #[error("--runs must be at least 1")]
     NoRuns,
     #[error("--steps and --window belong to --mode throughput")]

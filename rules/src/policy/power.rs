@@ -18,6 +18,7 @@
 
 use super::PolicyRule;
 use crate::diag::Diagnostic;
+use crate::layout::is_power_name as is;
 use crate::mllog;
 use std::path::{Path, PathBuf};
 
@@ -206,22 +207,13 @@ pub fn check_power(runs: &[PowerRun], nodes: Option<i64>) -> Vec<Diagnostic> {
     out
 }
 
-fn is(p: &Path, prefix: &str) -> bool {
-    p.file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-}
-
+/// Every regular file named `node_*` or `sw_*` of a run's power folder,
+/// whatever its extension (see [`crate::layout::power_log_entries`]).
 fn power_files(folder: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(folder)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file() && (is(p, "node_") || is(p, "sw_")))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    crate::layout::power_log_entries(folder)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
 }
 
 fn check_file(run: &PowerRun, path: &Path, out: &mut Vec<Diagnostic>) {

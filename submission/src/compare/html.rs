@@ -360,6 +360,21 @@ th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:
 .forced{background:#fff3cd;border:1px solid #e0c36b;padding:8px}li{margin:2px 0}\
 .key span{display:inline-block;width:14px;height:4px;margin:0 6px 3px 12px}";
 
+/// A list: `open` (which opens the `<ul>`, after a heading or not) on its
+/// own line, one escaped `<li>` line per item, then `close`.
+fn list<S: AsRef<str>>(
+    s: &mut String,
+    open: &str,
+    items: impl IntoIterator<Item = S>,
+    close: &str,
+) {
+    let _ = writeln!(s, "{open}");
+    for item in items {
+        let _ = writeln!(s, "<li>{}</li>", esc(item.as_ref()));
+    }
+    let _ = writeln!(s, "{close}");
+}
+
 fn forced_block(s: &mut String, c: &Comparison) {
     if !c.force {
         return;
@@ -446,11 +461,7 @@ fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), Pl
             count(&g.candidate)
         );
     }
-    let _ = writeln!(s, "</div><ul>");
-    for l in detail_lines(g) {
-        let _ = writeln!(s, "<li>{}</li>", esc(&l));
-    }
-    let _ = writeln!(s, "</ul>");
+    list(s, "</div><ul>", detail_lines(g), "</ul>");
     explain_section(s, g);
     let _ = writeln!(s, "</section>");
     Ok(())
@@ -599,17 +610,10 @@ pub fn html(c: &Comparison) -> Result<String, PlotError> {
     }
     let not_compared = not_compared_lines(c);
     if !not_compared.is_empty() {
-        let _ = writeln!(s, "<h2>Not compared</h2><ul>");
-        for l in &not_compared {
-            let _ = writeln!(s, "<li>{}</li>", esc(l));
-        }
-        let _ = writeln!(s, "</ul>");
+        list(&mut s, "<h2>Not compared</h2><ul>", &not_compared, "</ul>");
     }
-    let _ = writeln!(s, "<h2>How the verdicts are made</h2><ul>");
-    for r in &c.rules {
-        let _ = writeln!(s, "<li>{}</li>", esc(r));
-    }
-    let _ = writeln!(s, "</ul></body></html>");
+    let verdicts = "<h2>How the verdicts are made</h2><ul>";
+    list(&mut s, verdicts, &c.rules, "</ul></body></html>");
     Ok(s)
 }
 
@@ -771,16 +775,14 @@ pub fn history_html(h: &super::history::History) -> Result<String, PlotError> {
                 x.releases.len()
             );
         }
-        let _ = writeln!(s, "<ul>");
-        for l in super::history::series_lines(x) {
-            let _ = writeln!(s, "<li>{}</li>", esc(&l));
-        }
-        let _ = writeln!(s, "</ul></section>");
+        list(
+            &mut s,
+            "<ul>",
+            super::history::series_lines(x),
+            "</ul></section>",
+        );
     }
-    let _ = writeln!(s, "<h2>How the gate is made</h2><ul>");
-    for r in &h.rules {
-        let _ = writeln!(s, "<li>{}</li>", esc(r));
-    }
-    let _ = writeln!(s, "</ul></body></html>");
+    let gate = "<h2>How the gate is made</h2><ul>";
+    list(&mut s, gate, &h.rules, "</ul></body></html>");
     Ok(s)
 }

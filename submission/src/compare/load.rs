@@ -453,7 +453,16 @@ fn build_set(key: GroupKey, members: &[usize], ctx: &ScoreContext, r: &SideLogs)
         scaling: None,
         path: first.dir.clone(),
     };
-    let score = score_dir(ctx, &bd, &division, &runs_an, &org);
+    // A submission's set: its system description, read once above; a run
+    // output's: the description three folders up, as a package's would be.
+    let nodes = match (&first.org_dir, &first.system_desc) {
+        (Some(_), Some(d)) => d
+            .get("number_of_nodes")
+            .and_then(referee_rules::sysdesc::int_field),
+        (Some(_), None) => None,
+        (None, _) => referee_rules::score::nodes_of_set(&bd),
+    };
+    let score = score_dir(ctx, &bd, &division, nodes, &runs_an, &org);
     let mut set = RunSet {
         dirs: dirs
             .iter()

@@ -511,38 +511,30 @@ fn lightning_bar(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> boo
     for part in inner.split(|b| *b == b',') {
         let p = trim_start(part);
         let p = &p[..p.len() - p.iter().rev().take_while(|b| **b == b' ').count()];
+        let problems = &mut scan.problems;
+        let rate = |x: &[u8], expected: &str, problems: &mut Vec<Problem>| {
+            read_field(
+                x,
+                p,
+                positive,
+                line_no,
+                "progress-bar rate",
+                expected,
+                problems,
+            )
+        };
         if let Some(x) = p.strip_suffix(b"s/it") {
-            match number(x).filter(|v| v.is_finite() && *v > 0.0) {
-                Some(v) => step_s = Some(v),
-                None => scan.problems.push(bad(
-                    line_no,
-                    "progress-bar rate",
-                    "a positive number before `s/it`",
-                    p,
-                )),
-            }
+            let expected = "a positive number before `s/it`";
+            step_s = rate(x, expected, problems).or(step_s);
         } else if let Some(x) = p.strip_suffix(b"it/s") {
             if x != b"?" {
-                match number(x).filter(|v| v.is_finite() && *v > 0.0) {
-                    Some(v) => step_s = Some(1.0 / v),
-                    None => scan.problems.push(bad(
-                        line_no,
-                        "progress-bar rate",
-                        "a positive number (or `?`) before `it/s`",
-                        p,
-                    )),
-                }
+                let expected = "a positive number (or `?`) before `it/s`";
+                step_s = rate(x, expected, problems).map(|v| 1.0 / v).or(step_s);
             }
         } else if let Some(x) = p.strip_prefix(b"train_step_timing in s=") {
-            match number(x).filter(|v| v.is_finite() && *v > 0.0) {
-                Some(v) => timing = Some(v),
-                None => scan.problems.push(bad(
-                    line_no,
-                    "step time",
-                    "a positive number of seconds after `train_step_timing in s=`",
-                    x,
-                )),
-            }
+            let expected = "a positive number of seconds after `train_step_timing in s=`";
+            timing =
+                read_field(x, x, positive, line_no, "step time", expected, problems).or(timing);
         } else if let Some(x) = p.strip_prefix(b"global_step=") {
             global_step = number(x).filter(|v| v.is_finite() && *v >= 0.0 && v.fract() == 0.0);
         }
@@ -599,14 +591,16 @@ fn titan_line(body: &[u8], rank: u64, line_no: usize, scan: &mut Scan) -> bool {
         let tok = field(&clean, key)?;
         let t: Vec<u8> = tok.iter().copied().filter(|b| *b != b',').collect();
         let t = t.strip_suffix(strip).unwrap_or(&t);
-        match number(t).filter(|v| v.is_finite() && *v >= 0.0) {
-            Some(v) => Some(v),
-            None => {
-                scan.problems
-                    .push(bad(line_no, key.trim_end_matches(':'), expected, tok));
-                None
-            }
-        }
+        let what = key.trim_end_matches(':');
+        read_field(
+            t,
+            tok,
+            non_negative,
+            line_no,
+            what,
+            expected,
+            &mut scan.problems,
+        )
     };
     let tps = get("tps:", "tokens per second per GPU (`1,234`)", b"");
     let tflops = get("tflops:", "a number of TFLOP/s per GPU", b"");
@@ -641,18 +635,16 @@ fn hf_line(body: &[u8], line_no: usize, scan: &mut Scan) -> bool {
     if f.hf_runtime.find(body).is_some() {
         let mut num = |key: &str| -> Option<f64> {
             let tok = value(key)?;
-            match number(tok).filter(|v| v.is_finite() && *v > 0.0) {
-                Some(v) => Some(v),
-                None => {
-                    scan.problems.push(bad(
-                        line_no,
-                        key,
-                        &format!("a positive number after `'{key}':`"),
-                        tok,
-                    ));
-                    None
-                }
-            }
+            let expected = format!("a positive number after `'{key}':`");
+            read_field(
+                tok,
+                tok,
+                positive,
+                line_no,
+                key,
+                &expected,
+                &mut scan.problems,
+            )
         };
         let runtime = num("train_runtime");
         let sps = num("train_samples_per_second");
@@ -796,6 +788,34 @@ fn number(tok: &[u8]) -> Option<f64> {
     std::str::from_utf8(tok).ok()?.parse::<f64>().ok()
 }
 
+fn positive(v: f64) -> bool {
+    v.is_finite() && v > 0.0
+}
+
+fn non_negative(v: f64) -> bool {
+    v.is_finite() && v >= 0.0
+}
+
+/// One numeric field of a line, every format's way: the number `tok`
+/// holds when `ok` accepts it; otherwise `None`, and a problem (`what`
+/// unreadable on line `line_no`, `expected`, found `shown`: the token as
+/// the line has it) added to `problems`.
+fn read_field(
+    tok: &[u8],
+    shown: &[u8],
+    ok: fn(f64) -> bool,
+    line_no: usize,
+    what: &str,
+    expected: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<f64> {
+    let v = number(tok).filter(|v| ok(*v));
+    if v.is_none() {
+        problems.push(bad(line_no, what, expected, shown));
+    }
+    v
+}
+
 fn nan_grad_norm(body: &[u8]) -> bool {
     let f = finders();
     for finder in [&f.grad_space, &f.grad_under] {
@@ -890,43 +910,27 @@ fn timing_line(
     scan: &mut Scan,
 ) {
     let f = finders();
-    let problem = |what: &str, expected: &str, tok: &[u8]| Problem {
-        file: String::new(),
-        line: line_no,
-        message: format!("unreadable {what}"),
-        expected: expected.to_string(),
-        found: if tok.is_empty() {
-            "nothing".to_string()
-        } else {
-            format!("`{}`", String::from_utf8_lossy(tok))
-        },
-    };
     let mut dialect = None;
     let mut step_s = None;
+    // Kept only for a line that is a timing line of an iteration.
     let mut problems = Vec::new();
-    let positive = |v: f64| v.is_finite() && v > 0.0;
-    if let Some(i) = f.nemo_step.find(body) {
-        dialect = Some(Dialect::Nemo);
+    // The step time: NeMo's in seconds, Megatron's in milliseconds.
+    let step = if let Some(i) = f.nemo_step.find(body) {
         let tok = value_after(&body[i + "train_step_timing in s".len()..]);
-        match number(tok).filter(|v| positive(*v)) {
-            Some(v) => step_s = Some(v),
-            None => problems.push(problem(
-                "step time",
-                "a positive number of seconds after `train_step_timing in s:`",
-                tok,
-            )),
-        }
+        let expected = "a positive number of seconds after `train_step_timing in s:`";
+        Some((Dialect::Nemo, tok, expected, 1.0))
     } else if let Some(i) = f.megatron_step.find(body) {
-        dialect = Some(Dialect::Megatron);
         let tok = value_after(&body[i + "elapsed time per iteration (ms):".len()..]);
-        match number(tok).filter(|v| positive(*v)) {
-            Some(v) => step_s = Some(v / 1000.0),
-            None => problems.push(problem(
-                "step time",
-                "a positive number of milliseconds after `elapsed time per iteration (ms):`",
-                tok,
-            )),
-        }
+        let expected = "a positive number of milliseconds after `elapsed time per iteration (ms):`";
+        Some((Dialect::Megatron, tok, expected, 1000.0))
+    } else {
+        None
+    };
+    if let Some((d, tok, expected, per_s)) = step {
+        dialect = Some(d);
+        let what = "step time";
+        step_s = read_field(tok, tok, positive, line_no, what, expected, &mut problems)
+            .map(|v| v / per_s);
     }
     let mut tflops = None;
     let tf = if let Some(i) = f.nemo_tflops.find(body) {
@@ -953,14 +957,17 @@ fn timing_line(
         None
     };
     if let Some((key, tok)) = tf {
-        match number(tok).filter(|v| v.is_finite() && *v >= 0.0) {
-            Some(v) => tflops = Some(v),
-            None => problems.push(problem(
-                "model TFLOP/s per GPU",
-                &format!("a number with `{key}`"),
-                tok,
-            )),
-        }
+        let expected = format!("a number with `{key}`");
+        let what = "model TFLOP/s per GPU";
+        tflops = read_field(
+            tok,
+            tok,
+            non_negative,
+            line_no,
+            what,
+            &expected,
+            &mut problems,
+        );
     }
     let Some(dialect) = dialect else { return };
     let Some((iteration, last)) = iteration else {

@@ -761,10 +761,32 @@ fn empty_row(path: &Path, format: Format, fields: Fields, status: Status) -> Per
 /// and the architecture; what cannot be computed is named in `missing`.
 fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch, String)>) {
     let no_tflops = row.no_tflops;
+    let mut missing = Vec::new();
+    derive_throughput(row, &mut missing);
+    let f = &row.fields;
+    let seq = f.value("seq_len");
+    let arch = arch.or_else(|| {
+        f.model
+            .as_ref()
+            .and_then(|m| flops::lookup(&m.value))
+            .map(|a| (a, "built-in".to_string()))
+    });
+    let peak = match (&f.gpu, &f.precision) {
+        (Some(g), Some(p)) => peaks::peak_tflops(&g.value, p.value),
+        _ => None,
+    };
+    row.model_flops = model_flops(row, req, arch.as_ref(), seq, peak, &mut missing);
+    derive_mfu(row, arch.is_some(), no_tflops, &mut missing);
+    row.missing.extend(missing);
+}
+
+/// Samples/s, tokens/s and tokens/s/GPU from the step time and the stated
+/// batch, sequence length and GPUs, where the log gave none; what cannot
+/// be derived goes to `missing`.
+fn derive_throughput(row: &mut PerfRow, missing: &mut Vec<String>) {
     let f = &row.fields;
     let step = row.step_time_s.map(|s| s.mean);
     let (gbs, seq, gpus) = (f.value("gbs"), f.value("seq_len"), f.value("gpus"));
-    let mut missing = Vec::new();
     if let Some(t) = step {
         if row.samples_per_second.is_none() {
             match gbs {
@@ -793,18 +815,23 @@ fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch,
             _ => missing.push("tokens/s/GPU: the GPU count is not stated (--gpus)".into()),
         }
     }
-    let arch = arch.or_else(|| {
-        f.model
-            .as_ref()
-            .and_then(|m| flops::lookup(&m.value))
-            .map(|a| (a, "built-in".to_string()))
-    });
-    let peak = match (&f.gpu, &f.precision) {
-        (Some(g), Some(p)) => peaks::peak_tflops(&g.value, p.value),
-        _ => None,
-    };
+}
+
+/// What the model's FLOPs give (`arch`: its architecture and where it
+/// came from; `seq`: the sequence length; `peak`: the GPU's dense peak):
+/// model TFLOP/s/GPU where the log gave none, and a note where the log's
+/// figure disagrees.
+fn model_flops(
+    row: &mut PerfRow,
+    req: &PerfRequest,
+    arch: Option<&(flops::Arch, String)>,
+    seq: Option<u64>,
+    peak: Option<f64>,
+    missing: &mut Vec<String>,
+) -> Option<ModelFlops> {
+    let f = &row.fields;
     let mut from_model = None;
-    match (&arch, seq) {
+    match (arch, seq) {
         (Some((a, source)), Some(seq)) => {
             let lora = f.task.as_ref().is_some_and(|t| t.value == "lora");
             let fpt = a.flops_per_token(seq, req.attention, lora).total;
@@ -863,19 +890,24 @@ fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch,
         )),
         (None, _) => {}
     }
-    row.model_flops = from_model;
+    from_model
+}
+
+/// MFU from the model TFLOP/s/GPU and the GPU's peak at the precision,
+/// where the log gave none; what is missing goes to `missing`.
+fn derive_mfu(row: &mut PerfRow, has_arch: bool, no_tflops: &str, missing: &mut Vec<String>) {
     let f = &row.fields;
     if row.mfu.is_none() {
         match (&row.model_tflops_per_gpu, &f.gpu, &f.precision) {
             (None, _, _) => missing.push(format!(
                 "model TFLOP/s/GPU and MFU: {no_tflops}{}",
-                match (&arch, &f.model) {
-                    (Some(_), _) => String::new(),
-                    (None, Some(m)) => format!(
+                match (has_arch, &f.model) {
+                    (true, _) => String::new(),
+                    (false, Some(m)) => format!(
                         " and the model `{}` has no built-in architecture (--model-config config.json)",
                         m.value
                     ),
-                    (None, None) => " and no model is stated (--model, --model-config)".into(),
+                    (false, None) => " and no model is stated (--model, --model-config)".into(),
                 }
             )),
             (Some(_), None, _) => missing.push("MFU: the GPU is not stated (--gpu)".into()),
@@ -904,7 +936,6 @@ fn derive_rates(row: &mut PerfRow, req: &PerfRequest, arch: Option<(flops::Arch,
             },
         }
     }
-    row.missing.extend(missing);
 }
 
 fn mllog_row(

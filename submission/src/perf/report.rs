@@ -236,27 +236,61 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
     if let Some(w) = &r.window {
         v.push(format!("window: {} — {}", w.text(), w.rule));
     }
-    if let Some(s) = r.step_time_s {
-        let mut t = format!("step time: mean {} s", fig(s.mean));
-        if let Some(sd) = s.sd {
-            t.push_str(&format!(", sd {} s", fig(sd)));
-        }
-        t.push_str(&format!(
-            " over {} iteration{}",
-            s.n,
-            if s.n == 1 { "" } else { "s" }
-        ));
-        if let Some(tf) = r.tflops_stat {
-            t.push_str(&format!(
-                "; model TFLOP/s/GPU mean {}{}",
-                fig(tf.mean),
-                tf.sd
-                    .map(|sd| format!(", sd {}", fig(sd)))
-                    .unwrap_or_default()
-            ));
-        }
-        v.push(t);
+    v.extend(step_line(r));
+    v.extend(rates_line(r));
+    if let Some(m) = &r.model_flops {
+        v.push(model_flops_line(m));
     }
+    if let Some(e) = &r.energy {
+        v.push(energy_line(e));
+    }
+    v.push(format!(
+        "status: {} — {}",
+        r.status.kind.as_str(),
+        r.status.detail
+    ));
+    reference_lines(r, &mut v);
+    for m in &r.missing {
+        v.push(format!("not computed: {m}"));
+    }
+    for n in &r.notes {
+        v.push(format!("note: {n}"));
+    }
+    for p in &r.problems {
+        v.push(format!(
+            "problem: {}:{}: {} — expected {}, found {}",
+            p.file, p.line, p.message, p.expected, p.found
+        ));
+    }
+    v
+}
+
+/// `step time: mean … over N iterations[; model TFLOP/s/GPU mean …]`.
+fn step_line(r: &PerfRow) -> Option<String> {
+    let s = r.step_time_s?;
+    let mut t = format!("step time: mean {} s", fig(s.mean));
+    if let Some(sd) = s.sd {
+        t.push_str(&format!(", sd {} s", fig(sd)));
+    }
+    t.push_str(&format!(
+        " over {} iteration{}",
+        s.n,
+        if s.n == 1 { "" } else { "s" }
+    ));
+    if let Some(tf) = r.tflops_stat {
+        t.push_str(&format!(
+            "; model TFLOP/s/GPU mean {}{}",
+            fig(tf.mean),
+            tf.sd
+                .map(|sd| format!(", sd {}", fig(sd)))
+                .unwrap_or_default()
+        ));
+    }
+    Some(t)
+}
+
+/// `throughput: …` of the rates known (none: no line).
+fn rates_line(r: &PerfRow) -> Option<String> {
     let mut rates = Vec::new();
     if let Some(x) = r.samples_per_second {
         rates.push(format!("{} samples/s", fig(x)));
@@ -283,20 +317,11 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
             m.note.clone().unwrap_or_else(|| m.source.as_str().into())
         ));
     }
-    if !rates.is_empty() {
-        v.push(format!("throughput: {}", rates.join(", ")));
-    }
-    if let Some(m) = &r.model_flops {
-        v.push(model_flops_line(m));
-    }
-    if let Some(e) = &r.energy {
-        v.push(energy_line(e));
-    }
-    v.push(format!(
-        "status: {} — {}",
-        r.status.kind.as_str(),
-        r.status.detail
-    ));
+    (!rates.is_empty()).then(|| format!("throughput: {}", rates.join(", ")))
+}
+
+/// The reference row matched (and its notes), or why none was.
+fn reference_lines(r: &PerfRow, v: &mut Vec<String>) {
     match &r.reference {
         Some(Ok(m)) => {
             let row = &m.row;
@@ -333,19 +358,6 @@ pub fn detail_lines(r: &PerfRow) -> Vec<String> {
         Some(Err(e)) => v.push(format!("reference: none ({e})")),
         None => {}
     }
-    for m in &r.missing {
-        v.push(format!("not computed: {m}"));
-    }
-    for n in &r.notes {
-        v.push(format!("note: {n}"));
-    }
-    for p in &r.problems {
-        v.push(format!(
-            "problem: {}:{}: {} — expected {}, found {}",
-            p.file, p.line, p.message, p.expected, p.found
-        ));
-    }
-    v
 }
 
 /// What the model's FLOPs give, beside what the log states.
