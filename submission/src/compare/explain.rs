@@ -89,10 +89,31 @@ pub struct Breakdown {
     pub eval_minutes: Option<(f64, f64)>,
 }
 
-/// Why there is no breakdown.
-#[derive(Debug, Clone, Serialize)]
-pub struct NoBreakdown {
-    pub reason: String,
+/// Why a figure cannot be split into factors.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoSplit {
+    #[error("{0} has no change to split")]
+    NoChange(String),
+    #[error("{path}: no samples_count at convergence")]
+    NoSamplesAtConvergence { path: String },
+    #[error(
+        "{path}: no training time or samples to split ({samples} samples, {train_ms} ms training)"
+    )]
+    NothingToSplit {
+        path: String,
+        samples: f64,
+        train_ms: f64,
+    },
+    #[error("no run kept by the olympic score")]
+    NoRunKept,
+    #[error("{path}: no {what}")]
+    RunLacks { path: String, what: &'static str },
+    #[error("no run with {0} and a step time")]
+    NoRuns(String),
+    #[error("no {0} on every run")]
+    NotOnEveryRun(&'static str),
+    #[error("no time to train or samples/s decides this group")]
+    NoDecidingMetric,
 }
 
 fn pct(x: f64) -> String {
@@ -134,7 +155,7 @@ struct Split {
     samples: f64,
 }
 
-fn split(r: &RunRecord) -> Result<Option<Split>, String> {
+fn split(r: &RunRecord) -> Result<Option<Split>, NoSplit> {
     let Some(minutes) = r.minutes else {
         return Ok(None);
     };
@@ -142,14 +163,17 @@ fn split(r: &RunRecord) -> Result<Option<Split>, String> {
     let samples = r
         .samples_to_target
         .or(r.timing.stop_samples)
-        .ok_or_else(|| format!("{}: no samples_count at convergence", r.path))?;
+        .ok_or_else(|| NoSplit::NoSamplesAtConvergence {
+            path: r.path.clone(),
+        })?;
     let eval = r.timing.eval_ms;
     let train = total - eval;
     if !(samples > 0.0 && train > 0.0) {
-        return Err(format!(
-            "{}: no training time or samples to split ({samples} samples, {train} ms training)",
-            r.path
-        ));
+        return Err(NoSplit::NothingToSplit {
+            path: r.path.clone(),
+            samples,
+            train_ms: train,
+        });
     }
     Ok(Some(Split {
         total,
@@ -168,7 +192,7 @@ struct TttSide {
 }
 
 impl TttSide {
-    fn of(s: &RunSet) -> Result<TttSide, String> {
+    fn of(s: &RunSet) -> Result<TttSide, NoSplit> {
         let mut splits = Vec::new();
         for r in &s.runs {
             if let Some(x) = split(r)? {
@@ -307,15 +331,15 @@ fn time_to_train(
     c: &RunSet,
     t: &MetricComparison,
     opts: &Options,
-) -> Result<Breakdown, String> {
+) -> Result<Breakdown, NoSplit> {
     let measured = t
         .relative_change
-        .ok_or("time to train has no change to split")?;
+        .ok_or_else(|| NoSplit::NoChange("time to train".into()))?;
     let (sb, sc) = (TttSide::of(b)?, TttSide::of(c)?);
     let all = |s: &TttSide| (0..s.splits.len()).collect::<Vec<_>>();
     let (kb, kc) = (sb.kept(&all(&sb)), sc.kept(&all(&sc)));
     if kb.is_empty() || kc.is_empty() {
-        return Err("no run kept by the olympic score".into());
+        return Err(NoSplit::NoRunKept);
     }
     let unit = b.convergence_unit;
     let (per, what) = if unit == "epochs" {
@@ -385,18 +409,22 @@ struct Rates {
 
 /// The runs that give `metric` (those its comparison averages), each with
 /// the samples/s and step time every split starts from.
-fn rates(s: &RunSet, metric: fn(&RunRecord) -> Option<f64>) -> Result<Vec<Rates>, String> {
+fn rates(s: &RunSet, metric: fn(&RunRecord) -> Option<f64>) -> Result<Vec<Rates>, NoSplit> {
     s.runs
         .iter()
         .filter(|r| metric(r).is_some())
         .map(|r| {
-            let sps = r
-                .samples_per_second
-                .ok_or_else(|| format!("{}: no samples/s", r.path))?;
+            let sps = r.samples_per_second.ok_or_else(|| NoSplit::RunLacks {
+                path: r.path.clone(),
+                what: "samples/s",
+            })?;
             let step = r
                 .step_seconds
                 .or(r.timing.window_step_seconds)
-                .ok_or_else(|| format!("{}: no step time", r.path))?;
+                .ok_or_else(|| NoSplit::RunLacks {
+                    path: r.path.clone(),
+                    what: "step time",
+                })?;
             Ok(Rates {
                 sps,
                 step,
@@ -514,21 +542,21 @@ fn rate_split(
     metric: fn(&RunRecord) -> Option<f64>,
     factors: &[&RateFactor],
     (name, relation, opts): (&'static str, &'static str, &Options),
-) -> Result<Breakdown, String> {
+) -> Result<Breakdown, NoSplit> {
     let measured = m
         .relative_change
-        .ok_or_else(|| format!("{} has no change to split", m.label))?;
+        .ok_or_else(|| NoSplit::NoChange(m.label.to_string()))?;
     let (pb, pc) = (rates(b, metric)?, rates(c, metric)?);
     if pb.is_empty() || pc.is_empty() {
-        return Err(format!("no run with {} and a step time", m.label));
+        return Err(NoSplit::NoRuns(m.label.to_string()));
     }
     let pick = |p: &[Rates], idx: &[usize]| idx.iter().map(|&i| p[i]).collect::<Vec<_>>();
     let mut out = Vec::new();
     for f in factors {
-        let figure = |p: &[Rates]| -> Result<SideFigure, String> {
-            let value = (f.side)(p).ok_or_else(|| format!("no {} on every run", f.label))?;
+        let figure = |p: &[Rates]| -> Result<SideFigure, NoSplit> {
+            let value = (f.side)(p).ok_or(NoSplit::NotOnEveryRun(f.label))?;
             let per_run: Option<Vec<f64>> = p.iter().map(f.run).collect();
-            let per_run = per_run.ok_or_else(|| format!("no {} on every run", f.label))?;
+            let per_run = per_run.ok_or(NoSplit::NotOnEveryRun(f.label))?;
             Ok(side_figure(value, &per_run))
         };
         let (sb, sc) = (figure(&pb)?, figure(&pc)?);
@@ -560,7 +588,7 @@ fn throughput(
     c: &RunSet,
     m: &MetricComparison,
     opts: &Options,
-) -> Result<Breakdown, String> {
+) -> Result<Breakdown, NoSplit> {
     let mut d = rate_split(
         (b, c),
         m,
@@ -626,7 +654,7 @@ pub fn rate_breakdowns(g: &GroupComparison, opts: &Options) -> Vec<Breakdown> {
 }
 
 /// Where the time went, for the group's deciding metric.
-pub fn breakdown(g: &GroupComparison, opts: &Options) -> Result<Breakdown, String> {
+pub fn breakdown(g: &GroupComparison, opts: &Options) -> Result<Breakdown, NoSplit> {
     let (b, c) = (&g.baseline, &g.candidate);
     if let Some(t) = &g.time_to_train
         && b.mode == Mode::TimeToTrain
@@ -639,7 +667,7 @@ pub fn breakdown(g: &GroupComparison, opts: &Options) -> Result<Breakdown, Strin
         .find(|m| m.decides && m.metric == "samples_per_second")
     {
         Some(m) => throughput(b, c, m, opts),
-        None => Err("no time to train or samples/s decides this group".into()),
+        None => Err(NoSplit::NoDecidingMetric),
     }
 }
 
