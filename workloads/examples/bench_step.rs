@@ -2,9 +2,11 @@
 //!
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
-//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
+//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N] [--digest]
 //! ```
 //! Prints one JSON object per (model, batch): median / min ms per step and samples/s.
+//! `--digest` also prints (stderr) the SHA-256 of the parameters after the
+//! last step: a change to the engine that keeps it keeps training bitwise.
 
 use std::time::Instant;
 
@@ -20,6 +22,16 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// SHA-256 of the parameters' bits: equal digests mean bitwise-equal training.
+fn param_digest(p: &[f32]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for v in p {
+        h.update(v.to_bits().to_le_bytes());
+    }
+    hex::encode(h.finalize())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(3);
     let batches: Option<Vec<usize>> =
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
+    let digest = args.iter().any(|a| a == "--digest");
     let dev = Device::Cpu;
     let mut rng = Rng::new(1);
 
@@ -63,6 +76,13 @@ fn main() -> anyhow::Result<()> {
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
                 }
+            }
+            if digest {
+                eprintln!(
+                    "mini_resnet b{b}: parameters after {} steps: {}",
+                    warmup + steps,
+                    param_digest(tr.flat_parameters())
+                );
             }
             let min = times.iter().cloned().fold(f64::MAX, f64::min);
             let med = median(&mut times);
@@ -92,6 +112,13 @@ fn main() -> anyhow::Result<()> {
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
                 }
+            }
+            if digest {
+                eprintln!(
+                    "mini_llm b{b}: parameters after {} steps: {}",
+                    warmup + steps,
+                    param_digest(tr.flat_parameters())
+                );
             }
             let min = times.iter().cloned().fold(f64::MAX, f64::min);
             let med = median(&mut times);
