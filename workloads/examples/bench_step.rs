@@ -2,9 +2,14 @@
 //!
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
-//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
+//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N] [--digest]
 //! ```
-//! Prints one JSON object per (model, batch): median / min ms per step and samples/s.
+//! Prints one JSON object per (model, batch): median / min ms per step and samples/s,
+//! and `cpu_ms`, the median CPU time of the process per step (all threads;
+//! rayon's idle workers spin a little): with `--threads 1` on a busy
+//! machine, a measure that other processes' preemptions do not inflate.
+//! `--digest` also prints (stderr) the SHA-256 of the parameters after the
+//! last step: a change to the engine that keeps it keeps training bitwise.
 
 use std::time::Instant;
 
@@ -20,6 +25,32 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// CPU time of the whole process, in seconds (0 where not measurable).
+fn process_cpu_seconds() -> f64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    0.0
+}
+
+/// SHA-256 of the parameters' bits: equal digests mean bitwise-equal training.
+fn param_digest(p: &[f32]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for v in p {
+        h.update(v.to_bits().to_le_bytes());
+    }
+    hex::encode(h.finalize())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +75,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(3);
     let batches: Option<Vec<usize>> =
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
+    let digest = args.iter().any(|a| a == "--digest");
     let dev = Device::Cpu;
     let mut rng = Rng::new(1);
 
@@ -56,18 +88,27 @@ fn main() -> anyhow::Result<()> {
             let mut tr = ResnetTrainer::new(&hp, 0, &dev)?;
             let px: Vec<f32> = (0..b * 784).map(|_| rng.normal() as f32).collect();
             let lb: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
-            let mut times = Vec::new();
+            let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), process_cpu_seconds());
                 tr.train_step(&px, &lb)?;
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
+                    cpu.push((process_cpu_seconds() - c0) * 1e3);
                 }
+            }
+            if digest {
+                eprintln!(
+                    "mini_resnet b{b}: parameters after {} steps: {}",
+                    warmup + steps,
+                    param_digest(tr.flat_parameters())
+                );
             }
             let min = times.iter().cloned().fold(f64::MAX, f64::min);
             let med = median(&mut times);
+            let cpu_med = median(&mut cpu);
             println!(
-                "{{\"impl\":\"referee\",\"model\":\"mini_resnet\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
+                "{{\"impl\":\"referee\",\"model\":\"mini_resnet\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"cpu_ms\":{cpu_med:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
                 b as f64 * 1e3 / med,
                 tr.flops_per_sample() * b as f64 / med / 1e6,
                 tr.num_parameters()
@@ -85,18 +126,27 @@ fn main() -> anyhow::Result<()> {
             let toks: Vec<u32> = (0..n + 1)
                 .map(|_| rng.below(hp.vocab_size) as u32)
                 .collect();
-            let mut times = Vec::new();
+            let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), process_cpu_seconds());
                 tr.train_step(&toks[..n], &toks[1..])?;
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
+                    cpu.push((process_cpu_seconds() - c0) * 1e3);
                 }
+            }
+            if digest {
+                eprintln!(
+                    "mini_llm b{b}: parameters after {} steps: {}",
+                    warmup + steps,
+                    param_digest(tr.flat_parameters())
+                );
             }
             let min = times.iter().cloned().fold(f64::MAX, f64::min);
             let med = median(&mut times);
+            let cpu_med = median(&mut cpu);
             println!(
-                "{{\"impl\":\"referee\",\"model\":\"mini_llm\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
+                "{{\"impl\":\"referee\",\"model\":\"mini_llm\",\"batch\":{b},\"threads\":{threads},\"median_ms\":{med:.2},\"min_ms\":{min:.2},\"cpu_ms\":{cpu_med:.2},\"samples_per_s\":{:.1},\"gflops_per_s\":{:.2},\"params\":{}}}",
                 b as f64 * 1e3 / med,
                 tr.flops_per_sample() * b as f64 / med / 1e6,
                 tr.num_parameters()

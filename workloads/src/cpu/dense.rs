@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
+use super::kernels::{AMat, BMat, Isa, Offsets, PackedB, Plan, igemm_planned};
 
 /// How an operand is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,25 +74,55 @@ pub fn matmul(
         let last = k - kb * (kblocks - 1);
         (Offsets::dense(last, k_stride), Offsets::dense(last, n))
     };
+    let b_block = |j: usize| BMat {
+        data: b,
+        base: j * kb * n,
+        koff: if j + 1 == kblocks {
+            &bkoff_last
+        } else {
+            &bkoff
+        },
+    };
+    // On the pool, B (each reduction block of it) is packed once here and
+    // shared by every row block, rather than packed by each.
+    let mut packed = match threads {
+        Threads::All if m >= PACK_MIN_ROWS => PACKED.take(),
+        _ => Vec::new(),
+    };
+    let shared = match threads {
+        Threads::All if m >= PACK_MIN_ROWS => {
+            packed.resize_with(kblocks, PackedB::default);
+            packed
+                .iter_mut()
+                .enumerate()
+                .all(|(j, p)| p.pack(isa, &b_block(j), n))
+        }
+        _ => false,
+    };
     let block = |r0: usize, rows: usize, out: &mut [f32]| {
         for j in 0..kblocks {
-            let (ko, bo) = if j + 1 == kblocks {
-                (&koff_last, &bkoff_last)
-            } else {
-                (&koff, &bkoff)
-            };
+            let ko = if j + 1 == kblocks { &koff_last } else { &koff };
             let am = AMat {
                 data: a,
                 base: r0 * row_stride + j * kb * k_stride,
                 row_stride,
                 koff: ko,
             };
-            let bm = BMat {
-                data: b,
-                base: j * kb * n,
-                koff: bo,
+            let plan = Plan {
+                packed_b: packed.get(j).filter(|_| shared),
+                pack_a: true,
             };
-            igemm(isa, rows, n, am, bm, out, n, accumulate || j > 0);
+            igemm_planned(
+                isa,
+                rows,
+                n,
+                am,
+                b_block(j),
+                out,
+                n,
+                accumulate || j > 0,
+                plan,
+            );
         }
     };
     let dst = &mut dst[..m * n];
@@ -100,8 +130,7 @@ pub fn matmul(
         Threads::One => block(0, m, dst),
         Threads::All => {
             // Blocks of whole rows, as many for each thread (up to 4 each),
-            // of MIN_BLOCK_ROWS rows or more where the product has them, so
-            // that the kernel's packed B serves many row tiles.
+            // of MIN_BLOCK_ROWS rows or more where the product has them.
             let t = rayon::current_num_threads();
             let blocks = (m / MIN_BLOCK_ROWS).clamp(1, 4 * t).next_multiple_of(t);
             let per = m.div_ceil(blocks);
@@ -110,6 +139,18 @@ pub fn matmul(
                 .for_each(|(i, out)| block(i * per, out.len() / n, out));
         }
     }
+    if !packed.is_empty() {
+        PACKED.set(packed);
+    }
+}
+
+/// Rows from which a product on the pool packs B once for all its row blocks.
+const PACK_MIN_ROWS: usize = 64;
+
+thread_local! {
+    /// The calling thread's packed B of its last product, reused (taken
+    /// while a product runs, so a nested product packs its own).
+    static PACKED: std::cell::Cell<Vec<PackedB>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Rows per block of the output the split aims for (fewer where the product

@@ -88,12 +88,21 @@ impl Isa {
 pub struct Offsets {
     list: Vec<usize>,
     max: usize,
+    /// `Some(s)` where `list[k] = k·s` (a dense matrix's rows or columns):
+    /// the kernels then step a pointer rather than read the list.
+    step: Option<usize>,
 }
 
 impl Offsets {
     pub fn new(list: Vec<usize>) -> Self {
         let max = list.iter().copied().max().unwrap_or(0);
-        Self { list, max }
+        let s = list.get(1).map_or(0, |&v| v);
+        let step = list
+            .iter()
+            .enumerate()
+            .all(|(k, &v)| s.checked_mul(k) == Some(v))
+            .then_some(s);
+        Self { list, max, step }
     }
     /// Rows `0, stride, 2·stride, …` of a dense row-major matrix.
     pub fn dense(rows: usize, stride: usize) -> Self {
@@ -144,6 +153,52 @@ pub fn igemm(
     out_stride: usize,
     accumulate: bool,
 ) {
+    igemm_planned(
+        isa,
+        rows,
+        cols,
+        a,
+        b,
+        out,
+        out_stride,
+        accumulate,
+        Plan::default(),
+    )
+}
+
+/// How [`igemm_planned`] lays out its operands. Neither choice changes
+/// which products are summed or in which order: results are bitwise those
+/// of [`igemm`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Plan<'p> {
+    /// B already packed (by [`PackedB::pack`] from the same `b`, `cols` and
+    /// `isa`): the call reads it and packs nothing. Several calls (the row
+    /// blocks of one product, on several threads) share one packing.
+    pub packed_b: Option<&'p PackedB>,
+    /// Pack A where its rows are adjacent and its columns far apart (a
+    /// transposed operand: the head's weight gradient `dlogitsᵀ`), a row
+    /// chunk at a time, so that its columns lie next to each other: read in
+    /// place, columns 4 KiB or more apart fall into a few cache sets and
+    /// evict each other.
+    pub pack_a: bool,
+}
+
+/// [`igemm`] with a [`Plan`].
+///
+/// # Panics
+/// As [`igemm`]; also if `plan.packed_b` was packed for another shape.
+#[allow(clippy::too_many_arguments)]
+pub fn igemm_planned(
+    isa: Isa,
+    rows: usize,
+    cols: usize,
+    a: AMat,
+    b: BMat,
+    out: &mut [f32],
+    out_stride: usize,
+    accumulate: bool,
+    plan: Plan,
+) {
     if rows == 0 || cols == 0 {
         return;
     }
@@ -181,9 +236,15 @@ pub fn igemm(
         // SAFETY: the asserts above bound every element the kernels touch
         // (rows × simd_cols of out, the A offsets, K rows × simd_cols of B),
         // and `lanes > 0` only when the CPU has the instructions.
+        if let Some(pb) = plan.packed_b {
+            assert!(
+                pb.lanes == lanes && pb.cols == simd_cols && pb.k == k,
+                "igemm: B packed for another shape"
+            );
+        }
         unsafe {
             simd_blocks(
-                isa, lanes, rows, simd_cols, &a, &b, out, out_stride, accumulate,
+                isa, lanes, rows, simd_cols, &a, &b, out, out_stride, accumulate, plan,
             )
         };
     }
@@ -200,6 +261,20 @@ struct Tile {
     k: usize,
     b: *const f32,
     bkoff: *const usize,
+    c: *mut f32,
+    c_rs: usize,
+    acc: bool,
+}
+
+/// A register tile over evenly spaced operands:
+/// `A(r, k) = a[r·a_rs + k·a_ks]`, `B(k, j) = b[k·b_ks + j]`.
+struct STile {
+    a: *const f32,
+    a_rs: usize,
+    a_ks: usize,
+    k: usize,
+    b: *const f32,
+    b_ks: usize,
     c: *mut f32,
     c_rs: usize,
     acc: bool,
@@ -262,6 +337,7 @@ unsafe fn simd_blocks(
     out: &mut [f32],
     out_stride: usize,
     acc: bool,
+    plan: Plan,
 ) {
     let k = a.koff.len();
     // Column blocks of at most `max_vectors` vectors; every block uses the
@@ -287,14 +363,32 @@ unsafe fn simd_blocks(
     // at these shapes.)
     let wmax = widest * lanes;
     let spread = b.koff.max / k.saturating_sub(1).max(1);
-    let pack = rows >= PACK_MIN_ROWS && spread >= PACK_MIN_STRIDE;
+    let pack = plan.packed_b.is_none() && rows >= PACK_MIN_ROWS && spread >= PACK_MIN_STRIDE;
+    let a_spread = a.koff.max / k.saturating_sub(1).max(1);
+    let packed_b_any = pack || plan.packed_b.is_some();
+    let pack_a = plan.pack_a
+        && a.row_stride == 1
+        && rows >= PACK_MIN_ROWS
+        && a_spread >= PACK_A_MIN_STRIDE
+        && (packed_b_any || b.koff.step.is_some());
     PANEL.with_borrow_mut(|p| {
         if pack {
             p.fill(b, groups.clone(), lanes, wmax);
         }
         for (c0, clen) in balanced(rows, chunk) {
+            if pack_a {
+                p.fill_a(a, c0, clen);
+            }
             for (g, (v0, fv)) in groups.clone().enumerate() {
-                let (bp, bkoff) = if pack {
+                let packed_b = pack || plan.packed_b.is_some();
+                let (bp, bkoff) = if let Some(pb) = plan.packed_b {
+                    // SAFETY: PackedB::pack wrote K·wmax values per block
+                    // (the shape was checked by igemm_planned).
+                    (
+                        unsafe { pb.panel.b.as_ptr().add(g * k * wmax) },
+                        pb.panel.koff.as_ptr(),
+                    )
+                } else if pack {
                     // SAFETY: fill wrote K·wmax values per block.
                     (unsafe { p.b.as_ptr().add(g * k * wmax) }, p.koff.as_ptr())
                 } else {
@@ -303,17 +397,51 @@ unsafe fn simd_blocks(
                     (bp, b.koff.list.as_ptr())
                 };
                 for (r0, r) in balanced(clen, rt) {
-                    let r0 = c0 + r0;
-                    let t = Tile {
+                    let (ap, a_rs, akoff) = if pack_a {
+                        // SAFETY: fill_a wrote K·clen values (only the
+                        // strided tile reads a packed A).
+                        (unsafe { p.a.as_ptr().add(r0) }, 1, std::ptr::null())
+                    } else {
                         // SAFETY: within the bounds igemm checked.
-                        a: unsafe { a.data.as_ptr().add(a.base + r0 * a.row_stride) },
-                        a_rs: a.row_stride,
-                        koff: a.koff.list.as_ptr(),
+                        let ap = unsafe { a.data.as_ptr().add(a.base + (c0 + r0) * a.row_stride) };
+                        (ap, a.row_stride, a.koff.list.as_ptr())
+                    };
+                    let r0 = c0 + r0;
+                    // SAFETY: within the bounds igemm checked.
+                    let c = unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) };
+                    // Both operands evenly spaced (dense matrices, packed
+                    // panels): the strided tile, which steps pointers.
+                    let a_ks = if pack_a { Some(clen) } else { a.koff.step };
+                    let b_ks = if packed_b { Some(wmax) } else { b.koff.step };
+                    if let (Some(a_ks), Some(b_ks)) = (a_ks, b_ks) {
+                        let t = STile {
+                            a: ap,
+                            a_rs,
+                            a_ks,
+                            k,
+                            b: bp,
+                            b_ks,
+                            c,
+                            c_rs: out_stride,
+                            acc,
+                        };
+                        match isa {
+                            #[cfg(target_arch = "x86_64")]
+                            Isa::Avx512 => unsafe { x86::avx512::run_strided(r, fv, &t) },
+                            #[cfg(target_arch = "x86_64")]
+                            Isa::Avx2 => unsafe { x86::avx2::run_strided(r, fv, &t) },
+                            _ => unreachable!("SIMD kernels requested without SIMD"),
+                        }
+                        continue;
+                    }
+                    let t = Tile {
+                        a: ap,
+                        a_rs,
+                        koff: akoff,
                         k,
                         b: bp,
                         bkoff,
-                        // SAFETY: within the bounds igemm checked.
-                        c: unsafe { out.as_mut_ptr().add(r0 * out_stride + v0 * lanes) },
+                        c,
                         c_rs: out_stride,
                         acc,
                     };
@@ -340,14 +468,24 @@ const PACK_MIN_ROWS: usize = 64;
 /// Mean distance between B's rows, in floats (512 B), from which B is packed.
 const PACK_MIN_STRIDE: usize = 128;
 
+/// Mean distance between A's columns, in floats (4 KiB), from which A is
+/// packed where a [`Plan`] allows it. Closer, a row chunk's columns (512 B
+/// each, adjacent lines) spread over every cache set and read well in
+/// place; at 4 KiB and more they fall into a few sets (the LLM head's
+/// weight gradient: 8 KiB apart).
+const PACK_A_MIN_STRIDE: usize = 1024;
+
 /// One thread's packed B, reused from call to call: column block `g` at
 /// `b[g·K·wmax ..]`, `b[g·K·wmax + k·wmax + j]` = B(k, j0(g) + j) (a narrower
 /// block leaves the rest of its rows unused), read through the offsets
 /// `koff[k] = k·wmax`.
-#[derive(Default)]
+/// It also holds A's rows `c0..c0 + clen` (`fill_a`): `a[k·clen + i]` =
+/// A(c0 + i, k), read by the strided tile.
+#[derive(Debug, Default)]
 struct Panel {
     b: Vec<f32>,
     koff: Vec<usize>,
+    a: Vec<f32>,
 }
 
 impl Panel {
@@ -379,6 +517,56 @@ impl Panel {
         }
         self.koff.clear();
         self.koff.extend((0..k).map(|i| i * wmax));
+    }
+
+    /// Packs A's rows `c0..c0 + clen` (A's rows adjacent: `row_stride` 1),
+    /// each column's `clen` values after the last's.
+    fn fill_a(&mut self, a: &AMat, c0: usize, clen: usize) {
+        let k = a.koff.len();
+        self.a.resize(k * clen, 0.0);
+        for (dst, &o) in self.a.chunks_exact_mut(clen).zip(&a.koff.list) {
+            let s = a.base + c0 + o;
+            dst.copy_from_slice(&a.data[s..s + clen]);
+        }
+    }
+}
+
+/// B packed once for the row blocks of one product (see [`Plan`]): what
+/// each call of [`igemm`] would otherwise pack for itself.
+#[derive(Debug, Default)]
+pub struct PackedB {
+    panel: Panel,
+    lanes: usize,
+    cols: usize,
+    k: usize,
+}
+
+impl PackedB {
+    /// Packs `b` for products of `cols` columns on `isa`'s kernels, or
+    /// returns false (and packs nothing) where those kernels would read B in
+    /// place: B's rows close together, no SIMD kernel, or no whole vector
+    /// of columns.
+    pub fn pack(&mut self, isa: Isa, b: &BMat, cols: usize) -> bool {
+        let lanes = match isa {
+            Isa::Avx512 if isa.available() => 16,
+            Isa::Avx2 if isa.available() => 8,
+            _ => 0,
+        };
+        let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
+        let k = b.koff.len();
+        let spread = b.koff.max / k.saturating_sub(1).max(1);
+        if simd_cols == 0 || k == 0 || spread < PACK_MIN_STRIDE {
+            return false;
+        }
+        assert!(
+            b.base + b.koff.max + cols <= b.data.len(),
+            "PackedB: B too short"
+        );
+        let groups = balanced(simd_cols / lanes, max_vectors(isa));
+        let widest = groups.clone().map(|g| g.1).max().unwrap_or(1);
+        self.panel.fill(b, groups, lanes, widest * lanes);
+        (self.lanes, self.cols, self.k) = (lanes, simd_cols, k);
+        true
     }
 }
 
@@ -433,7 +621,7 @@ mod x86 {
                 #[allow(unused_imports)]
                 use std::arch::x86_64::*;
 
-                use super::super::Tile;
+                use super::super::{STile, Tile};
 
                 #[target_feature(enable = $feature)]
                 unsafe fn tile<const R: usize, const FV: usize>(t: &Tile) {
@@ -466,6 +654,52 @@ mod x86 {
                                 $store(t.c.add(r * t.c_rs + v * $lanes), acc[r][v]);
                             }
                         }
+                    }
+                }
+
+                /// [`tile`] with pointers stepped through evenly spaced
+                /// operands: the same products summed in the same order.
+                #[target_feature(enable = $feature)]
+                unsafe fn stile<const R: usize, const FV: usize>(t: &STile) {
+                    // SAFETY: the caller (igemm) checked every offset.
+                    unsafe {
+                        let mut acc = [[$zero(); FV]; R];
+                        if t.acc {
+                            for r in 0..R {
+                                for v in 0..FV {
+                                    acc[r][v] = $load(t.c.add(r * t.c_rs + v * $lanes));
+                                }
+                            }
+                        }
+                        let mut bv = [$zero(); FV];
+                        let (mut ap, mut bp) = (t.a, t.b);
+                        for _ in 0..t.k {
+                            for v in 0..FV {
+                                bv[v] = $load(bp.add(v * $lanes));
+                            }
+                            for r in 0..R {
+                                let x = $set1(*ap.add(r * t.a_rs));
+                                for v in 0..FV {
+                                    acc[r][v] = $fmadd(x, bv[v], acc[r][v]);
+                                }
+                            }
+                            ap = ap.add(t.a_ks);
+                            bp = bp.add(t.b_ks);
+                        }
+                        for r in 0..R {
+                            for v in 0..FV {
+                                $store(t.c.add(r * t.c_rs + v * $lanes), acc[r][v]);
+                            }
+                        }
+                    }
+                }
+
+                /// # Safety
+                /// The CPU has the feature; `t` is in bounds for (r, fv).
+                pub unsafe fn run_strided(r: usize, fv: usize, t: &STile) {
+                    match (fv, r) {
+                        $($(($fv, $r) => unsafe { stile::<$r, $fv>(t) },)*)*
+                        _ => unreachable!("no {r}x{fv} tile"),
                     }
                 }
 
@@ -569,6 +803,103 @@ mod tests {
                                 isa.name()
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_and_strided_operands_give_bitwise_the_plain_sums() {
+        // Dense operands (the strided tile), A transposed with its columns
+        // far apart (packed A), B packed once and shared: every plan must
+        // give the bits of the offset-list kernel reading both in place.
+        let mut rng = Rng::new(9);
+        for &(rows, cols, k, acc) in &[
+            (130, 48, 70, false),
+            (64, 16, 200, true),
+            (97, 40, 9, true),
+            (200, 136, 33, false),
+        ] {
+            let a_ks = rows.max(PACK_A_MIN_STRIDE) + 3;
+            let a = rng.normal_vec(k * a_ks + rows, 1.0);
+            let b_rs = cols + PACK_MIN_STRIDE;
+            let b = rng.normal_vec(k * b_rs + cols, 1.0);
+            let init = rng.normal_vec(rows * cols, 1.0);
+            let dense_a = Offsets::dense(k, a_ks);
+            let dense_b = Offsets::dense(k, b_rs);
+            assert_eq!(dense_a.step, Some(a_ks));
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                let mut want = init.clone();
+                {
+                    // The reference: the same offsets plus one that reads
+                    // zeros (appended), an uneven list the kernels cannot
+                    // step through, so the offset-list tile runs. Adding
+                    // 0·0 last changes no sum.
+                    let mut a0 = a.clone();
+                    a0.extend(std::iter::repeat_n(0.0, rows));
+                    let mut b0 = b.clone();
+                    b0.extend(std::iter::repeat_n(0.0, cols));
+                    let a_list = Offsets::new(
+                        dense_a
+                            .as_slice()
+                            .iter()
+                            .copied()
+                            .chain([a.len()])
+                            .collect(),
+                    );
+                    let b_list = Offsets::new(
+                        dense_b
+                            .as_slice()
+                            .iter()
+                            .copied()
+                            .chain([b.len()])
+                            .collect(),
+                    );
+                    assert!(a_list.step.is_none() && b_list.step.is_none());
+                    let am = AMat {
+                        data: &a0,
+                        base: 0,
+                        row_stride: 1,
+                        koff: &a_list,
+                    };
+                    let bm = BMat {
+                        data: &b0,
+                        base: 0,
+                        koff: &b_list,
+                    };
+                    igemm(isa, rows, cols, am, bm, &mut want, cols, acc);
+                }
+                let am = AMat {
+                    data: &a,
+                    base: 0,
+                    row_stride: 1,
+                    koff: &dense_a,
+                };
+                let bm = BMat {
+                    data: &b,
+                    base: 0,
+                    koff: &dense_b,
+                };
+                let mut pb = PackedB::default();
+                let packed = pb.pack(isa, &bm, cols);
+                for pack_a in [false, true] {
+                    for shared in [false, true] {
+                        let plan = Plan {
+                            packed_b: (shared && packed).then_some(&pb),
+                            pack_a,
+                        };
+                        let mut got = init.clone();
+                        igemm_planned(isa, rows, cols, am, bm, &mut got, cols, acc, plan);
+                        let same = got
+                            .iter()
+                            .zip(&want)
+                            .all(|(g, w)| g.to_bits() == w.to_bits());
+                        assert!(
+                            same,
+                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} shared {shared}",
+                            isa.name()
+                        );
                     }
                 }
             }
