@@ -15,11 +15,10 @@
 use referee_rules::score::summarize;
 use referee_submission::compare::html::{BASELINE_COLOR, CANDIDATE_COLOR, hex};
 use referee_tests::{
-    chromium, corpus_dir, data_dir, decode_png, official_score_context, referee, stderr, stdout,
+    corpus_dir, data_dir, decode_png, official_score_context, referee, stderr, stdout,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 const RUNS: usize = 3;
@@ -452,30 +451,7 @@ fn html_report_renders_the_plots() {
 
     // Rendered by a real browser: the screenshot shows both colours.
     let png = f.root.join("report.png");
-    let profile = tempfile::tempdir().unwrap();
-    let shot = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1200,1600")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    assert!(
-        png.is_file(),
-        "chromium wrote no screenshot: {}",
-        String::from_utf8_lossy(&shot.stderr)
-    );
+    referee_tests::screenshot(&page, &png);
     let (w, h, pixels) = decode_png(&png);
     assert_eq!((w, h), (1200, 1600));
     let near = |p: &[u8; 3], c: (u8, u8, u8)| {
