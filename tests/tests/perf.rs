@@ -815,16 +815,17 @@ fn average_power_of(path: &Path) -> f64 {
     eff * sum / (stop.unwrap() - start.unwrap())
 }
 
-#[test]
-fn energy_per_token_from_power_logs_beside_the_run_or_given() {
-    let t = tempfile::tempdir().unwrap();
+/// The NeMo fixture in `dir`, with `power/<stem>/`: a node log sampled by
+/// referee (a `cmd:` source printing 400 W) and a switch estimated at 50
+/// W. Returns the log, the node log and the node's average power.
+fn run_with_power(dir: &Path) -> (PathBuf, PathBuf, f64) {
     let name = Path::new(NEMO).file_name().unwrap();
-    let log = t.path().join(name);
+    let log = dir.join(name);
     std::fs::copy(fixture(NEMO), &log).unwrap();
     let stem = log.file_stem().unwrap().to_string_lossy().to_string();
     // The node's power measured by referee's own sampler (a `cmd:` source
     // printing 400 W), plus a switch whose power is estimated at 50 W.
-    let folder = t.path().join("power").join(&stem);
+    let folder = dir.join("power").join(&stem);
     let node = folder.join("node_0.txt");
     let o = referee(&[
         "power",
@@ -846,6 +847,13 @@ fn energy_per_token_from_power_logs_beside_the_run_or_given() {
     .unwrap();
     let node_w = average_power_of(&node);
     assert!(node_w > 300.0 && node_w <= 400.0, "{node_w}");
+    (log, node, node_w)
+}
+
+#[test]
+fn energy_per_token_from_power_logs_beside_the_run_or_given() {
+    let t = tempfile::tempdir().unwrap();
+    let (log, node, node_w) = run_with_power(t.path());
 
     // The directory: the power folder is the run's energy, not a run.
     let dir = t.path().to_str().unwrap();
@@ -912,6 +920,13 @@ fn energy_per_token_from_power_logs_beside_the_run_or_given() {
         1e-12,
     );
 
+}
+
+#[test]
+fn no_energy_without_power_logs_and_power_flag_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let (log, node, _) = run_with_power(t.path());
+    let name = Path::new(NEMO).file_name().unwrap();
     // Without power logs, no energy key (the JSON is as before).
     let bare = tempfile::tempdir().unwrap();
     std::fs::copy(fixture(NEMO), bare.path().join(name)).unwrap();

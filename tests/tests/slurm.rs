@@ -11,6 +11,7 @@
 use referee_tests::{data_dir, mpirun, referee_bin, referee_mpi_bin, stderr, stdout};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
+use std::path::{Path, PathBuf};
 
 #[test]
 fn script_is_valid_bash_with_the_srun_line() {
@@ -94,20 +95,16 @@ echo "fake srun: $ntasks task(s): $*" >&2
 exec mpirun --allow-run-as-root --oversubscribe -np "$ntasks" "$@"
 "#;
 
-#[test]
-fn the_job_runs_under_a_fake_srun_and_leaves_a_packageable_run_dir() {
-    drop(mpirun()); // fails with the fix when Open MPI is missing
-    let bin = referee_mpi_bin();
-    let data = data_dir(&["shakespeare"]);
-    let tmp = tempfile::tempdir().unwrap();
-    let fake = tmp.path().join("fakebin");
+/// `referee slurm mini_llm` (1 node × 2 tasks, 5 runs of 16 steps) into
+/// `dir/job.sh`, and a fake `srun` in `dir/fakebin`; returns both paths.
+fn write_job(bin: &Path, data: &Path, dir: &Path) -> (PathBuf, PathBuf) {
+    let fake = dir.join("fakebin");
     std::fs::create_dir(&fake).unwrap();
     let srun = fake.join("srun");
     std::fs::write(&srun, FAKE_SRUN).unwrap();
     std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
-
-    let script = tmp.path().join("job.sh");
-    let o = Command::new(&bin)
+    let script = dir.join("job.sh");
+    let o = Command::new(bin)
         .args([
             "slurm",
             "mini_llm",
@@ -127,14 +124,54 @@ fn the_job_runs_under_a_fake_srun_and_leaves_a_packageable_run_dir() {
             "fakecluster",
             "--data-dir",
         ])
-        .arg(&data)
+        .arg(data)
         .arg("--referee")
-        .arg(&bin)
+        .arg(bin)
         .arg("--out")
         .arg(&script)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (script, fake)
+}
+
+/// `referee package` reads the run directory as it is: the package holds
+/// the 5 logs.
+fn assert_packageable(bin: &Path, run_dir: &Path, pkg: &Path) {
+    let p = Command::new(bin)
+        .arg("package")
+        .arg(run_dir)
+        .arg("--out")
+        .arg(pkg)
+        .output()
+        .unwrap();
+    // Built (exit 0), or built and then found wanting (exit 1: no run
+    // reached the target); 2 would mean it could not read the directory.
+    assert!(
+        matches!(p.status.code(), Some(0 | 1)),
+        "{:?}\n{}\n{}",
+        p.status.code(),
+        stdout(&p),
+        stderr(&p)
+    );
+    let copied = walk(pkg)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
+        })
+        .count();
+    assert_eq!(copied, 5, "the package holds the 5 logs: {}", stdout(&p));
+}
+
+#[test]
+fn the_job_runs_under_a_fake_srun_and_leaves_a_packageable_run_dir() {
+    drop(mpirun()); // fails with the fix when Open MPI is missing
+    let bin = referee_mpi_bin();
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (script, fake) = write_job(&bin, &data, tmp.path());
 
     // As sbatch would run it: in the submit directory, with the job's
     // variables, our srun first on PATH.
@@ -204,32 +241,7 @@ fn the_job_runs_under_a_fake_srun_and_leaves_a_packageable_run_dir() {
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
 
     // `referee package` reads the directory as it is.
-    let pkg = tmp.path().join("pkg");
-    let p = Command::new(&bin)
-        .arg("package")
-        .arg(&run_dir)
-        .arg("--out")
-        .arg(&pkg)
-        .output()
-        .unwrap();
-    // Built (exit 0), or built and then found wanting (exit 1: no run
-    // reached the target); 2 would mean it could not read the directory.
-    assert!(
-        matches!(p.status.code(), Some(0 | 1)),
-        "{:?}\n{}\n{}",
-        p.status.code(),
-        stdout(&p),
-        stderr(&p)
-    );
-    let copied = walk(&pkg)
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
-        })
-        .count();
-    assert_eq!(copied, 5, "the package holds the 5 logs: {}", stdout(&p));
+    assert_packageable(&bin, &run_dir, &tmp.path().join("pkg"));
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
