@@ -919,7 +919,6 @@ fn energy_per_token_from_power_logs_beside_the_run_or_given() {
         node_w,
         1e-12,
     );
-
 }
 
 #[test]

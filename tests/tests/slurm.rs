@@ -10,8 +10,8 @@
 
 use referee_tests::{data_dir, mpirun, referee_bin, referee_mpi_bin, stderr, stdout};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 #[test]
 fn script_is_valid_bash_with_the_srun_line() {
