@@ -93,14 +93,18 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(Vec<u8>, usize, usize), png::Decod
     buf.truncate(frame.buffer_size());
     let (w, h) = (frame.width as usize, frame.height as usize);
     let channels = color.samples();
-    let sample: Vec<u32> = match depth {
-        png::BitDepth::Sixteen => buf
-            .chunks_exact(2)
-            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-            .collect(),
-        _ => buf.iter().map(|&b| u32::from(b)).collect(),
-    };
     let wide = depth == png::BitDepth::Sixteen;
+    if channels == 1 && !wide {
+        // Already 8-bit luma (EXPAND widened depths below 8): the pixels.
+        return Ok((buf, h, w));
+    }
+    let sample: Vec<u32> = if wide {
+        buf.chunks_exact(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .collect()
+    } else {
+        buf.iter().map(|&b| u32::from(b)).collect()
+    };
     let max = if wide { 65_535.0 } else { 255.0 };
     let out = sample
         .chunks_exact(channels)

@@ -69,8 +69,12 @@ pub struct Factor {
 /// Where the time went.
 #[derive(Debug, Clone, Serialize)]
 pub struct Breakdown {
-    /// The decomposed figure: `time_to_train_minutes` or `samples_per_second`.
+    /// The decomposed figure: `time_to_train_minutes`, `samples_per_second`,
+    /// `tokens_per_second` or `mfu`.
     pub metric: &'static str,
+    /// Its name as reports show it (`tokens/s`, `MFU`, …).
+    #[serde(skip)]
+    pub label: &'static str,
     pub relation: &'static str,
     /// Which runs: those the olympic score keeps, or every run.
     pub runs: &'static str,
@@ -270,7 +274,7 @@ fn index_ci(
 }
 
 fn finish(
-    metric: &'static str,
+    m: &MetricComparison,
     relation: &'static str,
     runs: &'static str,
     measured: f64,
@@ -291,7 +295,8 @@ fn finish(
         .map(|f| format!("{} {}", f.label, pct(f.relative_change)))
         .collect();
     Breakdown {
-        metric,
+        metric: m.metric,
+        label: m.label,
         relation,
         runs,
         measured_change: measured,
@@ -387,7 +392,7 @@ fn time_to_train(
     }
     let eval_min = |k: &[Split]| sum(k, |s| s.eval) / k.len() as f64 / 60_000.0;
     Ok(finish(
-        "time_to_train_minutes",
+        t,
         "time to train = samples to converge × time per sample × evaluation overhead (× scaling factor)",
         "the runs the olympic score keeps",
         measured,
@@ -536,12 +541,14 @@ const PEAK: RateFactor = RateFactor {
 };
 
 /// A throughput figure split into `factors` over the runs that give it.
+/// Every side figure is made first, so that a split that cannot be made
+/// fails before any interval is drawn.
 fn rate_split(
     (b, c): (&RunSet, &RunSet),
     m: &MetricComparison,
     metric: fn(&RunRecord) -> Option<f64>,
     factors: &[&RateFactor],
-    (name, relation, opts): (&'static str, &'static str, &Options),
+    (relation, runs, opts): (&'static str, &'static str, &Options),
 ) -> Result<Breakdown, NoSplit> {
     let measured = m
         .relative_change
@@ -550,36 +557,28 @@ fn rate_split(
     if pb.is_empty() || pc.is_empty() {
         return Err(NoSplit::NoRuns(m.label.to_string()));
     }
+    let figure = |f: &RateFactor, p: &[Rates]| -> Result<SideFigure, NoSplit> {
+        let value = (f.side)(p).ok_or(NoSplit::NotOnEveryRun(f.label))?;
+        let per_run: Option<Vec<f64>> = p.iter().map(f.run).collect();
+        let per_run = per_run.ok_or(NoSplit::NotOnEveryRun(f.label))?;
+        Ok(side_figure(value, &per_run))
+    };
+    let sides = factors
+        .iter()
+        .map(|f| Ok((figure(f, &pb)?, figure(f, &pc)?)))
+        .collect::<Result<Vec<_>, NoSplit>>()?;
     let pick = |p: &[Rates], idx: &[usize]| idx.iter().map(|&i| p[i]).collect::<Vec<_>>();
-    let mut out = Vec::new();
-    for f in factors {
-        let figure = |p: &[Rates]| -> Result<SideFigure, NoSplit> {
-            let value = (f.side)(p).ok_or(NoSplit::NotOnEveryRun(f.label))?;
-            let per_run: Option<Vec<f64>> = p.iter().map(f.run).collect();
-            let per_run = per_run.ok_or(NoSplit::NotOnEveryRun(f.label))?;
-            Ok(side_figure(value, &per_run))
-        };
-        let (sb, sc) = (figure(&pb)?, figure(&pc)?);
-        let fb = |idx: &[usize]| (f.side)(&pick(&pb, idx));
-        let fc = |idx: &[usize]| (f.side)(&pick(&pc, idx));
-        let ci = index_ci(pb.len(), pc.len(), &fb, &fc, opts);
-        out.push(factor(
-            f.name,
-            f.label.into(),
-            f.unit.into(),
-            (sb, sc),
-            ci,
-            f.exponent,
-        ));
-    }
-    Ok(finish(
-        name,
-        relation,
-        "every run with the figure and a step time",
-        measured,
-        out,
-        None,
-    ))
+    let out = factors
+        .iter()
+        .zip(sides)
+        .map(|(f, sides)| {
+            let fb = |idx: &[usize]| (f.side)(&pick(&pb, idx));
+            let fc = |idx: &[usize]| (f.side)(&pick(&pc, idx));
+            let ci = index_ci(pb.len(), pc.len(), &fb, &fc, opts);
+            factor(f.name, f.label.into(), f.unit.into(), sides, ci, f.exponent)
+        })
+        .collect();
+    Ok(finish(m, relation, runs, measured, out, None))
 }
 
 /// Samples/s split into samples per step and time per step.
@@ -589,20 +588,21 @@ fn throughput(
     m: &MetricComparison,
     opts: &Options,
 ) -> Result<Breakdown, NoSplit> {
-    let mut d = rate_split(
+    rate_split(
         (b, c),
         m,
         |r| r.samples_per_second,
         &[&SAMPLES_PER_STEP, &TIME_PER_STEP],
         (
-            "samples_per_second",
             "samples/s = samples per step ÷ time per step (at the mean throughput)",
+            "every run with samples/s and a step time",
             opts,
         ),
-    )?;
-    d.runs = "every run with samples/s and a step time";
-    Ok(d)
+    )
 }
+
+/// Which runs a tokens/s or MFU split is over.
+const RATE_RUNS: &str = "every run with the figure and a step time";
 
 /// Throughput mode: tokens/s and MFU split into their factors, for each
 /// that both sides give. MFU is split into GPUs, FLOPs per token and the
@@ -623,8 +623,8 @@ pub fn rate_breakdowns(g: &GroupComparison, opts: &Options) -> Vec<Breakdown> {
                 |r| r.tokens_per_second,
                 &[&TOKENS_PER_SAMPLE, &SAMPLES_PER_STEP, &TIME_PER_STEP],
                 (
-                    "tokens_per_second",
                     "tokens/s = tokens per sample × samples per step ÷ time per step",
+                    RATE_RUNS,
                     opts,
                 ),
             )
@@ -633,7 +633,7 @@ pub fn rate_breakdowns(g: &GroupComparison, opts: &Options) -> Vec<Breakdown> {
     }
     if let Some(m) = find("mfu") {
         let split = |factors: &[&RateFactor], relation| {
-            rate_split((b, c), m, |r| r.mfu, factors, ("mfu", relation, opts))
+            rate_split((b, c), m, |r| r.mfu, factors, (relation, RATE_RUNS, opts))
         };
         let rate = [&TOKENS_PER_SAMPLE, &SAMPLES_PER_STEP, &TIME_PER_STEP];
         let full = split(

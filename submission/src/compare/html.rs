@@ -521,7 +521,7 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
         let _ = writeln!(
             s,
             "<h3>{}</h3><p class=\"why\"><b>{}</b> — {}</p>",
-            esc(super::report::rate_label(b.metric)),
+            esc(b.label),
             esc(&b.summary),
             esc(b.relation)
         );

@@ -285,19 +285,9 @@ pub fn breakdown_lines(g: &GroupComparison) -> Vec<String> {
         .as_ref()
         .map_or_else(Vec::new, |b| one_breakdown(b, ""));
     for b in &g.rate_breakdowns {
-        v.extend(one_breakdown(b, &format!("{}: ", rate_label(b.metric))));
+        v.extend(one_breakdown(b, &format!("{}: ", b.label)));
     }
     v
-}
-
-/// The name a throughput breakdown is shown under.
-pub fn rate_label(metric: &str) -> &str {
-    match metric {
-        "tokens_per_second" => "tokens/s",
-        "mfu" => "MFU",
-        "samples_per_second" => "samples/s",
-        other => other,
-    }
 }
 
 fn one_breakdown(b: &super::explain::Breakdown, prefix: &str) -> Vec<String> {
