@@ -195,11 +195,6 @@ fn load_idx(
     decode_idx(&bytes, input.magic, &path, ctx)
 }
 
-/// Encode 8-bit grayscale pixels as PNG (the settings prepared data uses).
-pub(crate) fn encode_png_gray(pixels: &[u8], width: u32, height: u32) -> Vec<u8> {
-    crate::png_gray::encode(pixels, width, height)
-}
-
 /// Convert the four IDX files in `idx_dir` into the PNG tree under `out`.
 /// `check_hashes` compares the decompressed IDX files with the pinned
 /// hashes (off only for test fixtures).
@@ -279,7 +274,7 @@ pub(crate) fn build_from_idx(
             let chunk: Result<Vec<FileEntry>, DataError> = (start..end)
                 .into_par_iter()
                 .map(|i| {
-                    let png = encode_png_gray(
+                    let png = crate::png_gray::encode(
                         &images.data[i * px..(i + 1) * px],
                         cols as u32,
                         rows as u32,

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::fashion_mnist::{build_from_idx, encode_png_gray};
+use crate::fashion_mnist::build_from_idx;
 use crate::idx::{IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, encode_idx};
 use crate::image_folder::decode_png_gray;
 use crate::rng::SplitMix64;
@@ -161,7 +161,11 @@ fn png_round_trip_is_lossless() {
     let tmp = tempfile::tempdir().unwrap();
     let px = fixture_image(777);
     let path = tmp.path().join("x.png");
-    fs::write(&path, encode_png_gray(&px, SIDE as u32, SIDE as u32)).unwrap();
+    fs::write(
+        &path,
+        crate::png_gray::encode(&px, SIDE as u32, SIDE as u32),
+    )
+    .unwrap();
     let (back, h, w) =
         decode_png_gray(&path, &error::DatasetLocation::new("t", tmp.path())).unwrap();
     assert_eq!((h, w), (SIDE, SIDE));
