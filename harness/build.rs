@@ -44,7 +44,7 @@ fn main() {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".into());
     // Cargo sets CARGO_FEATURE_<NAME> for each feature of this package built.
-    let features: Vec<&str> = ["mpi", "gpu", "cuda"]
+    let features: Vec<&str> = ["mpi", "gpu", "cuda", "graph"]
         .into_iter()
         .filter(|f| std::env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some())
         .collect();

@@ -137,7 +137,7 @@ pub fn referee_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         build_copy(None, "test-bin/referee", |b| {
-            !memchr_find(b, b"MPI_Iallreduce")
+            !memchr_find(b, b"MPI_Iallreduce") && !memchr_find(b, b"features: graph")
         })
     })
     .clone()
@@ -254,6 +254,18 @@ pub fn referee_mpi_bin() -> PathBuf {
     BIN.get_or_init(|| {
         build_copy(Some("mpi,gpu"), "referee-mpi", |b| {
             memchr_find(b, b"MPI_Iallreduce") && memchr_find(b, b"ncclCommInitRank")
+        })
+    })
+    .clone()
+}
+
+/// The build of referee with the graph engine (`--features graph`),
+/// `test-bin/referee-graph`.
+pub fn referee_graph_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        build_copy(Some("graph"), "test-bin/referee-graph", |b| {
+            memchr_find(b, b"features: graph")
         })
     })
     .clone()

@@ -2,7 +2,9 @@
 //! target, and its log passes both referee's check and the official
 //! compliance checker run with referee's rule file (`--config`).
 
-use referee_tests::{copy_tree, data_dir, python, referee, referee_bin, repo_root, stderr, stdout};
+use referee_tests::{
+    copy_tree, data_dir, python, referee, referee_bin, referee_graph_bin, repo_root, stderr, stdout,
+};
 use std::process::Command;
 
 /// A seed whose calibration run reaches the target (calibration seeds are
@@ -356,17 +358,23 @@ fn linear_precision_is_logged() {
 /// The engine (the CPU engine and its kernels, or candle's graph) is chosen
 /// once, from `REFEREE_CPU_KERNELS` or the CPU, and recorded in the log's
 /// provenance, `referee_run.json` and the system description; an unknown
-/// name is a usage error before anything runs.
+/// name, or the graph in a build without it, is a usage error before
+/// anything runs.
 #[test]
 fn engine_choice_is_recorded() {
     let data = data_dir(&["shakespeare"]);
     let tmp = tempfile::tempdir().unwrap();
-    for (kernels, engine, framework) in [
-        ("portable", "cpu-portable", "CPU engine, portable kernels"),
-        ("graph", "graph", "candle 0.11 graph"),
+    for (bin, kernels, engine, framework) in [
+        (
+            referee_bin(),
+            "portable",
+            "cpu-portable",
+            "CPU engine, portable kernels",
+        ),
+        (referee_graph_bin(), "graph", "graph", "candle 0.11 graph"),
     ] {
         let out = tmp.path().join(kernels);
-        let o = Command::new(referee_bin())
+        let o = Command::new(bin)
             .env("REFEREE_CPU_KERNELS", kernels)
             .args(["run", "mini_llm", "--runs", "1", "-j", "1", "--seed", SEED])
             .args(["--no-cache-clear", "--quiet"])
@@ -409,4 +417,16 @@ fn engine_choice_is_recorded() {
         e.contains("REFEREE_CPU_KERNELS=sse9") && e.contains("graph"),
         "{e}"
     );
+    // The default build has no graph engine: asking for it says how to get it.
+    let o = Command::new(referee_bin())
+        .env("REFEREE_CPU_KERNELS", "graph")
+        .args(["run", "mini_llm", "--runs", "1", "--set", "total_steps=2"])
+        .args(["--set", "warmup_steps=1", "--quiet", "--out"])
+        .arg(tmp.path().join("no-graph"))
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--features graph"), "{}", stderr(&o));
 }

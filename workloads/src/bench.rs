@@ -5,9 +5,9 @@
 //! convergence points. The harness reads everything from here; the rule
 //! file of each benchmark is generated from it ([`crate::rulegen`]).
 
+use crate::Device;
 use crate::error::{ConfigError, DataStreamError};
 use crate::{Engine, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer, Result, StepOutput};
-use candle_core::Device;
 use referee_datasets::{self as datasets, BatchOptions, ImageFolder, TokenDataset};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -132,7 +132,7 @@ pub trait Trainer: Send {
     fn weights_sha256(&self) -> String;
 }
 
-fn batch_error(which: &str) -> candle_core::Error {
+fn batch_error(which: &str) -> crate::Error {
     crate::err(format!("this benchmark trains on {which} batches"))
 }
 

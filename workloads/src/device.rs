@@ -1,9 +1,33 @@
 //! Device selection and the numerical precision the trainers use on it.
 
-use candle_core::Device;
-
 use crate::error::DeviceError;
 use crate::{Result, err};
+
+/// Where a trainer runs.
+#[derive(Debug, Clone)]
+pub enum Device {
+    /// The host's CPUs (the CPU engine, or the graph on candle's CPU back end).
+    Cpu,
+    /// A GPU opened through candle's CUDA back end (the `cuda` feature).
+    #[cfg(feature = "cuda")]
+    Cuda(candle_core::Device),
+}
+
+impl Device {
+    pub fn is_cpu(&self) -> bool {
+        matches!(self, Device::Cpu)
+    }
+
+    /// The same device as candle names it (the graph engine's tensors live there).
+    #[cfg(feature = "graph")]
+    pub(crate) fn candle(&self) -> candle_core::Device {
+        match self {
+            Device::Cpu => candle_core::Device::Cpu,
+            #[cfg(feature = "cuda")]
+            Device::Cuda(d) => d.clone(),
+        }
+    }
+}
 
 /// What a device string names: `None` for the CPU, `Some(ordinal)` for a
 /// GPU (`"cuda"` without an ordinal is `local_rank`'s GPU: under a launcher
@@ -66,8 +90,8 @@ fn open_cuda(s: &str, ordinal: usize) -> Result<Device> {
             "device {s:?}: CUDA is not available (no NVIDIA GPU or driver found)"
         )));
     }
-    match std::panic::catch_unwind(|| Device::new_cuda(ordinal)) {
-        Ok(Ok(d)) => Ok(d),
+    match std::panic::catch_unwind(|| candle_core::Device::new_cuda(ordinal)) {
+        Ok(Ok(d)) => Ok(Device::Cuda(d)),
         Ok(Err(e)) => Err(err(format!("cannot open {s:?} (cuda:{ordinal}): {e}"))),
         Err(_) => Err(err(format!(
             "cannot open {s:?} (cuda:{ordinal}): the CUDA runtime panicked"

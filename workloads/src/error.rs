@@ -1,5 +1,23 @@
-//! The crate's error types for configurations, devices, kernel sets and
-//! training data. (Model and tensor errors are candle's, [`crate::Result`].)
+//! The crate's error types: [`Error`] for models and training (what
+//! [`crate::Result`] carries), and the typed errors of configurations,
+//! devices, kernel sets and training data.
+
+/// A model or training error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Raised by this crate: the message says what was wrong.
+    #[error("{0}")]
+    Msg(String),
+    /// The graph engine was asked for, and this build has none.
+    #[error(
+        "this referee was built without the graph engine (candle's autograd); rebuild with `cargo build --release -p referee-harness --features graph`"
+    )]
+    NoGraph,
+    /// Raised by candle (the graph engine).
+    #[cfg(feature = "graph")]
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
 
 /// A benchmark configuration is invalid.
 #[derive(Debug, thiserror::Error)]

@@ -19,9 +19,9 @@
 //! `flops_per_sample`, `num_parameters`, `current_lr`).
 //!
 //! # Errors
-//! Every fallible function returns [`Result`], an alias of
-//! `candle_core::Result`; errors raised by this crate itself are
-//! `candle_core::Error::Msg` with a message that says what was wrong.
+//! Every fallible function returns [`Result`], whose [`Error`] is a message
+//! from this crate ([`Error::Msg`], saying what was wrong) or, with the
+//! graph engine built in, candle's error.
 //!
 //! # Engines
 //! Each trainer runs its model on one of two engines ([`Engine`]):
@@ -30,11 +30,13 @@
 //!   written out layer by layer over buffers kept from step to step, the
 //!   convolutions and matrix products on register-tiled SIMD kernels chosen
 //!   at run time (AVX-512, AVX2+FMA, or portable loops);
-//! * the graph engine: the same models as candle modules ([`resnet`],
-//!   [`llm`], built from the composed ops of [`ops`]) trained by candle's
-//!   autograd, on any device candle supports (CUDA with the `cuda`
-//!   feature). On a CPU it is the reference the CPU engine is tested
-//!   against (`tests/engine.rs`).
+//! * the graph engine (cargo feature `graph`, implied by `cuda`): the same
+//!   models as candle modules ([`resnet`], [`llm`], built from the composed
+//!   ops of `ops`) trained by candle's autograd, on any device candle
+//!   supports (CUDA with the `cuda` feature). On a CPU it is the reference
+//!   the CPU engine is tested against (`tests/engine.rs`). Without the
+//!   feature no candle is compiled, and asking for the graph is an error
+//!   ([`Error::NoGraph`]).
 //!
 //! Both read and write the same flat parameter and gradient vectors
 //! ([`optim::ParamStore`]), so optimizers, data parallelism and checkpoints
@@ -45,17 +47,21 @@ pub mod cpu;
 pub mod device;
 pub mod error;
 pub mod llm;
+#[cfg(feature = "graph")]
 pub mod ops;
 pub mod optim;
 pub mod resnet;
 pub mod rng;
+pub mod rope;
 pub mod rulegen;
 pub mod runtime;
 pub mod schedule;
 
-pub use candle_core::{Device, Result};
-pub use device::{device_from_str, open_device, parse_device};
-pub use error::{ConfigError, DataStreamError, DeviceError, IsaError};
+pub use device::{Device, device_from_str, open_device, parse_device};
+pub use error::{ConfigError, DataStreamError, DeviceError, Error, IsaError};
+
+/// The result of model and training functions.
+pub type Result<T> = std::result::Result<T, Error>;
 pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};
@@ -82,16 +88,23 @@ impl Engine {
         }
         match std::env::var("REFEREE_CPU_KERNELS") {
             Ok(v) if v == "graph" => Ok(Engine::Graph),
-            Ok(v) if !v.is_empty() => cpu::Isa::parse(&v)
-                .map(Engine::Cpu)
-                .map_err(|e| err(format!("{e} (or graph)"))),
+            Ok(v) if !v.is_empty() => cpu::Isa::parse(&v).map(Engine::Cpu).map_err(|e| {
+                let graph = if cfg!(feature = "graph") {
+                    "graph"
+                } else {
+                    "graph in a build with the graph engine"
+                };
+                err(format!("{e} (or {graph})"))
+            }),
             _ => Ok(Engine::Cpu(cpu::Isa::detect())),
         }
     }
 
-    /// Fails unless this engine can run on `device`.
+    /// Fails unless this engine can run on `device` (and, for the graph,
+    /// unless this build has it).
     pub fn check_device(self, device: &Device) -> Result<()> {
         match self {
+            Engine::Graph if !cfg!(feature = "graph") => Err(Error::NoGraph),
             Engine::Cpu(_) if !device.is_cpu() => {
                 Err(err("the CPU engine runs on the CPU device only"))
             }
@@ -121,7 +134,7 @@ pub struct StepOutput {
     pub lr: f64,
 }
 
-/// Builds a `candle_core::Error::Msg`.
-pub(crate) fn err(msg: impl Into<String>) -> candle_core::Error {
-    candle_core::Error::Msg(msg.into())
+/// Builds an [`Error::Msg`].
+pub(crate) fn err(msg: impl Into<String>) -> Error {
+    Error::Msg(msg.into())
 }

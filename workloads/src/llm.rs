@@ -20,15 +20,18 @@
 //! data-parallel all-reduce), cosine schedule with linear warm-up to `end_lr`.
 //! Metric: mean cross-entropy in nats per token (log-perplexity).
 
-use candle_core::{Device, Tensor};
+#[cfg(feature = "graph")]
+use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu;
-use crate::ops::{self, Rope};
+#[cfg(feature = "graph")]
+use crate::ops;
 use crate::optim::{AdamW, ParamStore, clip_grad_norm};
 use crate::rng::Rng;
+use crate::rope::Rope;
 use crate::schedule::{DecayKind, LrSchedule};
-use crate::{Engine, Result, StepOutput, err};
+use crate::{Device, Engine, Result, StepOutput, err};
 
 /// Hyperparameters of `mini_llm`. "fixed" = part of the benchmark definition
 /// (a Closed submission may not change it); "tunable" = a submitter may change it.
@@ -153,23 +156,11 @@ impl LlmHparams {
     }
 }
 
-struct Block {
-    attn_norm: Tensor,
-    w_qkv: Tensor,
-    w_o: Tensor,
-    mlp_norm: Tensor,
-    w_gate_up: Tensor,
-    w_down: Tensor,
-    /// Where the tensors above live in the flat parameters.
-    offsets: cpu::llm::LayerSpec,
-}
-
 /// The decoder.
 pub struct MiniLlm {
-    embed: Tensor,
-    blocks: Vec<Block>,
-    final_norm: Tensor,
-    /// Offsets of `embed` and `final_norm` in the flat parameters.
+    /// Where each layer's parameters live in the flat parameters.
+    blocks: Vec<cpu::llm::LayerSpec>,
+    /// Offsets of the embedding and the final norm's gain in the flat parameters.
     embed_off: usize,
     final_norm_off: usize,
     rope: Rope,
@@ -185,50 +176,30 @@ impl MiniLlm {
         let normal = |name: &str, rows: usize, cols: usize, s: f64, ps: &mut ParamStore| {
             ps.add(
                 name,
-                (rows, cols),
+                &[rows, cols],
                 Rng::derive(seed, name).normal_vec(rows * cols, s),
                 true,
             )
         };
-        let embed_off = ps.len();
-        let embed = normal("embed", v, d, std, ps)?;
+        let embed_off = normal("embed", v, d, std, ps)?;
         let mut blocks = Vec::new();
         for l in 0..hp.n_layers {
             let p = format!("layer{l}");
-            let mut offsets = cpu::llm::LayerSpec {
-                attn_norm: ps.len(),
-                ..Default::default()
-            };
-            let attn_norm = ps.add(&format!("{p}.attn_norm"), d, vec![1.0; d], false)?;
-            // columns: [q | k | v], each head-major (h * dh + i)
-            offsets.w_qkv = ps.len();
-            let w_qkv = normal(&format!("{p}.w_qkv"), d, 3 * d, std, ps)?;
-            offsets.w_o = ps.len();
-            let w_o = normal(&format!("{p}.w_o"), d, d, out_std, ps)?;
-            offsets.mlp_norm = ps.len();
-            let mlp_norm = ps.add(&format!("{p}.mlp_norm"), d, vec![1.0; d], false)?;
-            // columns: [gate | up]
-            offsets.w_gate_up = ps.len();
-            let w_gate_up = normal(&format!("{p}.w_gate_up"), d, 2 * f, std, ps)?;
-            offsets.w_down = ps.len();
-            let w_down = normal(&format!("{p}.w_down"), f, d, out_std, ps)?;
-            blocks.push(Block {
-                attn_norm,
-                w_qkv,
-                w_o,
-                mlp_norm,
-                w_gate_up,
-                w_down,
-                offsets,
+            blocks.push(cpu::llm::LayerSpec {
+                attn_norm: ps.add(&format!("{p}.attn_norm"), &[d], vec![1.0; d], false)?,
+                // columns: [q | k | v], each head-major (h * dh + i)
+                w_qkv: normal(&format!("{p}.w_qkv"), d, 3 * d, std, ps)?,
+                w_o: normal(&format!("{p}.w_o"), d, d, out_std, ps)?,
+                mlp_norm: ps.add(&format!("{p}.mlp_norm"), &[d], vec![1.0; d], false)?,
+                // columns: [gate | up]
+                w_gate_up: normal(&format!("{p}.w_gate_up"), d, 2 * f, std, ps)?,
+                w_down: normal(&format!("{p}.w_down"), f, d, out_std, ps)?,
             });
         }
-        let final_norm_off = ps.len();
-        let final_norm = ps.add("final_norm", d, vec![1.0; d], false)?;
+        let final_norm_off = ps.add("final_norm", &[d], vec![1.0; d], false)?;
         let rope = Rope::new(d / hp.n_heads, hp.seq_len, hp.rope_base);
         Ok(Self {
-            embed,
             blocks,
-            final_norm,
             embed_off,
             final_norm_off,
             rope,
@@ -249,13 +220,14 @@ impl MiniLlm {
             rope: self.rope.clone(),
             bf16: hp.precision == Precision::Bf16,
             embed: self.embed_off,
-            layers: self.blocks.iter().map(|b| b.offsets.clone()).collect(),
+            layers: self.blocks.clone(),
             final_norm: self.final_norm_off,
         }
     }
 
     /// `tokens: [B, T]` (u32) -> logits `[B*T, vocab]`.
-    pub fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
+    #[cfg(feature = "graph")]
+    pub fn forward(&self, ps: &ParamStore, tokens: &Tensor) -> Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let hp = &self.hp;
         if t > hp.seq_len {
@@ -266,34 +238,36 @@ impl MiniLlm {
         }
         let (d, nh) = (hp.d_model, hp.n_heads);
         let eps = hp.norm_eps as f32;
-        let mut x = self.embed.embedding(&tokens.flatten_all()?)?; // [B*T, d]
+        let embed = ps.tensor(self.embed_off)?;
+        let mut x = embed.embedding(&tokens.flatten_all()?)?; // [B*T, d]
         for blk in &self.blocks {
-            let h = ops::rms_norm(&x, &blk.attn_norm, eps)?;
+            let h = ops::rms_norm(&x, &ps.tensor(blk.attn_norm)?, eps)?;
             let qkv = self
-                .linear(&h, &blk.w_qkv)?
+                .linear(&h, &ps.tensor(blk.w_qkv)?)?
                 .reshape((b, t, 3, nh, d / nh))?;
             let a = ops::causal_attention(&qkv, &self.rope)?.reshape((b * t, d))?;
-            x = (x + self.linear(&a, &blk.w_o)?)?;
-            let h = ops::rms_norm(&x, &blk.mlp_norm, eps)?;
-            let m = ops::swiglu(&self.linear(&h, &blk.w_gate_up)?)?;
-            x = (x + self.linear(&m, &blk.w_down)?)?;
+            x = (x + self.linear(&a, &ps.tensor(blk.w_o)?)?)?;
+            let h = ops::rms_norm(&x, &ps.tensor(blk.mlp_norm)?, eps)?;
+            let m = ops::swiglu(&self.linear(&h, &ps.tensor(blk.w_gate_up)?)?)?;
+            x = (x + self.linear(&m, &ps.tensor(blk.w_down)?)?)?;
         }
-        let x = ops::rms_norm(&x, &self.final_norm, eps)?;
-        self.linear(&x, &self.embed.t()?)
+        let x = ops::rms_norm(&x, &ps.tensor(self.final_norm_off)?, eps)?;
+        self.linear(&x, &embed.t()?)
     }
 
     /// `x · w` in the configured precision; the result is f32 (gradients
     /// flow back through the casts to the f32 weights).
+    #[cfg(feature = "graph")]
     fn linear(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
-        match self.hp.precision {
-            Precision::Fp32 => x.matmul(w),
+        Ok(match self.hp.precision {
+            Precision::Fp32 => x.matmul(w)?,
             Precision::Bf16 => {
                 let bf = candle_core::DType::BF16;
                 x.to_dtype(bf)?
                     .matmul(&w.to_dtype(bf)?)?
-                    .to_dtype(candle_core::DType::F32)
+                    .to_dtype(candle_core::DType::F32)?
             }
-        }
+        })
     }
 
     /// Parameters that take part in matmuls (all but the RMSNorm gains), counting the tied head once.
@@ -303,17 +277,27 @@ impl MiniLlm {
     }
 }
 
+/// What runs an [`LlmTrainer`]'s steps.
+enum Run {
+    /// The CPU engine, built from the model's declaration.
+    Cpu(Box<cpu::llm::Llm>),
+    /// The model's candle graph.
+    #[cfg(feature = "graph")]
+    Graph,
+}
+
 /// Trainer for `mini_llm`: model, AdamW state, clipping and LR schedule.
 pub struct LlmTrainer {
     hp: LlmHparams,
-    /// The candle graph: trains when `cpu` is `None`; its declaration is
-    /// what the CPU engine is built from.
+    /// The declaration (and, with the graph engine, the candle graph).
     model: MiniLlm,
-    cpu: Option<cpu::llm::Llm>,
+    run: Run,
     params: ParamStore,
     opt: AdamW,
     schedule: LrSchedule,
     step: u64,
+    /// Where the graph's tensors live.
+    #[cfg(feature = "graph")]
     device: Device,
     last_grad_norm: f64,
 }
@@ -339,18 +323,22 @@ impl LlmTrainer {
         let mut params = ParamStore::new(device);
         let model = MiniLlm::new(&mut params, hp, seed)?;
         let opt = AdamW::new(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, params.len());
-        let cpu = match engine {
-            Engine::Cpu(isa) => Some(cpu::llm::Llm::new(model.cpu_spec(), isa)),
-            Engine::Graph => None,
+        let run = match engine {
+            Engine::Cpu(isa) => Run::Cpu(Box::new(cpu::llm::Llm::new(model.cpu_spec(), isa))),
+            #[cfg(feature = "graph")]
+            Engine::Graph => Run::Graph,
+            #[cfg(not(feature = "graph"))]
+            Engine::Graph => return Err(crate::Error::NoGraph),
         };
         Ok(Self {
             hp: hp.clone(),
             model,
-            cpu,
+            run,
             schedule: hp.schedule(),
             params,
             opt,
             step: 0,
+            #[cfg(feature = "graph")]
             device: device.clone(),
             last_grad_norm: 0.0,
         })
@@ -358,9 +346,11 @@ impl LlmTrainer {
 
     /// The engine this trainer runs on.
     pub fn engine(&self) -> Engine {
-        self.cpu
-            .as_ref()
-            .map_or(Engine::Graph, |e| Engine::Cpu(e.isa()))
+        match &self.run {
+            Run::Cpu(e) => Engine::Cpu(e.isa()),
+            #[cfg(feature = "graph")]
+            Run::Graph => Engine::Graph,
+        }
     }
 
     pub fn hparams(&self) -> &LlmHparams {
@@ -387,10 +377,15 @@ impl LlmTrainer {
     }
 
     /// Checked tokens as a graph input (the graph's parameters brought up to date first).
+    #[cfg(feature = "graph")]
     fn graph_input(&mut self, inputs: &[u32]) -> Result<Tensor> {
         self.params.sync_vars()?;
         let t = self.hp.seq_len;
-        Tensor::from_slice(inputs, (inputs.len() / t, t), &self.device)
+        Ok(Tensor::from_slice(
+            inputs,
+            (inputs.len() / t, t),
+            &self.device.candle(),
+        )?)
     }
 
     /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
@@ -411,17 +406,22 @@ impl LlmTrainer {
         targets: &[u32],
     ) -> Result<(f32, Vec<f32>)> {
         self.check_batch(inputs, targets)?;
-        if let Some(e) = &mut self.cpu {
-            let mut grads = vec![0f32; self.params.len()];
-            let loss = e.gradients(self.params.flat(), inputs, targets, &mut grads)?;
-            return Ok((loss, grads));
+        match &mut self.run {
+            Run::Cpu(e) => {
+                let mut grads = vec![0f32; self.params.len()];
+                let loss = e.gradients(self.params.flat(), inputs, targets, &mut grads)?;
+                Ok((loss, grads))
+            }
+            #[cfg(feature = "graph")]
+            Run::Graph => {
+                let x = self.graph_input(inputs)?;
+                let logits = self.model.forward(&self.params, &x)?;
+                let loss = ops::cross_entropy(&logits, targets)?;
+                let grads = loss.backward()?;
+                let flat = self.params.flat_grads(&grads)?;
+                Ok((loss.to_scalar::<f32>()?, flat))
+            }
         }
-        let x = self.graph_input(inputs)?;
-        let logits = self.model.forward(&x)?;
-        let loss = ops::cross_entropy(&logits, targets)?;
-        let grads = loss.backward()?;
-        let flat = self.params.flat_grads(&grads)?;
-        Ok((loss.to_scalar::<f32>()?, flat))
     }
 
     /// Clips the (already averaged) flat gradient to the global norm, takes an
@@ -451,16 +451,17 @@ impl LlmTrainer {
         let piece = self.hp.batch_size.max(1) * self.hp.seq_len;
         for (inputs, targets) in batches {
             self.check_batch(&inputs, &targets)?;
-            match &mut self.cpu {
-                Some(e) => {
+            match &mut self.run {
+                Run::Cpu(e) => {
                     for (i, t) in inputs.chunks(piece).zip(targets.chunks(piece)) {
                         let loss = e.loss(self.params.flat(), i, t)?;
                         sum += f64::from(loss) * t.len() as f64;
                     }
                 }
-                None => {
+                #[cfg(feature = "graph")]
+                Run::Graph => {
                     let x = self.graph_input(&inputs)?;
-                    let logits = self.model.forward(&x)?.detach();
+                    let logits = self.model.forward(&self.params, &x)?.detach();
                     let loss = ops::cross_entropy(&logits, &targets)?.to_scalar::<f32>()?;
                     sum += f64::from(loss) * targets.len() as f64;
                 }
@@ -521,10 +522,14 @@ impl LlmTrainer {
     /// Logits `[B*T, vocab]` for `inputs` (B×T tokens), no gradient.
     pub fn logits(&mut self, inputs: &[u32]) -> Result<Vec<f32>> {
         self.check_batch(inputs, inputs)?;
-        if let Some(e) = &mut self.cpu {
-            return Ok(e.forward(self.params.flat(), inputs)?.to_vec());
+        match &mut self.run {
+            Run::Cpu(e) => Ok(e.forward(self.params.flat(), inputs)?.to_vec()),
+            #[cfg(feature = "graph")]
+            Run::Graph => {
+                let x = self.graph_input(inputs)?;
+                let logits = self.model.forward(&self.params, &x)?;
+                Ok(logits.detach().flatten_all()?.to_vec1()?)
+            }
         }
-        let x = self.graph_input(inputs)?;
-        self.model.forward(&x)?.detach().flatten_all()?.to_vec1()
     }
 }

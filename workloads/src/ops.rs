@@ -4,11 +4,14 @@
 //! engine's: images NHWC, convolution weights HWIO `[K*K*Cin, Cout]`,
 //! attention projections `[B, T, 3, H, Dh]`.
 
-use std::sync::Arc;
+use candle_core::{D, Result, Tensor};
 
-use candle_core::{D, Tensor};
+use crate::rope::Rope;
 
-use crate::{Result, err};
+/// A candle error with a message (these are candle ops: they fail as candle does).
+fn err(msg: impl Into<String>) -> candle_core::Error {
+    candle_core::Error::Msg(msg.into())
+}
 
 // ---------------------------------------------------------------- convolution
 
@@ -94,76 +97,9 @@ pub fn swiglu(x: &Tensor) -> Result<Tensor> {
     g.silu()?.mul(&u)
 }
 
-// ---------------------------------------------------------------- RoPE tables
-
-/// Rotary position embedding tables for head dim `dh` ("rotate-half" pairing
-/// `(i, i + dh/2)`), angle `pos * base^(-2i/dh)`.
-#[derive(Debug, Clone)]
-pub struct Rope {
-    pub dh: usize,
-    pub max_t: usize,
-    /// `[max_t, dh/2]`
-    pub cos: Arc<Vec<f32>>,
-    pub sin: Arc<Vec<f32>>,
-}
+// ---------------------------------------------------------------- RoPE
 
 impl Rope {
-    pub fn new(dh: usize, max_t: usize, base: f64) -> Self {
-        let half = dh / 2;
-        let mut cos = Vec::with_capacity(max_t * half);
-        let mut sin = Vec::with_capacity(max_t * half);
-        for t in 0..max_t {
-            for i in 0..half {
-                let freq = base.powf(-2.0 * i as f64 / dh as f64);
-                let a = t as f64 * freq;
-                cos.push(a.cos() as f32);
-                sin.push(a.sin() as f32);
-            }
-        }
-        Self {
-            dh,
-            max_t,
-            cos: Arc::new(cos),
-            sin: Arc::new(sin),
-        }
-    }
-
-    /// Rotates `src` (one head vector at position `t`) into `dst`; `inverse` applies the transpose.
-    #[inline]
-    pub fn rotate(&self, t: usize, src: &[f32], dst: &mut [f32], inverse: bool) {
-        let h = self.dh / 2;
-        let (c, s) = (&self.cos[t * h..(t + 1) * h], &self.sin[t * h..(t + 1) * h]);
-        let (x1, x2) = src[..2 * h].split_at(h);
-        let (y1, y2) = dst[..2 * h].split_at_mut(h);
-        let sg = if inverse { -1.0 } else { 1.0 };
-        for i in 0..h {
-            let si = sg * s[i];
-            y1[i] = x1[i] * c[i] - x2[i] * si;
-            y2[i] = x2[i] * c[i] + x1[i] * si;
-        }
-    }
-
-    /// [`Rope::rotate`] of `rows` head vectors at positions `0..rows`: row
-    /// `p` of `src` starts at `p * src_stride`, of `dst` at `p * dst_stride`.
-    pub fn rotate_rows(
-        &self,
-        rows: usize,
-        src: &[f32],
-        src_stride: usize,
-        dst: &mut [f32],
-        dst_stride: usize,
-        inverse: bool,
-    ) {
-        for p in 0..rows {
-            self.rotate(
-                p,
-                &src[p * src_stride..],
-                &mut dst[p * dst_stride..],
-                inverse,
-            );
-        }
-    }
-
     /// RoPE on `x: [B, T, H, Dh]` as candle ops.
     pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
         let (_b, t, _h, dh) = x.dims4()?;

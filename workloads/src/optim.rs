@@ -1,27 +1,33 @@
 //! Parameters as one flat f32 vector, and the optimizers that update it.
 //!
-//! Every trainer keeps its parameters in a [`ParamStore`]: candle `Var`s used by
-//! the model, plus a host-side master copy laid out in a fixed order (the order
-//! parameters were registered). Gradients are exported in the same order, so
-//! the harness can all-reduce one flat buffer, and the optimizers below update
+//! Every trainer keeps its parameters in a [`ParamStore`]: a host-side copy
+//! laid out in a fixed order (the order parameters were registered), plus,
+//! with the graph engine built in, a candle `Var` per parameter that the
+//! graph's modules use. Gradients are exported in the same order, so the
+//! harness can all-reduce one flat buffer, and the optimizers below update
 //! the host copy in place; the `Var`s are rewritten from it only when the
-//! candle graph is about to run ([`ParamStore::sync_vars`]).
+//! candle graph is about to run (`ParamStore::sync_vars`).
 
-use candle_core::{Device, Shape, Tensor, Var, backprop::GradStore};
+#[cfg(feature = "graph")]
+use candle_core::{Tensor, Var, backprop::GradStore};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::{Result, err};
+use crate::{Device, Result, err};
 
 /// One registered parameter.
 #[derive(Debug)]
 pub struct Param {
     pub name: String,
-    pub var: Var,
+    /// Its dimensions.
+    pub shape: Vec<usize>,
     pub offset: usize,
     pub len: usize,
     /// Whether weight decay applies (matrices and conv kernels: yes; norm gains/biases: no).
     pub decay: bool,
+    /// The graph's copy, on the store's device.
+    #[cfg(feature = "graph")]
+    pub var: Var,
 }
 
 /// All parameters of a model in a fixed order.
@@ -29,47 +35,53 @@ pub struct Param {
 pub struct ParamStore {
     params: Vec<Param>,
     host: Vec<f32>,
-    device: Device,
+    #[cfg(feature = "graph")]
+    device: candle_core::Device,
     /// The host copy changed since the `Var`s were last written.
+    #[cfg(feature = "graph")]
     vars_stale: bool,
 }
 
 impl ParamStore {
+    #[cfg_attr(not(feature = "graph"), allow(unused_variables))]
     pub fn new(device: &Device) -> Self {
         Self {
             params: Vec::new(),
             host: Vec::new(),
-            device: device.clone(),
+            #[cfg(feature = "graph")]
+            device: device.candle(),
+            #[cfg(feature = "graph")]
             vars_stale: false,
         }
     }
 
-    /// Registers a parameter with its initial value; returns the tensor the model uses.
+    /// Registers a parameter of dimensions `shape` with its initial value;
+    /// returns its offset in the flat vectors.
     pub fn add(
         &mut self,
         name: &str,
-        shape: impl Into<Shape>,
+        shape: &[usize],
         init: Vec<f32>,
         decay: bool,
-    ) -> Result<Tensor> {
-        let shape = shape.into();
-        if shape.elem_count() != init.len() {
+    ) -> Result<usize> {
+        if shape.iter().product::<usize>() != init.len() {
             return Err(err(format!(
                 "param {name}: {} values for shape {shape:?}",
                 init.len()
             )));
         }
-        let var = Var::from_tensor(&Tensor::from_slice(&init, shape, &self.device)?)?;
-        let t = var.as_tensor().clone();
+        let offset = self.host.len();
         self.params.push(Param {
             name: name.to_string(),
-            var,
-            offset: self.host.len(),
+            shape: shape.to_vec(),
+            offset,
             len: init.len(),
             decay,
+            #[cfg(feature = "graph")]
+            var: Var::from_tensor(&Tensor::from_slice(&init, shape, &self.device)?)?,
         });
         self.host.extend_from_slice(&init);
-        Ok(t)
+        Ok(offset)
     }
 
     pub fn params(&self) -> &[Param] {
@@ -86,7 +98,18 @@ impl ParamStore {
         &self.host
     }
 
+    /// The graph's tensor of the parameter registered at `offset`.
+    #[cfg(feature = "graph")]
+    pub fn tensor(&self, offset: usize) -> Result<Tensor> {
+        let i = self.params.partition_point(|p| p.offset < offset);
+        match self.params.get(i) {
+            Some(p) if p.offset == offset => Ok(p.var.as_tensor().clone()),
+            _ => Err(err(format!("no parameter starts at offset {offset}"))),
+        }
+    }
+
     /// Flattens the gradients in registration order (zeros for parameters without a gradient).
+    #[cfg(feature = "graph")]
     pub fn flat_grads(&self, grads: &GradStore) -> Result<Vec<f32>> {
         let mut out = vec![0f32; self.host.len()];
         for p in &self.params {
@@ -109,6 +132,7 @@ impl ParamStore {
     /// Writes the host copy into the `Var`s if it changed since the last
     /// time. Call before running the candle graph (the CPU engine reads the
     /// host copy and never needs it).
+    #[cfg(feature = "graph")]
     pub fn sync_vars(&mut self) -> Result<()> {
         if !self.vars_stale {
             return Ok(());
@@ -116,7 +140,7 @@ impl ParamStore {
         for p in &self.params {
             let t = Tensor::from_slice(
                 &self.host[p.offset..p.offset + p.len],
-                p.var.shape(),
+                p.shape.as_slice(),
                 &self.device,
             )?;
             p.var.set(&t)?;
@@ -148,7 +172,10 @@ impl ParamStore {
             .for_each(|(((p, a), b), &(off, len, decay))| {
                 f(p, a, b, &grads[off..off + len], decay)
             });
-        self.vars_stale = true;
+        #[cfg(feature = "graph")]
+        {
+            self.vars_stale = true;
+        }
         Ok(())
     }
 

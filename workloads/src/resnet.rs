@@ -22,15 +22,17 @@
 //! (not on BN gains/biases or the head bias), torch.optim.SGD semantics; LR:
 //! linear warm-up then cosine or polynomial decay, counted in optimizer steps.
 
-use candle_core::{Device, Tensor};
+#[cfg(feature = "graph")]
+use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu;
+#[cfg(feature = "graph")]
 use crate::ops::{self, BnStats};
 use crate::optim::{ParamStore, SgdMomentum};
 use crate::rng::Rng;
 use crate::schedule::{DecayKind, LrSchedule};
-use crate::{Engine, Result, StepOutput, err};
+use crate::{Device, Engine, Result, StepOutput, err};
 
 /// Hyperparameters of `mini_resnet`. "fixed" = part of the benchmark definition
 /// (a Closed submission may not change it); "tunable" = a submitter may change it.
@@ -117,8 +119,7 @@ impl ResnetHparams {
 
 /// Convolution without bias; weight HWIO `[k*k*cin, cout]`.
 struct Conv {
-    w: Tensor,
-    /// Offset of `w` in the flat parameters.
+    /// Offset of the weight in the flat parameters.
     w_off: usize,
     k: usize,
     stride: usize,
@@ -140,10 +141,8 @@ impl Conv {
         // Kaiming normal, fan_out mode (torchvision ResNet).
         let std = (2.0 / (k * k * cout) as f64).sqrt();
         let init = Rng::derive(seed, name).normal_vec(k * k * cin * cout, std);
-        let w_off = ps.len();
-        let w = ps.add(name, (k * k * cin, cout), init, true)?;
+        let w_off = ps.add(name, &[k * k * cin, cout], init, true)?;
         Ok(Self {
-            w,
             w_off,
             k,
             stride,
@@ -152,8 +151,10 @@ impl Conv {
             cout,
         })
     }
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        ops::conv2d_nhwc(x, &self.w, self.k, self.stride, self.pad)
+    #[cfg(feature = "graph")]
+    fn forward(&self, ps: &ParamStore, x: &Tensor) -> Result<Tensor> {
+        let w = ps.tensor(self.w_off)?;
+        Ok(ops::conv2d_nhwc(x, &w, self.k, self.stride, self.pad)?)
     }
     fn geometry(&self) -> cpu::conv::Conv {
         cpu::conv::Conv {
@@ -172,11 +173,16 @@ impl Conv {
 }
 
 struct BatchNorm {
-    gamma: Tensor,
-    beta: Tensor,
     /// Offsets of γ and β in the flat parameters.
     gamma_off: usize,
     beta_off: usize,
+    /// The graph's running statistics and constants (the CPU engine keeps its own).
+    #[cfg(feature = "graph")]
+    graph: BnGraph,
+}
+
+#[cfg(feature = "graph")]
+struct BnGraph {
     running_mean: Vec<f32>,
     running_var: Vec<f32>,
     eps: f64,
@@ -184,6 +190,7 @@ struct BatchNorm {
 }
 
 impl BatchNorm {
+    #[cfg_attr(not(feature = "graph"), allow(unused_variables))]
     fn new(
         ps: &mut ParamStore,
         name: &str,
@@ -192,58 +199,59 @@ impl BatchNorm {
         zero_gamma: bool,
     ) -> Result<Self> {
         let g = if zero_gamma { 0.0 } else { 1.0 };
-        let gamma_off = ps.len();
-        let gamma = ps.add(&format!("{name}.gamma"), c, vec![g; c], false)?;
-        let beta_off = ps.len();
-        let beta = ps.add(&format!("{name}.beta"), c, vec![0.0; c], false)?;
+        let gamma_off = ps.add(&format!("{name}.gamma"), &[c], vec![g; c], false)?;
+        let beta_off = ps.add(&format!("{name}.beta"), &[c], vec![0.0; c], false)?;
         Ok(Self {
-            gamma,
-            beta,
             gamma_off,
             beta_off,
-            running_mean: vec![0.0; c],
-            running_var: vec![1.0; c],
-            eps: hp.bn_eps,
-            momentum: hp.bn_momentum,
+            #[cfg(feature = "graph")]
+            graph: BnGraph {
+                running_mean: vec![0.0; c],
+                running_var: vec![1.0; c],
+                eps: hp.bn_eps,
+                momentum: hp.bn_momentum,
+            },
         })
     }
 
     /// `x: [N, H, W, C]`.
-    fn forward(&mut self, x: &Tensor, train: bool, relu: bool) -> Result<Tensor> {
+    #[cfg(feature = "graph")]
+    fn forward(&mut self, ps: &ParamStore, x: &Tensor, train: bool, relu: bool) -> Result<Tensor> {
         let dims = x.dims().to_vec();
         let c = dims[3];
         let x2 = x.reshape((dims[0] * dims[1] * dims[2], c))?;
+        let (gamma, beta) = (ps.tensor(self.gamma_off)?, ps.tensor(self.beta_off)?);
         let y = if train {
-            let (y, st) =
-                ops::batch_norm_train(&x2, &self.gamma, &self.beta, self.eps as f32, relu)?;
+            let (y, st) = ops::batch_norm_train(&x2, &gamma, &beta, self.graph.eps as f32, relu)?;
             self.update_running(&st);
             y
         } else {
             let dev = x.device();
-            let g = self.gamma.detach().to_vec1::<f32>()?;
-            let b = self.beta.detach().to_vec1::<f32>()?;
+            let g = gamma.detach().to_vec1::<f32>()?;
+            let b = beta.detach().to_vec1::<f32>()?;
             let scale: Vec<f32> = (0..c)
-                .map(|j| g[j] / (self.running_var[j] + self.eps as f32).sqrt())
+                .map(|j| g[j] / (self.graph.running_var[j] + self.graph.eps as f32).sqrt())
                 .collect();
             let shift: Vec<f32> = (0..c)
-                .map(|j| b[j] - self.running_mean[j] * scale[j])
+                .map(|j| b[j] - self.graph.running_mean[j] * scale[j])
                 .collect();
             let scale = Tensor::from_vec(scale, (1, c), dev)?;
             let shift = Tensor::from_vec(shift, (1, c), dev)?;
             let y = x2.broadcast_mul(&scale)?.broadcast_add(&shift)?;
             if relu { ops::relu(&y)? } else { y }
         };
-        y.reshape(dims)
+        Ok(y.reshape(dims)?)
     }
 
+    #[cfg(feature = "graph")]
     fn update_running(&mut self, st: &BnStats) {
         crate::cpu::norm::fold_running_stats(
-            &mut self.running_mean,
-            &mut self.running_var,
+            &mut self.graph.running_mean,
+            &mut self.graph.running_var,
             &st.mean,
             &st.var,
             st.count,
-            self.momentum as f32,
+            self.graph.momentum as f32,
         );
     }
 }
@@ -286,14 +294,19 @@ impl BasicBlock {
         })
     }
 
-    fn forward(&mut self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let y = self.bn1.forward(&self.conv1.forward(x)?, train, true)?;
-        let y = self.bn2.forward(&self.conv2.forward(&y)?, train, false)?;
+    #[cfg(feature = "graph")]
+    fn forward(&mut self, ps: &ParamStore, x: &Tensor, train: bool) -> Result<Tensor> {
+        let y = self
+            .bn1
+            .forward(ps, &self.conv1.forward(ps, x)?, train, true)?;
+        let y = self
+            .bn2
+            .forward(ps, &self.conv2.forward(ps, &y)?, train, false)?;
         let sc = match &mut self.shortcut {
-            Some((c, b)) => b.forward(&c.forward(x)?, train, false)?,
+            Some((c, b)) => b.forward(ps, &c.forward(ps, x)?, train, false)?,
             None => x.clone(),
         };
-        ops::add_relu(&y, &sc)
+        Ok(ops::add_relu(&y, &sc)?)
     }
 
     fn macs(&self, hw: usize) -> usize {
@@ -309,8 +322,8 @@ pub struct MiniResnet {
     stem: Conv,
     stem_bn: BatchNorm,
     blocks: Vec<BasicBlock>,
-    fc_w: Tensor,
-    fc_b: Tensor,
+    /// Width of the last stage (the head's inputs).
+    features: usize,
     fc_w_off: usize,
     fc_b_off: usize,
     image_size: usize,
@@ -344,17 +357,15 @@ impl MiniResnet {
             }
         }
         let bound = 1.0 / (cin as f64).sqrt();
-        let fc_w_off = ps.len();
-        let fc_w = ps.add(
+        let fc_w_off = ps.add(
             "fc.w",
-            (cin, hp.num_classes),
+            &[cin, hp.num_classes],
             Rng::derive(seed, "fc.w").uniform_vec(cin * hp.num_classes, bound),
             true,
         )?;
-        let fc_b_off = ps.len();
-        let fc_b = ps.add(
+        let fc_b_off = ps.add(
             "fc.b",
-            hp.num_classes,
+            &[hp.num_classes],
             Rng::derive(seed, "fc.b").uniform_vec(hp.num_classes, bound),
             false,
         )?;
@@ -362,8 +373,7 @@ impl MiniResnet {
             stem,
             stem_bn,
             blocks,
-            fc_w,
-            fc_b,
+            features: cin,
             fc_w_off,
             fc_b_off,
             image_size: hp.image_size,
@@ -400,22 +410,26 @@ impl MiniResnet {
                 .collect(),
             fc_w: self.fc_w_off,
             fc_b: self.fc_b_off,
-            features: self.fc_w.dim(0).unwrap_or(0),
+            features: self.features,
         }
     }
 
     /// `pixels`: `[B, 1, S, S]` normalised f32 (NCHW = NHWC for one channel). Returns logits `[B, classes]`.
-    pub fn forward(&mut self, pixels: &Tensor, train: bool) -> Result<Tensor> {
+    #[cfg(feature = "graph")]
+    pub fn forward(&mut self, ps: &ParamStore, pixels: &Tensor, train: bool) -> Result<Tensor> {
         let b = pixels.dim(0)?;
         let s = self.image_size;
         let x = pixels.reshape((b, s, s, 1))?;
-        let mut x = self.stem_bn.forward(&self.stem.forward(&x)?, train, true)?;
+        let mut x = self
+            .stem_bn
+            .forward(ps, &self.stem.forward(ps, &x)?, train, true)?;
         for blk in &mut self.blocks {
-            x = blk.forward(&x, train)?;
+            x = blk.forward(ps, &x, train)?;
         }
         let (n, h, w, c) = x.dims4()?;
         let pooled = x.reshape((n, h * w, c))?.mean(1)?;
-        pooled.matmul(&self.fc_w)?.broadcast_add(&self.fc_b)
+        let (fc_w, fc_b) = (ps.tensor(self.fc_w_off)?, ps.tensor(self.fc_b_off)?);
+        Ok(pooled.matmul(&fc_w)?.broadcast_add(&fc_b)?)
     }
 
     /// Forward multiply-accumulates per sample (convolutions + linear head).
@@ -426,21 +440,31 @@ impl MiniResnet {
             total += b.macs(hw);
             hw /= b.conv1.stride;
         }
-        total + self.fc_w.dim(0).unwrap_or(0) * self.num_classes
+        total + self.features * self.num_classes
     }
+}
+
+/// What runs a [`ResnetTrainer`]'s steps.
+enum Run {
+    /// The CPU engine, built from the model's declaration.
+    Cpu(Box<cpu::resnet::Resnet>),
+    /// The model's candle graph.
+    #[cfg(feature = "graph")]
+    Graph,
 }
 
 /// Trainer for `mini_resnet`: model, SGD-momentum state and LR schedule.
 pub struct ResnetTrainer {
     hp: ResnetHparams,
-    /// The candle graph: trains when `cpu` is `None`; its declaration is
-    /// what the CPU engine is built from.
+    /// The declaration (and, with the graph engine, the candle graph).
     model: MiniResnet,
-    cpu: Option<cpu::resnet::Resnet>,
+    run: Run,
     params: ParamStore,
     opt: SgdMomentum,
     schedule: LrSchedule,
     step: u64,
+    /// Where the graph's tensors live.
+    #[cfg(feature = "graph")]
     device: Device,
 }
 
@@ -465,27 +489,33 @@ impl ResnetTrainer {
         let mut params = ParamStore::new(device);
         let model = MiniResnet::new(&mut params, hp, seed)?;
         let opt = SgdMomentum::new(hp.momentum, hp.weight_decay, params.len());
-        let cpu = match engine {
-            Engine::Cpu(isa) => Some(cpu::resnet::Resnet::new(model.cpu_spec(), isa)),
-            Engine::Graph => None,
+        let run = match engine {
+            Engine::Cpu(isa) => Run::Cpu(Box::new(cpu::resnet::Resnet::new(model.cpu_spec(), isa))),
+            #[cfg(feature = "graph")]
+            Engine::Graph => Run::Graph,
+            #[cfg(not(feature = "graph"))]
+            Engine::Graph => return Err(crate::Error::NoGraph),
         };
         Ok(Self {
             hp: hp.clone(),
             model,
-            cpu,
+            run,
             schedule: hp.schedule(),
             params,
             opt,
             step: 0,
+            #[cfg(feature = "graph")]
             device: device.clone(),
         })
     }
 
     /// The engine this trainer runs on.
     pub fn engine(&self) -> Engine {
-        self.cpu
-            .as_ref()
-            .map_or(Engine::Graph, |e| Engine::Cpu(e.isa()))
+        match &self.run {
+            Run::Cpu(e) => Engine::Cpu(e.isa()),
+            #[cfg(feature = "graph")]
+            Run::Graph => Engine::Graph,
+        }
     }
 
     pub fn hparams(&self) -> &ResnetHparams {
@@ -508,6 +538,7 @@ impl ResnetTrainer {
     }
 
     /// Whole images as a graph input (the graph's parameters brought up to date first).
+    #[cfg(feature = "graph")]
     fn graph_input(&mut self, pixels: &[f32]) -> Result<Tensor> {
         let s = self.hp.image_size;
         if pixels.is_empty() || !pixels.len().is_multiple_of(s * s) {
@@ -517,7 +548,11 @@ impl ResnetTrainer {
             )));
         }
         self.params.sync_vars()?;
-        Tensor::from_slice(pixels, (pixels.len() / (s * s), 1, s, s), &self.device)
+        Ok(Tensor::from_slice(
+            pixels,
+            (pixels.len() / (s * s), 1, s, s),
+            &self.device.candle(),
+        )?)
     }
 
     /// One optimizer step on a batch: forward, loss, backward, SGD update, LR schedule.
@@ -533,17 +568,22 @@ impl ResnetTrainer {
     /// [`Self::parameter_layout`] order.
     pub fn compute_gradients(&mut self, pixels: &[f32], labels: &[u32]) -> Result<(f32, Vec<f32>)> {
         self.check_batch(pixels, labels)?;
-        if let Some(e) = &mut self.cpu {
-            let mut grads = vec![0f32; self.params.len()];
-            let loss = e.gradients(self.params.flat(), pixels, labels, &mut grads)?;
-            return Ok((loss, grads));
+        match &mut self.run {
+            Run::Cpu(e) => {
+                let mut grads = vec![0f32; self.params.len()];
+                let loss = e.gradients(self.params.flat(), pixels, labels, &mut grads)?;
+                Ok((loss, grads))
+            }
+            #[cfg(feature = "graph")]
+            Run::Graph => {
+                let x = self.graph_input(pixels)?;
+                let logits = self.model.forward(&self.params, &x, true)?;
+                let loss = ops::cross_entropy(&logits, labels)?;
+                let grads = loss.backward()?;
+                let flat = self.params.flat_grads(&grads)?;
+                Ok((loss.to_scalar::<f32>()?, flat))
+            }
         }
-        let x = self.graph_input(pixels)?;
-        let logits = self.model.forward(&x, true)?;
-        let loss = ops::cross_entropy(&logits, labels)?;
-        let grads = loss.backward()?;
-        let flat = self.params.flat_grads(&grads)?;
-        Ok((loss.to_scalar::<f32>()?, flat))
     }
 
     /// SGD step with the (already averaged) flat gradient, then advances the schedule.
@@ -617,15 +657,15 @@ impl ResnetTrainer {
     /// statistics and updates the BN running averages (as a training forward
     /// does); `train = false` uses the running statistics. No gradient.
     pub fn logits(&mut self, pixels: &[f32], train: bool) -> Result<Vec<f32>> {
-        if let Some(e) = &mut self.cpu {
-            return Ok(e.forward(self.params.flat(), pixels, train)?.to_vec());
+        match &mut self.run {
+            Run::Cpu(e) => Ok(e.forward(self.params.flat(), pixels, train)?.to_vec()),
+            #[cfg(feature = "graph")]
+            Run::Graph => {
+                let x = self.graph_input(pixels)?;
+                let logits = self.model.forward(&self.params, &x, train)?;
+                Ok(logits.detach().flatten_all()?.to_vec1()?)
+            }
         }
-        let x = self.graph_input(pixels)?;
-        self.model
-            .forward(&x, train)?
-            .detach()
-            .flatten_all()?
-            .to_vec1()
     }
 
     /// All trainable parameters, flat, in [`Self::parameter_layout`] order.

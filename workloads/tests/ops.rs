@@ -20,7 +20,7 @@ fn bad_arguments_are_errors() {
 #[test]
 fn rope_rotation_is_relative() {
     // <rot(q, m), rot(k, n)> depends only on m - n, and position 0 is the identity.
-    let rope = ops::Rope::new(8, 32, 10_000.0);
+    let rope = referee_workloads::rope::Rope::new(8, 32, 10_000.0);
     let q: Vec<f32> = Rng::new(1).normal_vec(8, 1.0);
     let k: Vec<f32> = Rng::new(2).normal_vec(8, 1.0);
     let dot = |m: usize, n: usize| {
@@ -50,7 +50,7 @@ fn rope_rotation_is_relative() {
 
 #[test]
 fn rope_rows_rotate_each_position() {
-    let rope = ops::Rope::new(8, 6, 10_000.0);
+    let rope = referee_workloads::rope::Rope::new(8, 6, 10_000.0);
     let x: Vec<f32> = Rng::new(3).normal_vec(6 * 12, 1.0);
     let mut y = vec![0f32; 6 * 8];
     rope.rotate_rows(6, &x, 12, &mut y, 8, false);

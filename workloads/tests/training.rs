@@ -484,3 +484,20 @@ fn flops_and_parameter_counts() {
         + 640;
     assert_eq!(r.flops_per_sample(), 6.0 * macs as f64);
 }
+
+/// Without the `graph` feature no candle is built in: the graph engine is
+/// refused with an error that says how to build it, for both trainers.
+#[cfg(not(feature = "graph"))]
+#[test]
+fn the_graph_engine_is_refused_without_the_feature() {
+    use referee_workloads::{Engine, Error};
+    let r = ResnetTrainer::with_engine(&tiny_resnet(), 1, &Device::Cpu, Engine::Graph);
+    let e = r.err().expect("no graph engine in this build");
+    assert!(matches!(e, Error::NoGraph), "{e}");
+    assert!(e.to_string().contains("--features graph"), "{e}");
+    let r = LlmTrainer::with_engine(&tiny_llm(), 1, &Device::Cpu, Engine::Graph);
+    assert!(matches!(r.err(), Some(Error::NoGraph)));
+    // The CPU engine needs no candle.
+    let isa = referee_workloads::cpu::Isa::detect();
+    assert!(ResnetTrainer::with_engine(&tiny_resnet(), 1, &Device::Cpu, Engine::Cpu(isa)).is_ok());
+}

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::dense::{Layout, Threads, matmul};
 use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
 use super::math;
-use crate::ops::Rope;
+use crate::rope::Rope;
 use crate::{Result, err};
 
 /// Offsets of one decoder layer's parameters in the flat vector.
