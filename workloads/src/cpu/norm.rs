@@ -387,50 +387,110 @@ pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) 
     par_images(dst, |i, img| {
         for (y, &s) in local.iter().enumerate() {
             let out = &mut img[s..s + len];
-            let zr = z.row(i, y);
-            match &res {
-                Residual::None => {
-                    for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
-                        for ((o, &zv), (&a, &b)) in op.iter_mut().zip(zp).zip(sc.iter().zip(sh)) {
-                            *o = zv * a + b;
-                        }
-                    }
-                }
-                Residual::Identity(x) => {
-                    for ((op, zp), xp) in out
-                        .chunks_exact_mut(c)
-                        .zip(zr.chunks_exact(c))
-                        .zip(x.row(i, y).chunks_exact(c))
-                    {
-                        for ((o, (&zv, &xv)), (&a, &b)) in
-                            op.iter_mut().zip(zp.iter().zip(xp)).zip(sc.iter().zip(sh))
-                        {
-                            *o = zv * a + b + xv;
-                        }
-                    }
-                }
+            let row_res = match &res {
+                Residual::None => RowResidual::None,
+                Residual::Identity(x) => RowResidual::Identity(x.row(i, y)),
                 Residual::Affine(r, ra) => {
-                    let (rs, rh) = (&ra.scale[..c], &ra.shift[..c]);
-                    for ((op, zp), rp) in out
-                        .chunks_exact_mut(c)
-                        .zip(zr.chunks_exact(c))
-                        .zip(r.row(i, y).chunks_exact(c))
-                    {
-                        for ((o, (&zv, &rv)), ((&a, &b), (&ra, &rb))) in op
-                            .iter_mut()
-                            .zip(zp.iter().zip(rp))
-                            .zip(sc.iter().zip(sh).zip(rs.iter().zip(rh)))
-                        {
-                            *o = zv * a + b + rv * ra + rb;
-                        }
-                    }
+                    RowResidual::Affine(r.row(i, y), &ra.scale[..c], &ra.shift[..c])
                 }
-            }
+            };
+            apply_row(out, z.row(i, y), (sc, sh), row_res, blocked(c));
             if relu {
                 out.iter_mut().for_each(|v| *v = v.max(0.0));
             }
         }
     });
+}
+
+/// One row's residual for [`apply_row`].
+#[derive(Clone, Copy)]
+enum RowResidual<'a> {
+    None,
+    Identity(&'a [f32]),
+    /// The projection's row and its normalisation (scale, shift).
+    Affine(&'a [f32], &'a [f32], &'a [f32]),
+}
+
+/// One row of [`apply`] before its ReLU: `out = z·scale + shift + residual`.
+fn apply_row(
+    out: &mut [f32],
+    zr: &[f32],
+    (sc, sh): (&[f32], &[f32]),
+    res: RowResidual,
+    blocked: bool,
+) {
+    let c = sc.len();
+    if !blocked {
+        match res {
+            RowResidual::None => {
+                for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
+                    for ((o, &zv), (&a, &b)) in op.iter_mut().zip(zp).zip(sc.iter().zip(sh)) {
+                        *o = zv * a + b;
+                    }
+                }
+            }
+            RowResidual::Identity(xr) => {
+                for ((op, zp), xp) in out
+                    .chunks_exact_mut(c)
+                    .zip(zr.chunks_exact(c))
+                    .zip(xr.chunks_exact(c))
+                {
+                    for ((o, (&zv, &xv)), (&a, &b)) in
+                        op.iter_mut().zip(zp.iter().zip(xp)).zip(sc.iter().zip(sh))
+                    {
+                        *o = zv * a + b + xv;
+                    }
+                }
+            }
+            RowResidual::Affine(rr, rs, rh) => {
+                for ((op, zp), rp) in out
+                    .chunks_exact_mut(c)
+                    .zip(zr.chunks_exact(c))
+                    .zip(rr.chunks_exact(c))
+                {
+                    for ((o, (&zv, &rv)), ((&a, &b), (&ra, &rb))) in op
+                        .iter_mut()
+                        .zip(zp.iter().zip(rp))
+                        .zip(sc.iter().zip(sh).zip(rs.iter().zip(rh)))
+                    {
+                        *o = zv * a + b + rv * ra + rb;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for o in (0..c).step_by(CB) {
+        let (a, b) = (block(&sc[o..]), block(&sh[o..]));
+        let pixels = out.chunks_exact_mut(c).zip(zr.chunks_exact(c));
+        match res {
+            RowResidual::None => {
+                for (op, zp) in pixels {
+                    let (op, zv) = (&mut op[o..o + CB], block(&zp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j];
+                    }
+                }
+            }
+            RowResidual::Identity(xr) => {
+                for ((op, zp), xp) in pixels.zip(xr.chunks_exact(c)) {
+                    let (op, zv, xv) = (&mut op[o..o + CB], block(&zp[o..]), block(&xp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j] + xv[j];
+                    }
+                }
+            }
+            RowResidual::Affine(rr, rs, rh) => {
+                let (ra, rb) = (block(&rs[o..]), block(&rh[o..]));
+                for ((op, zp), rp) in pixels.zip(rr.chunks_exact(c)) {
+                    let (op, zv, rv) = (&mut op[o..o + CB], block(&zp[o..]), block(&rp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j] + rv[j] * ra[j] + rb[j];
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `dst = g` where `out > 0`, else 0 (the gradient through a ReLU whose output is `out`).
@@ -533,6 +593,15 @@ mod tests {
                 let (mut s, mut s2) = (start[..c].to_vec(), start[c..].to_vec());
                 sum_squares(&row, &mut s, &mut s2, b);
                 let mut out = vec![(bits(&s), bits(&s2))];
+                for res in [
+                    RowResidual::None,
+                    RowResidual::Identity(&z),
+                    RowResidual::Affine(&z, &ks[1], &ks[2]),
+                ] {
+                    let mut o = vec![0f32; px * c];
+                    apply_row(&mut o, &row, (&ks[0], &mean), res, b);
+                    out.push((bits(&o), vec![]));
+                }
                 for mask in [None, Some(&m[..])] {
                     let mut buf: Vec<f32> = Vec::new();
                     let (mut s, mut s2) = (start[..c].to_vec(), start[c..].to_vec());
