@@ -11,7 +11,9 @@
 
 use rayon::prelude::*;
 
-use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
+use super::kernels::{
+    AMat, BMat, Isa, Offsets, PackedB, Plan, RowTable, igemm, igemm_planned, igemm_rows,
+};
 
 /// A batch of NHWC images with a border of `pad` pixels on every side.
 ///
@@ -146,16 +148,64 @@ impl Conv {
 
     /// `y = conv(x, w)` (or `y += …` when `accumulate`); `x.pad ≥ self.pad`
     /// with a zero border. Writes the interior of `y` only.
+    ///
+    /// One GEMM per image over all its output pixels ([`igemm_rows`]), so
+    /// that the register tiles take their full height on narrow images
+    /// (7 and 14 pixels a row); the sums are bitwise those of one GEMM per
+    /// output row ([`Conv::forward_by_rows`]).
     pub fn forward(&self, isa: Isa, x: &Image, w: &[f32], y: &mut Image, accumulate: bool) {
         self.check_io(x, y);
         assert!(x.pad >= self.pad, "conv: input border too narrow");
         assert_eq!(w.len(), self.weight_len(), "conv: weight size");
         let (c, wp, s) = (self.cin, x.wp(), self.stride);
-        let koff = Offsets::new(
+        let koff = self.tap_offsets(wp);
+        let bkoff = Offsets::dense(self.weight_len() / self.cout, self.cout);
+        let off0 = x.pad - self.pad;
+        let (hp, ow, cout) = (x.hp(), y.w, self.cout);
+        // Each output pixel's window in the image, and its place in `y`'s image.
+        let pixels = y.h * ow;
+        let a_rows: Vec<usize> = (0..pixels)
+            .map(|p| ((p / ow) * s * wp + (p % ow) * s) * c)
+            .collect();
+        let out_rows: Vec<usize> = (0..pixels).map(|p| y.local(p / ow, p % ow)).collect();
+        let table = RowTable {
+            a: &a_rows,
+            out: &out_rows,
+        };
+        par_images(y, |i, yimg| {
+            let a = AMat {
+                data: &x.data,
+                base: ((i * hp + off0) * wp + off0) * c,
+                row_stride: 0,
+                koff: &koff,
+            };
+            let b = BMat {
+                data: w,
+                base: 0,
+                koff: &bkoff,
+            };
+            igemm_rows(isa, table, cout, a, b, yimg, accumulate);
+        });
+    }
+
+    /// The offsets of a window's k·k·cin taps from its first, in an image
+    /// `wp` pixels wide.
+    fn tap_offsets(&self, wp: usize) -> Offsets {
+        let c = self.cin;
+        Offsets::new(
             (0..self.k)
                 .flat_map(|ky| (0..self.k * c).map(move |j| ky * wp * c + j))
                 .collect(),
-        );
+        )
+    }
+
+    /// [`Conv::forward`] as one GEMM per output row (what it was before
+    /// [`igemm_rows`]): the reference its bits are tested against.
+    #[cfg(test)]
+    fn forward_by_rows(&self, isa: Isa, x: &Image, w: &[f32], y: &mut Image, accumulate: bool) {
+        self.check_io(x, y);
+        let (c, wp, s) = (self.cin, x.wp(), self.stride);
+        let koff = self.tap_offsets(wp);
         let bkoff = Offsets::dense(self.weight_len() / self.cout, self.cout);
         let off0 = x.pad - self.pad;
         let (hp, ow, cout) = (x.hp(), y.w, self.cout);
@@ -274,6 +324,20 @@ impl Conv {
     /// Stride 1: `dy.pad ≥ self.grad_pad()` with a zero border. Stride > 1:
     /// `dx.pad ≥ self.pad`, and the border of `dx` receives scratch.
     pub fn grad_input(&self, isa: Isa, dy: &Image, w: &[f32], dx: &mut Image, accumulate: bool) {
+        self.grad_input_as(isa, dy, w, dx, accumulate, false);
+    }
+
+    /// `by_rows`: a strided convolution's GEMMs one per output row (what
+    /// they were before), the tests' reference.
+    fn grad_input_as(
+        &self,
+        isa: Isa,
+        dy: &Image,
+        w: &[f32],
+        dx: &mut Image,
+        accumulate: bool,
+        by_rows: bool,
+    ) {
         self.check_io(dx, dy);
         assert_eq!(w.len(), self.weight_len(), "conv: weight size");
         let (k, cin, cout) = (self.k, self.cin, self.cout);
@@ -314,39 +378,78 @@ impl Conv {
         let bkoff = Offsets::dense(cout, kc);
         let (oh, ow, s) = (dy.h, dy.w, self.stride);
         let (wp, off0) = (dx.wp(), dx.pad - self.pad);
-        par_images(dx, |i, ximg| {
-            if !accumulate {
-                ximg.fill(0.0);
-            }
-            let mut dcols = vec![0f32; ow * kc];
-            for oy in 0..oh {
-                let a = AMat {
-                    data: &dy.data,
-                    base: dy.at(i, oy, 0),
-                    row_stride: cout,
-                    koff: &akoff,
-                };
-                let b = BMat {
-                    data: &wt,
-                    base: 0,
-                    koff: &bkoff,
-                };
-                igemm(isa, ow, kc, a, b, &mut dcols, kc, false);
-                for ox in 0..ow {
-                    let src = &dcols[ox * kc..(ox + 1) * kc];
-                    for ky in 0..k {
-                        for kx in 0..k {
-                            let p = ((oy * s + ky + off0) * wp + ox * s + kx + off0) * cin;
-                            let t = (ky * k + kx) * cin;
-                            for (d, v) in ximg[p..p + cin].iter_mut().zip(&src[t..t + cin]) {
-                                *d += v;
-                            }
+        let b = BMat {
+            data: &wt,
+            base: 0,
+            koff: &bkoff,
+        };
+        // Without a border (the engine's case: `grad_pad` is 0 for a
+        // strided convolution) the output gradient's pixels are evenly
+        // spaced over a whole image: one GEMM per image, Wᵀ packed once for
+        // all, in place of one per output row (7 or 14 rows: short register
+        // tiles, and Wᵀ packed by none of them). The same sums: bitwise the
+        // same.
+        let whole = dy.pad == 0 && !by_rows;
+        let mut packed = PackedB::default();
+        let shared = whole && packed.pack(isa, &b, kc);
+        let plan = Plan {
+            packed_b: shared.then_some(&packed),
+            pack_a: false,
+        };
+        // Adds one output row's columns `dcols` (`ow` pixels × k·k·cin) onto
+        // the input gradient's pixels.
+        let scatter = |ximg: &mut [f32], oy: usize, dcols: &[f32]| {
+            for ox in 0..ow {
+                let src = &dcols[ox * kc..(ox + 1) * kc];
+                for ky in 0..k {
+                    for kx in 0..k {
+                        let p = ((oy * s + ky + off0) * wp + ox * s + kx + off0) * cin;
+                        let t = (ky * k + kx) * cin;
+                        for (d, v) in ximg[p..p + cin].iter_mut().zip(&src[t..t + cin]) {
+                            *d += v;
                         }
                     }
                 }
             }
+        };
+        par_images(dx, |i, ximg| {
+            if !accumulate {
+                ximg.fill(0.0);
+            }
+            DCOLS.with_borrow_mut(|dcols| {
+                // Overwritten by the GEMM before it is read.
+                dcols.resize(if whole { oh * ow * kc } else { ow * kc }, 0.0);
+                if whole {
+                    let a = AMat {
+                        data: &dy.data,
+                        base: dy.at(i, 0, 0),
+                        row_stride: cout,
+                        koff: &akoff,
+                    };
+                    igemm_planned(isa, oh * ow, kc, a, b, dcols, kc, false, plan);
+                    for oy in 0..oh {
+                        scatter(ximg, oy, &dcols[oy * ow * kc..(oy + 1) * ow * kc]);
+                    }
+                    return;
+                }
+                for oy in 0..oh {
+                    let a = AMat {
+                        data: &dy.data,
+                        base: dy.at(i, oy, 0),
+                        row_stride: cout,
+                        koff: &akoff,
+                    };
+                    igemm(isa, ow, kc, a, b, dcols, kc, false);
+                    scatter(ximg, oy, dcols);
+                }
+            });
         });
     }
+}
+
+thread_local! {
+    /// One thread's columns of a strided convolution's input gradient.
+    static DCOLS: std::cell::RefCell<Vec<f32>> = std::cell::RefCell::default();
 }
 
 #[cfg(test)]
@@ -505,6 +608,70 @@ mod tests {
                     "{} k{k} s{s} {cin}->{cout}",
                     isa.name()
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn the_forward_over_whole_images_is_bitwise_the_forward_by_rows() {
+        // One GEMM per image (rows from a table) against one per output row:
+        // the same sums in the same order, so the same bits, for every shape
+        // of mini_resnet (narrow images, strides, 1x1 and column tails),
+        // overwriting and accumulating, and the stride-1 input gradient
+        // (the forward on the flipped kernel) with its wider border.
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for &(k, s, cin, cout, h) in &[
+            (3, 1, 1, 16, 28),
+            (3, 1, 16, 16, 9),
+            (3, 2, 16, 32, 14),
+            (1, 2, 16, 32, 14),
+            (3, 1, 64, 64, 7),
+            (3, 2, 32, 64, 7),
+            (3, 1, 5, 12, 6),
+        ] {
+            let g = same_padded(k, s, cin, cout);
+            let x = random_image(6, 3, h, cin, 2);
+            let w = Rng::new(7).normal_vec(g.weight_len(), 0.5);
+            let o = g.out_size(h);
+            let init = random_image(8, 3, o, cout, 1);
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                for acc in [false, true] {
+                    let (mut want, mut got) = (init.clone(), init.clone());
+                    g.forward_by_rows(isa, &x, &w, &mut want, acc);
+                    g.forward(isa, &x, &w, &mut got, acc);
+                    let what = format!("{} k{k} s{s} {cin}->{cout} h{h} acc {acc}", isa.name());
+                    assert_eq!(bits(&got.data), bits(&want.data), "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_strided_input_gradient_over_whole_images_is_bitwise_by_rows() {
+        // One GEMM per image (Wᵀ packed once) against one per output row,
+        // overwriting and accumulating: the same bits. mini_resnet's strided
+        // shapes, and a border on the output gradient (by rows either way).
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for &(k, cin, cout, h, dy_pad) in &[
+            (3, 16, 32, 28, 0),
+            (1, 16, 32, 28, 0),
+            (3, 32, 64, 14, 0),
+            (1, 32, 64, 14, 0),
+            (3, 5, 12, 9, 0),
+            (3, 16, 32, 14, 1),
+        ] {
+            let g = same_padded(k, 2, cin, cout);
+            let w = Rng::new(9).normal_vec(g.weight_len(), 0.5);
+            let dy = random_image(10, 3, g.out_size(h), cout, dy_pad);
+            let init = random_image(11, 3, h, cin, 1);
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                for acc in [false, true] {
+                    let (mut want, mut got) = (init.clone(), init.clone());
+                    g.grad_input_as(isa, &dy, &w, &mut want, acc, true);
+                    g.grad_input_as(isa, &dy, &w, &mut got, acc, false);
+                    let what = format!("{} k{k} {cin}->{cout} h{h} acc {acc}", isa.name());
+                    assert_eq!(bits(&got.data), bits(&want.data), "{what}");
+                }
             }
         }
     }

@@ -586,11 +586,40 @@ fn portable(
     out_stride: usize,
     acc: bool,
 ) {
+    portable_rows(
+        rows,
+        |r| a.base + r * a.row_stride,
+        |r| r * out_stride,
+        j0,
+        j1,
+        a,
+        b,
+        out,
+        acc,
+    );
+}
+
+/// [`portable`] with each row's start in A (`a_row(r)`, the row's index
+/// into `a.data`) and in `out` (`out_row(r)`) given.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn portable_rows(
+    rows: usize,
+    a_row: impl Fn(usize) -> usize,
+    out_row: impl Fn(usize) -> usize,
+    j0: usize,
+    j1: usize,
+    a: &AMat,
+    b: &BMat,
+    out: &mut [f32],
+    acc: bool,
+) {
     let w = j1 - j0;
     let mut sum = vec![0f32; w];
     for r in 0..rows {
-        let row = a.base + r * a.row_stride;
-        let dst = &mut out[r * out_stride + j0..r * out_stride + j1];
+        let row = a_row(r);
+        let o = out_row(r);
+        let dst = &mut out[o + j0..o + j1];
         if acc {
             sum.copy_from_slice(dst);
         } else {
@@ -608,6 +637,151 @@ fn portable(
     }
 }
 
+/// Where the rows of A and of the output start, for [`igemm_rows`]: row
+/// `r` of A at `a.data[a.base + a[r] ..]`, of the output at `out[out[r] ..]`.
+#[derive(Debug, Clone, Copy)]
+pub struct RowTable<'a> {
+    pub a: &'a [usize],
+    pub out: &'a [usize],
+}
+
+/// [`igemm`] over rows that need not be evenly spaced, in A or in the
+/// output (`a.row_stride` is not used): a convolution's output pixels over
+/// several image rows, whose padded input rows and output rows jump at
+/// each image row's end. One call then covers a whole image, and the
+/// register tiles take their full height however narrow an image row is
+/// (7 pixels: tiles of 4 and 3 rows per call of [`igemm`], 6 here).
+///
+/// Every output value is the same products summed in the same order as
+/// [`igemm`] would with each row on its own: results are bitwise the same.
+///
+/// # Panics
+/// If the tables differ in length or an operand is too short (a caller's bug).
+pub fn igemm_rows(
+    isa: Isa,
+    table: RowTable,
+    cols: usize,
+    a: AMat,
+    b: BMat,
+    out: &mut [f32],
+    accumulate: bool,
+) {
+    let rows = table.a.len();
+    assert_eq!(table.out.len(), rows, "igemm_rows: tables differ");
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let k = a.koff.len();
+    let out_max = table.out.iter().copied().max().unwrap_or(0);
+    assert!(out_max + cols <= out.len(), "igemm_rows: out too short");
+    if k == 0 {
+        if !accumulate {
+            for &o in table.out {
+                out[o..o + cols].fill(0.0);
+            }
+        }
+        return;
+    }
+    assert_eq!(b.koff.len(), k, "igemm_rows: A and B disagree on K");
+    let a_max = table.a.iter().copied().max().unwrap_or(0);
+    assert!(
+        a.base + a_max + a.koff.max < a.data.len(),
+        "igemm_rows: A too short"
+    );
+    assert!(
+        b.base + b.koff.max + cols <= b.data.len(),
+        "igemm_rows: B too short"
+    );
+    let lanes = match isa {
+        Isa::Avx512 if isa.available() => 16,
+        Isa::Avx2 if isa.available() => 8,
+        _ => 0,
+    };
+    let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
+    if simd_cols > 0 {
+        // SAFETY: the asserts above bound every element the kernels touch,
+        // and `lanes > 0` only when the CPU has the instructions.
+        unsafe { simd_rows(isa, lanes, table, simd_cols, &a, &b, out, accumulate) };
+    }
+    if simd_cols < cols {
+        portable_rows(
+            rows,
+            |r| a.base + table.a[r],
+            |r| table.out[r],
+            simd_cols,
+            cols,
+            &a,
+            &b,
+            out,
+            accumulate,
+        );
+    }
+}
+
+/// The arguments of one register tile of [`igemm_rows`].
+struct RTile {
+    a: *const f32,
+    a_rows: *const usize,
+    koff: *const usize,
+    k: usize,
+    b: *const f32,
+    bkoff: *const usize,
+    c: *mut f32,
+    c_rows: *const usize,
+    acc: bool,
+}
+
+/// # Safety
+/// Bounds as checked by [`igemm_rows`]; `isa` available; `cols` a multiple of `lanes`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn simd_rows(
+    isa: Isa,
+    lanes: usize,
+    table: RowTable,
+    cols: usize,
+    a: &AMat,
+    b: &BMat,
+    out: &mut [f32],
+    acc: bool,
+) {
+    let (rows, k) = (table.a.len(), a.koff.len());
+    let groups = balanced(cols / lanes, max_vectors(isa));
+    let widest = groups.clone().map(|g| g.1).max().unwrap_or(1);
+    // The spacing of A's first rows stands for `a.row_stride` in the
+    // choice of tile height.
+    let spacing = table.a.get(1).map_or(0, |&r1| r1.abs_diff(table.a[0]));
+    let rt = max_rows(isa, widest, spacing, k);
+    let chunk = (ROW_CHUNK_FLOATS / k.max(1)).max(32);
+    for (c0, clen) in balanced(rows, chunk) {
+        for (v0, fv) in groups.clone() {
+            for (r0, r) in balanced(clen, rt) {
+                let r0 = c0 + r0;
+                // SAFETY: within the bounds igemm_rows checked.
+                let t = unsafe {
+                    RTile {
+                        a: a.data.as_ptr().add(a.base),
+                        a_rows: table.a.as_ptr().add(r0),
+                        koff: a.koff.list.as_ptr(),
+                        k,
+                        b: b.data.as_ptr().add(b.base + v0 * lanes),
+                        bkoff: b.koff.list.as_ptr(),
+                        c: out.as_mut_ptr().add(v0 * lanes),
+                        c_rows: table.out.as_ptr().add(r0),
+                        acc,
+                    }
+                };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => unsafe { x86::avx512::run_rows(r, fv, &t) },
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => unsafe { x86::avx2::run_rows(r, fv, &t) },
+                    _ => unreachable!("SIMD kernels requested without SIMD"),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     /// One micro-kernel per instruction set; `run` picks the (rows, vectors)
@@ -621,7 +795,7 @@ mod x86 {
                 #[allow(unused_imports)]
                 use std::arch::x86_64::*;
 
-                use super::super::{STile, Tile};
+                use super::super::{RTile, STile, Tile};
 
                 #[target_feature(enable = $feature)]
                 unsafe fn tile<const R: usize, const FV: usize>(t: &Tile) {
@@ -691,6 +865,56 @@ mod x86 {
                                 $store(t.c.add(r * t.c_rs + v * $lanes), acc[r][v]);
                             }
                         }
+                    }
+                }
+
+                /// [`tile`] with each row's start in A and in the output
+                /// read from a table: the same products summed in the same
+                /// order.
+                #[target_feature(enable = $feature)]
+                unsafe fn rtile<const R: usize, const FV: usize>(t: &RTile) {
+                    // SAFETY: the caller (igemm_rows) checked every offset.
+                    unsafe {
+                        let ap: [*const f32; R] =
+                            std::array::from_fn(|r| t.a.add(*t.a_rows.add(r)));
+                        let cp: [*mut f32; R] =
+                            std::array::from_fn(|r| t.c.add(*t.c_rows.add(r)));
+                        let mut acc = [[$zero(); FV]; R];
+                        if t.acc {
+                            for r in 0..R {
+                                for v in 0..FV {
+                                    acc[r][v] = $load(cp[r].add(v * $lanes));
+                                }
+                            }
+                        }
+                        let mut bv = [$zero(); FV];
+                        for k in 0..t.k {
+                            let o = *t.koff.add(k);
+                            let bp = t.b.add(*t.bkoff.add(k));
+                            for v in 0..FV {
+                                bv[v] = $load(bp.add(v * $lanes));
+                            }
+                            for r in 0..R {
+                                let x = $set1(*ap[r].add(o));
+                                for v in 0..FV {
+                                    acc[r][v] = $fmadd(x, bv[v], acc[r][v]);
+                                }
+                            }
+                        }
+                        for r in 0..R {
+                            for v in 0..FV {
+                                $store(cp[r].add(v * $lanes), acc[r][v]);
+                            }
+                        }
+                    }
+                }
+
+                /// # Safety
+                /// The CPU has the feature; `t` is in bounds for (r, fv).
+                pub unsafe fn run_rows(r: usize, fv: usize, t: &RTile) {
+                    match (fv, r) {
+                        $($(($fv, $r) => unsafe { rtile::<$r, $fv>(t) },)*)*
+                        _ => unreachable!("no {r}x{fv} tile"),
                     }
                 }
 
@@ -901,6 +1125,68 @@ mod tests {
                             isa.name()
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_table_gives_bitwise_the_rows_one_by_one() {
+        // igemm_rows over uneven rows (A's and the output's) against igemm
+        // on each row alone: the same bits for every tile shape and tail.
+        let mut rng = Rng::new(13);
+        for &(rows, cols, k) in &[
+            (49, 64, 37),
+            (13, 16, 144),
+            (29, 40, 9),
+            (7, 8, 3),
+            (50, 100, 20),
+        ] {
+            let koff = Offsets::new((0..k).map(|i| (i * 5) % 23 + 2 * i).collect());
+            let a_rows: Vec<usize> = (0..rows).map(|r| r * 11 + (r / 7) * 30).collect();
+            let out_rows: Vec<usize> = (0..rows).map(|r| r * (cols + 3) + (r / 5) * 17).collect();
+            let a = rng.normal_vec(a_rows[rows - 1] + koff.max + 4, 1.0);
+            let bkoff = Offsets::dense(k, cols + 1);
+            let b = rng.normal_vec(k * (cols + 1) + 2, 1.0);
+            let init = rng.normal_vec(out_rows[rows - 1] + cols + 5, 1.0);
+            let bm = BMat {
+                data: &b,
+                base: 1,
+                koff: &bkoff,
+            };
+            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+                for acc in [false, true] {
+                    let mut want = init.clone();
+                    for r in 0..rows {
+                        let am = AMat {
+                            data: &a,
+                            base: 3 + a_rows[r],
+                            row_stride: 0,
+                            koff: &koff,
+                        };
+                        igemm(isa, 1, cols, am, bm, &mut want[out_rows[r]..], cols, acc);
+                    }
+                    let mut got = init.clone();
+                    let am = AMat {
+                        data: &a,
+                        base: 3,
+                        row_stride: 0,
+                        koff: &koff,
+                    };
+                    let table = RowTable {
+                        a: &a_rows,
+                        out: &out_rows,
+                    };
+                    igemm_rows(isa, table, cols, am, bm, &mut got, acc);
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(g, w)| g.to_bits() == w.to_bits());
+                    assert!(
+                        same,
+                        "{} rows {rows} cols {cols} k {k} acc {acc}",
+                        isa.name()
+                    );
                 }
             }
         }

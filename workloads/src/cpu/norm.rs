@@ -89,12 +89,7 @@ impl BatchNorm {
         assert_eq!(z.c, c, "batch norm: channels");
         let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, _| {
             let (s, s2) = acc.split_at_mut(c);
-            for px in z.row(i, y).chunks_exact(c) {
-                for ((s, s2), &v) in s.iter_mut().zip(s2.iter_mut()).zip(px) {
-                    *s += v;
-                    *s2 += v * v;
-                }
-            }
+            sum_squares(z.row(i, y), s, s2, blocked(c));
         });
         let m = z.n * z.h * z.w;
         let mf = m as f64;
@@ -160,19 +155,9 @@ impl BatchNorm {
         // much as a convolution. The arithmetic per element is unchanged.
         let (mean, invstd) = (&self.mean[..c], &self.invstd[..c]);
         let sums = channel_sums(z.n, z.h, 2 * c, |i, y, acc, buf| {
-            let d = masked_row(dy.row(i, y), mask.map(|m| m.row(i, y)), buf);
             let (s, s2) = acc.split_at_mut(c);
-            for (dp, zp) in d.chunks_exact(c).zip(z.row(i, y).chunks_exact(c)) {
-                for (((s, s2), (&dv, &zv)), (&mu, &is)) in s
-                    .iter_mut()
-                    .zip(s2.iter_mut())
-                    .zip(dp.iter().zip(zp))
-                    .zip(mean.iter().zip(invstd))
-                {
-                    *s += dv;
-                    *s2 += dv * (zv - mu) * is;
-                }
-            }
+            let rows = (dy.row(i, y), mask.map(|m| m.row(i, y)), z.row(i, y));
+            grad_sums(rows, (mean, invstd), s, s2, buf, blocked(c));
         });
         let (sdy, sdyx) = sums.split_at(c);
         let mf = (z.n * z.h * z.w) as f32;
@@ -191,29 +176,181 @@ impl BatchNorm {
         let h = z.h;
         let local: Vec<usize> = (0..h).map(|y| dz.local(y, 0)).collect();
         let len = dz.row_len();
+        let ks = (&k1[..], &k2[..], &k3[..]);
         par_images(dz, |i, img| {
             let mut buf = Vec::with_capacity(len);
             for (y, &s) in local.iter().enumerate() {
-                let d = masked_row(dy.row(i, y), mask.map(|m| m.row(i, y)), &mut buf);
-                let out = &mut img[s..s + len];
-                for ((op, dp), zp) in out
-                    .chunks_exact_mut(c)
-                    .zip(d.chunks_exact(c))
-                    .zip(z.row(i, y).chunks_exact(c))
-                {
-                    for ((o, (&dv, &zv)), ((&a, &b), &k)) in op
-                        .iter_mut()
-                        .zip(dp.iter().zip(zp))
-                        .zip(k1.iter().zip(&k2).zip(&k3))
-                    {
-                        *o = a * dv + b * zv + k;
-                    }
-                }
+                let rows = (dy.row(i, y), mask.map(|m| m.row(i, y)), z.row(i, y));
+                grad_rows(rows, ks, &mut img[s..s + len], &mut buf, blocked(c));
             }
         });
         for j in 0..c {
             grads[self.gamma + j] = sdyx[j] as f32;
             grads[self.beta + j] = sdy[j] as f32;
+        }
+    }
+}
+
+/// Channels per block of the blocked loops: two AVX2 vectors, one AVX-512.
+const CB: usize = 16;
+
+/// Whether `c` channels take the blocked loops (below).
+///
+/// The plain loops run over one pixel's `c` channels at a time, `c` known
+/// only at run time: per pixel they load and store every running sum and
+/// reload the per-channel constants, and a masked gradient is copied to a
+/// buffer first. The blocked loops keep [`CB`] channels' sums and constants
+/// in registers over a whole row and select the masked value in place.
+/// Each channel's sum still adds the same values, computed by the same
+/// expressions, in the same pixel order from the same start: the results
+/// are bitwise those of the plain loops.
+fn blocked(c: usize) -> bool {
+    c.is_multiple_of(CB)
+}
+
+/// The masked gradient value: `d` where `m > 0`, else 0.
+#[inline(always)]
+fn masked(d: f32, m: f32) -> f32 {
+    if m > 0.0 { d } else { 0.0 }
+}
+
+/// `s += v`, `s2 += v·v` per channel over the pixels of `row`.
+fn sum_squares(row: &[f32], s: &mut [f32], s2: &mut [f32], blocked: bool) {
+    let c = s.len();
+    if !blocked {
+        for px in row.chunks_exact(c) {
+            for ((s, s2), &v) in s.iter_mut().zip(s2.iter_mut()).zip(px) {
+                *s += v;
+                *s2 += v * v;
+            }
+        }
+        return;
+    }
+    for (b, (sb, s2b)) in s
+        .chunks_exact_mut(CB)
+        .zip(s2.chunks_exact_mut(CB))
+        .enumerate()
+    {
+        let (mut a, mut q) = (block(sb), block(s2b));
+        for px in row.chunks_exact(c) {
+            let v = block(&px[b * CB..]);
+            for j in 0..CB {
+                a[j] += v[j];
+                q[j] += v[j] * v[j];
+            }
+        }
+        sb.copy_from_slice(&a);
+        s2b.copy_from_slice(&q);
+    }
+}
+
+/// The first [`CB`] values of `v`.
+#[inline(always)]
+fn block(v: &[f32]) -> [f32; CB] {
+    v[..CB].try_into().expect("a whole block")
+}
+
+/// The rows one step of the batch norm's backward pass reads: the output
+/// gradient, the mask (if any) and the normalisation's input.
+type GradRows<'a> = (&'a [f32], Option<&'a [f32]>, &'a [f32]);
+
+/// The backward pass's sums over one row: `s += d`, `s2 += d·(z − μ)·σ⁻¹`
+/// per channel (`d` the masked gradient).
+fn grad_sums(
+    (dy, mask, z): GradRows,
+    (mean, invstd): (&[f32], &[f32]),
+    s: &mut [f32],
+    s2: &mut [f32],
+    buf: &mut Vec<f32>,
+    blocked: bool,
+) {
+    let c = s.len();
+    if !blocked {
+        let d = masked_row(dy, mask, buf);
+        for (dp, zp) in d.chunks_exact(c).zip(z.chunks_exact(c)) {
+            for (((s, s2), (&dv, &zv)), (&mu, &is)) in s
+                .iter_mut()
+                .zip(s2.iter_mut())
+                .zip(dp.iter().zip(zp))
+                .zip(mean.iter().zip(invstd))
+            {
+                *s += dv;
+                *s2 += dv * (zv - mu) * is;
+            }
+        }
+        return;
+    }
+    for (b, (sb, s2b)) in s
+        .chunks_exact_mut(CB)
+        .zip(s2.chunks_exact_mut(CB))
+        .enumerate()
+    {
+        let o = b * CB;
+        let (mut a, mut q) = (block(sb), block(s2b));
+        let (mu, is) = (block(&mean[o..]), block(&invstd[o..]));
+        for (p, (dp, zp)) in dy.chunks_exact(c).zip(z.chunks_exact(c)).enumerate() {
+            let (mut d, zv) = (block(&dp[o..]), block(&zp[o..]));
+            if let Some(m) = mask {
+                let m = block(&m[p * c + o..]);
+                for j in 0..CB {
+                    d[j] = masked(d[j], m[j]);
+                }
+            }
+            for j in 0..CB {
+                a[j] += d[j];
+                q[j] += d[j] * (zv[j] - mu[j]) * is[j];
+            }
+        }
+        sb.copy_from_slice(&a);
+        s2b.copy_from_slice(&q);
+    }
+}
+
+/// The backward pass's output over one row: `out = k1·d + k2·z + k3` per
+/// channel (`d` the masked gradient).
+fn grad_rows(
+    (dy, mask, z): GradRows,
+    (k1, k2, k3): (&[f32], &[f32], &[f32]),
+    out: &mut [f32],
+    buf: &mut Vec<f32>,
+    blocked: bool,
+) {
+    let c = k1.len();
+    if !blocked {
+        let d = masked_row(dy, mask, buf);
+        for ((op, dp), zp) in out
+            .chunks_exact_mut(c)
+            .zip(d.chunks_exact(c))
+            .zip(z.chunks_exact(c))
+        {
+            for ((o, (&dv, &zv)), ((&a, &b), &k)) in op
+                .iter_mut()
+                .zip(dp.iter().zip(zp))
+                .zip(k1.iter().zip(k2).zip(k3))
+            {
+                *o = a * dv + b * zv + k;
+            }
+        }
+        return;
+    }
+    for o in (0..c).step_by(CB) {
+        let (a, b, k) = (block(&k1[o..]), block(&k2[o..]), block(&k3[o..]));
+        for (p, (op, (dp, zp))) in out
+            .chunks_exact_mut(c)
+            .zip(dy.chunks_exact(c).zip(z.chunks_exact(c)))
+            .enumerate()
+        {
+            let (mut d, zv) = (block(&dp[o..]), block(&zp[o..]));
+            if let Some(m) = mask {
+                let m = block(&m[p * c + o..]);
+                for j in 0..CB {
+                    d[j] = masked(d[j], m[j]);
+                }
+            }
+            let op = &mut op[o..o + CB];
+            for j in 0..CB {
+                op[j] = a[j] * d[j] + b[j] * zv[j] + k[j];
+            }
         }
     }
 }
@@ -225,11 +362,7 @@ fn masked_row<'a>(dy: &'a [f32], mask: Option<&[f32]>, buf: &'a mut Vec<f32>) ->
         Some(m) => {
             buf.clear();
             // Both operands loaded unconditionally: the select vectorises.
-            buf.extend(
-                dy.iter()
-                    .zip(m)
-                    .map(|(&d, &m)| if m > 0.0 { d } else { 0.0 }),
-            );
+            buf.extend(dy.iter().zip(m).map(|(&d, &m)| masked(d, m)));
             buf
         }
     }
@@ -254,50 +387,110 @@ pub fn apply(z: &Image, a: &Affine, res: Residual, relu: bool, dst: &mut Image) 
     par_images(dst, |i, img| {
         for (y, &s) in local.iter().enumerate() {
             let out = &mut img[s..s + len];
-            let zr = z.row(i, y);
-            match &res {
-                Residual::None => {
-                    for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
-                        for ((o, &zv), (&a, &b)) in op.iter_mut().zip(zp).zip(sc.iter().zip(sh)) {
-                            *o = zv * a + b;
-                        }
-                    }
-                }
-                Residual::Identity(x) => {
-                    for ((op, zp), xp) in out
-                        .chunks_exact_mut(c)
-                        .zip(zr.chunks_exact(c))
-                        .zip(x.row(i, y).chunks_exact(c))
-                    {
-                        for ((o, (&zv, &xv)), (&a, &b)) in
-                            op.iter_mut().zip(zp.iter().zip(xp)).zip(sc.iter().zip(sh))
-                        {
-                            *o = zv * a + b + xv;
-                        }
-                    }
-                }
+            let row_res = match &res {
+                Residual::None => RowResidual::None,
+                Residual::Identity(x) => RowResidual::Identity(x.row(i, y)),
                 Residual::Affine(r, ra) => {
-                    let (rs, rh) = (&ra.scale[..c], &ra.shift[..c]);
-                    for ((op, zp), rp) in out
-                        .chunks_exact_mut(c)
-                        .zip(zr.chunks_exact(c))
-                        .zip(r.row(i, y).chunks_exact(c))
-                    {
-                        for ((o, (&zv, &rv)), ((&a, &b), (&ra, &rb))) in op
-                            .iter_mut()
-                            .zip(zp.iter().zip(rp))
-                            .zip(sc.iter().zip(sh).zip(rs.iter().zip(rh)))
-                        {
-                            *o = zv * a + b + rv * ra + rb;
-                        }
-                    }
+                    RowResidual::Affine(r.row(i, y), &ra.scale[..c], &ra.shift[..c])
                 }
-            }
+            };
+            apply_row(out, z.row(i, y), (sc, sh), row_res, blocked(c));
             if relu {
                 out.iter_mut().for_each(|v| *v = v.max(0.0));
             }
         }
     });
+}
+
+/// One row's residual for [`apply_row`].
+#[derive(Clone, Copy)]
+enum RowResidual<'a> {
+    None,
+    Identity(&'a [f32]),
+    /// The projection's row and its normalisation (scale, shift).
+    Affine(&'a [f32], &'a [f32], &'a [f32]),
+}
+
+/// One row of [`apply`] before its ReLU: `out = z·scale + shift + residual`.
+fn apply_row(
+    out: &mut [f32],
+    zr: &[f32],
+    (sc, sh): (&[f32], &[f32]),
+    res: RowResidual,
+    blocked: bool,
+) {
+    let c = sc.len();
+    if !blocked {
+        match res {
+            RowResidual::None => {
+                for (op, zp) in out.chunks_exact_mut(c).zip(zr.chunks_exact(c)) {
+                    for ((o, &zv), (&a, &b)) in op.iter_mut().zip(zp).zip(sc.iter().zip(sh)) {
+                        *o = zv * a + b;
+                    }
+                }
+            }
+            RowResidual::Identity(xr) => {
+                for ((op, zp), xp) in out
+                    .chunks_exact_mut(c)
+                    .zip(zr.chunks_exact(c))
+                    .zip(xr.chunks_exact(c))
+                {
+                    for ((o, (&zv, &xv)), (&a, &b)) in
+                        op.iter_mut().zip(zp.iter().zip(xp)).zip(sc.iter().zip(sh))
+                    {
+                        *o = zv * a + b + xv;
+                    }
+                }
+            }
+            RowResidual::Affine(rr, rs, rh) => {
+                for ((op, zp), rp) in out
+                    .chunks_exact_mut(c)
+                    .zip(zr.chunks_exact(c))
+                    .zip(rr.chunks_exact(c))
+                {
+                    for ((o, (&zv, &rv)), ((&a, &b), (&ra, &rb))) in op
+                        .iter_mut()
+                        .zip(zp.iter().zip(rp))
+                        .zip(sc.iter().zip(sh).zip(rs.iter().zip(rh)))
+                    {
+                        *o = zv * a + b + rv * ra + rb;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for o in (0..c).step_by(CB) {
+        let (a, b) = (block(&sc[o..]), block(&sh[o..]));
+        let pixels = out.chunks_exact_mut(c).zip(zr.chunks_exact(c));
+        match res {
+            RowResidual::None => {
+                for (op, zp) in pixels {
+                    let (op, zv) = (&mut op[o..o + CB], block(&zp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j];
+                    }
+                }
+            }
+            RowResidual::Identity(xr) => {
+                for ((op, zp), xp) in pixels.zip(xr.chunks_exact(c)) {
+                    let (op, zv, xv) = (&mut op[o..o + CB], block(&zp[o..]), block(&xp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j] + xv[j];
+                    }
+                }
+            }
+            RowResidual::Affine(rr, rs, rh) => {
+                let (ra, rb) = (block(&rs[o..]), block(&rh[o..]));
+                for ((op, zp), rp) in pixels.zip(rr.chunks_exact(c)) {
+                    let (op, zv, rv) = (&mut op[o..o + CB], block(&zp[o..]), block(&rp[o..]));
+                    for j in 0..CB {
+                        op[j] = zv[j] * a[j] + b[j] + rv[j] * ra[j] + rb[j];
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `dst = g` where `out > 0`, else 0 (the gradient through a ReLU whose output is `out`).
@@ -360,5 +553,81 @@ pub fn fold_running_stats(
     {
         *rm = keep * *rm + momentum * mean[j];
         *rv = keep * *rv + momentum * var[j] * unbias;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
+    #[test]
+    fn blocked_channel_loops_give_bitwise_the_plain_ones() {
+        // The calibration's curves depend on training being exact, not
+        // close: every blocked loop must reproduce the plain loop's bits,
+        // with and without a mask, from non-zero starting sums.
+        let mut rng = Rng::new(11);
+        for c in [16, 32, 64] {
+            assert!(blocked(c));
+            let px = 13;
+            let row = rng.normal_vec(px * c, 1.0);
+            let z = rng.normal_vec(px * c, 1.0);
+            // A ReLU output: exact zeros (of both signs) as well.
+            let mut m = rng.normal_vec(px * c, 1.0);
+            for (i, v) in m.iter_mut().enumerate() {
+                match i % 5 {
+                    0 => *v = 0.0,
+                    1 => *v = -0.0,
+                    _ => {}
+                }
+            }
+            let mean = rng.normal_vec(c, 0.3);
+            let invstd = rng.normal_vec(c, 1.0);
+            let ks: Vec<Vec<f32>> = (0..3).map(|_| rng.normal_vec(c, 1.0)).collect();
+            let start = rng.normal_vec(2 * c, 1.0);
+            let run = |b: bool| {
+                let (mut s, mut s2) = (start[..c].to_vec(), start[c..].to_vec());
+                sum_squares(&row, &mut s, &mut s2, b);
+                let mut out = vec![(bits(&s), bits(&s2))];
+                for res in [
+                    RowResidual::None,
+                    RowResidual::Identity(&z),
+                    RowResidual::Affine(&z, &ks[1], &ks[2]),
+                ] {
+                    let mut o = vec![0f32; px * c];
+                    apply_row(&mut o, &row, (&ks[0], &mean), res, b);
+                    out.push((bits(&o), vec![]));
+                }
+                for mask in [None, Some(&m[..])] {
+                    let mut buf: Vec<f32> = Vec::new();
+                    let (mut s, mut s2) = (start[..c].to_vec(), start[c..].to_vec());
+                    grad_sums(
+                        (&row, mask, &z),
+                        (&mean, &invstd),
+                        &mut s,
+                        &mut s2,
+                        &mut buf,
+                        b,
+                    );
+                    let mut o = vec![0f32; px * c];
+                    grad_rows(
+                        (&row, mask, &z),
+                        (&ks[0], &ks[1], &ks[2]),
+                        &mut o,
+                        &mut buf,
+                        b,
+                    );
+                    out.push((bits(&s), bits(&s2)));
+                    out.push((bits(&o), vec![]));
+                }
+                out
+            };
+            assert_eq!(run(true), run(false), "c {c}");
+        }
+        assert!(!blocked(24) && !blocked(3));
     }
 }
