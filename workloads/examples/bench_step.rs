@@ -13,6 +13,7 @@
 
 use std::time::Instant;
 
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::rng::Rng;
 use referee_workloads::{Device, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer};
 
@@ -25,22 +26,6 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
-}
-
-/// CPU time of the whole process, in seconds (0 where not measurable).
-fn process_cpu_seconds() -> f64 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    0.0
 }
 
 /// SHA-256 of the parameters' bits: equal digests mean bitwise-equal training.
@@ -90,11 +75,11 @@ fn main() -> anyhow::Result<()> {
             let lb: Vec<u32> = (0..b).map(|_| rng.below(10) as u32).collect();
             let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
-                let (t0, c0) = (Instant::now(), process_cpu_seconds());
+                let (t0, c0) = (Instant::now(), cpu_seconds(CpuClock::Process));
                 tr.train_step(&px, &lb)?;
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
-                    cpu.push((process_cpu_seconds() - c0) * 1e3);
+                    cpu.push((cpu_seconds(CpuClock::Process) - c0) * 1e3);
                 }
             }
             if digest {
@@ -128,11 +113,11 @@ fn main() -> anyhow::Result<()> {
                 .collect();
             let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
-                let (t0, c0) = (Instant::now(), process_cpu_seconds());
+                let (t0, c0) = (Instant::now(), cpu_seconds(CpuClock::Process));
                 tr.train_step(&toks[..n], &toks[1..])?;
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
-                    cpu.push((process_cpu_seconds() - c0) * 1e3);
+                    cpu.push((cpu_seconds(CpuClock::Process) - c0) * 1e3);
                 }
             }
             if digest {

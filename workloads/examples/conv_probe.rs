@@ -10,25 +10,10 @@
 //! ```
 use std::time::Instant;
 
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::cpu::conv::{Conv, Image};
 use referee_workloads::cpu::kernels::Isa;
 use referee_workloads::rng::Rng;
-
-/// CPU time of the whole process, in seconds (0 where not measurable).
-fn process_cpu_seconds() -> f64 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    0.0
-}
 
 fn image(rng: &mut Rng, n: usize, h: usize, c: usize, pad: usize) -> Image {
     let mut img = Image::default();
@@ -113,7 +98,7 @@ fn main() {
     let cpu = args.iter().any(|a| a == "--cpu");
     let clock = || {
         if cpu {
-            process_cpu_seconds()
+            cpu_seconds(CpuClock::Process)
         } else {
             static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
             T0.get_or_init(Instant::now).elapsed().as_secs_f64()

@@ -9,6 +9,7 @@
 //! time, which a busy machine's preemptions do not inflate.
 use std::time::Instant;
 
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::cpu::dense::{Layout, Threads, matmul};
 use referee_workloads::cpu::kernels::Isa;
 
@@ -46,10 +47,10 @@ fn main() {
         let mut c = vec![0f32; m * n];
         let mut best = f64::MAX;
         for _ in 0..reps {
-            let (t, c0) = (Instant::now(), thread_cpu_seconds());
+            let (t, c0) = (Instant::now(), cpu_seconds(CpuClock::Thread));
             matmul(isa, threads, m, n, k, &a, la, &b, lb, &mut c, false);
             let took = if one {
-                thread_cpu_seconds() - c0
+                cpu_seconds(CpuClock::Thread) - c0
             } else {
                 t.elapsed().as_secs_f64()
             };
@@ -58,20 +59,4 @@ fn main() {
         let gf = 2.0 * (m * n * k) as f64 / best / 1e9;
         println!("{} {m}x{n}x{k} {la:?} {lb:?}: {gf:.1} GFLOP/s", isa.name());
     }
-}
-
-/// CPU time of the calling thread (0 where not measurable).
-fn thread_cpu_seconds() -> f64 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    0.0
 }

@@ -14,6 +14,8 @@
 //!   [`tune_cpu_allocator`] turns `mmap` allocation off and disables heap
 //!   trimming so freed buffers are reused. The trainers call it on
 //!   construction for CPU devices.
+//! * Clock: [`cpu_seconds`], the CPU time of the process or the calling
+//!   thread, which the step benchmark and the kernel probes read.
 
 /// Sets the thread-count environment variables read by candle and rayon.
 ///
@@ -44,5 +46,39 @@ pub fn tune_cpu_allocator() {
                 libc::mallopt(libc::M_TOP_PAD, 64 << 20);
             }
         });
+    }
+}
+
+/// Whose CPU time [`cpu_seconds`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuClock {
+    /// Every thread of the process.
+    Process,
+    /// The calling thread only.
+    Thread,
+}
+
+/// CPU time used so far, in seconds (0 where not measurable): the clock of
+/// the step benchmarks and kernel probes on a busy machine, which other
+/// processes' preemptions do not inflate as they do the wall clock.
+pub fn cpu_seconds(clock: CpuClock) -> f64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let id = match clock {
+            CpuClock::Process => libc::CLOCK_PROCESS_CPUTIME_ID,
+            CpuClock::Thread => libc::CLOCK_THREAD_CPUTIME_ID,
+        };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(id, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = clock;
+        0.0
     }
 }

@@ -57,6 +57,18 @@ impl Isa {
         }
     }
 
+    /// The SIMD kernels' vector width in f32 lanes, and the leading columns
+    /// of `cols` they take (whole vectors; the tail goes to the portable
+    /// loop): (0, 0) for the portable kernels or kernels this CPU lacks.
+    fn simd_split(self, cols: usize) -> (usize, usize) {
+        let lanes = match self {
+            Isa::Avx512 if self.available() => 16,
+            Isa::Avx2 if self.available() => 8,
+            _ => 0,
+        };
+        (lanes, cols.checked_div(lanes).map_or(0, |v| v * lanes))
+    }
+
     /// The fastest kind this CPU runs.
     pub fn detect() -> Isa {
         Isa::ALL
@@ -226,12 +238,7 @@ pub fn igemm_planned(
     );
     // The SIMD kernels take whole vectors of columns; the tail goes to the
     // portable loop.
-    let lanes = match isa {
-        Isa::Avx512 if isa.available() => 16,
-        Isa::Avx2 if isa.available() => 8,
-        _ => 0,
-    };
-    let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
+    let (lanes, simd_cols) = isa.simd_split(cols);
     if simd_cols > 0 {
         // SAFETY: the asserts above bound every element the kernels touch
         // (rows × simd_cols of out, the A offsets, K rows × simd_cols of B),
@@ -547,12 +554,7 @@ impl PackedB {
     /// place: B's rows close together, no SIMD kernel, or no whole vector
     /// of columns.
     pub fn pack(&mut self, isa: Isa, b: &BMat, cols: usize) -> bool {
-        let lanes = match isa {
-            Isa::Avx512 if isa.available() => 16,
-            Isa::Avx2 if isa.available() => 8,
-            _ => 0,
-        };
-        let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
+        let (lanes, simd_cols) = isa.simd_split(cols);
         let k = b.koff.len();
         let spread = b.koff.max / k.saturating_sub(1).max(1);
         if simd_cols == 0 || k == 0 || spread < PACK_MIN_STRIDE {
@@ -692,12 +694,7 @@ pub fn igemm_rows(
         b.base + b.koff.max + cols <= b.data.len(),
         "igemm_rows: B too short"
     );
-    let lanes = match isa {
-        Isa::Avx512 if isa.available() => 16,
-        Isa::Avx2 if isa.available() => 8,
-        _ => 0,
-    };
-    let simd_cols = cols.checked_div(lanes).map_or(0, |v| v * lanes);
+    let (lanes, simd_cols) = isa.simd_split(cols);
     if simd_cols > 0 {
         // SAFETY: the asserts above bound every element the kernels touch,
         // and `lanes > 0` only when the CPU has the instructions.
