@@ -59,13 +59,13 @@ pub mod schedule;
 
 pub use device::{Device, device_from_str, open_device, parse_device};
 pub use error::{ConfigError, DataStreamError, DeviceError, Error, IsaError};
-
-/// The result of model and training functions.
-pub type Result<T> = std::result::Result<T, Error>;
 pub use llm::{LlmHparams, LlmTrainer, Precision};
 pub use resnet::{ResnetHparams, ResnetTrainer};
 pub use runtime::{configure_cpu_threads, tune_cpu_allocator};
 pub use schedule::{DecayKind, LrSchedule};
+
+/// The result of model and training functions.
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// Which implementation runs a model's training step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
