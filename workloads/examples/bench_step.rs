@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
-use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::rng::Rng;
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::{Device, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer};
 
 fn arg(args: &[String], name: &str) -> Option<String> {

@@ -10,10 +10,10 @@
 //! ```
 use std::time::Instant;
 
-use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::cpu::conv::{Conv, Image};
 use referee_workloads::cpu::kernels::Isa;
 use referee_workloads::rng::Rng;
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 
 fn image(rng: &mut Rng, n: usize, h: usize, c: usize, pad: usize) -> Image {
     let mut img = Image::default();

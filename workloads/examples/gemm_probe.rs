@@ -9,9 +9,9 @@
 //! time, which a busy machine's preemptions do not inflate.
 use std::time::Instant;
 
-use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::cpu::dense::{Layout, Threads, matmul};
 use referee_workloads::cpu::kernels::Isa;
+use referee_workloads::runtime::{CpuClock, cpu_seconds};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
