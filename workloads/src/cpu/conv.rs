@@ -457,6 +457,11 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
+    /// Each value's bits: equal vectors mean bitwise-equal results.
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
     fn random_image(seed: u64, n: usize, h: usize, c: usize, pad: usize) -> Image {
         let mut img = Image::default();
         img.ensure(n, h, h, c, pad);
@@ -601,7 +606,6 @@ mod tests {
                 g.grad_weight_as(isa, &x, &dy, &mut plain, false);
                 let mut transposed = vec![0f32; g.weight_len()];
                 g.grad_weight_as(isa, &x, &dy, &mut transposed, true);
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(
                     bits(&transposed),
                     bits(&plain),
@@ -619,7 +623,6 @@ mod tests {
         // of mini_resnet (narrow images, strides, 1x1 and column tails),
         // overwriting and accumulating, and the stride-1 input gradient
         // (the forward on the flipped kernel) with its wider border.
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         for &(k, s, cin, cout, h) in &[
             (3, 1, 1, 16, 28),
             (3, 1, 16, 16, 9),
@@ -651,7 +654,6 @@ mod tests {
         // One GEMM per image (Wᵀ packed once) against one per output row,
         // overwriting and accumulating: the same bits. mini_resnet's strided
         // shapes, and a border on the output gradient (by rows either way).
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         for &(k, cin, cout, h, dy_pad) in &[
             (3, 16, 32, 28, 0),
             (1, 16, 32, 28, 0),
