@@ -3,10 +3,14 @@
 //! CPU. Uses the rayon pool: `RAYON_NUM_THREADS=1` for one thread.
 //!
 //! ```text
-//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one]
+//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold]
 //! ```
 //! `--one`: the calling thread only (`Threads::One`), timed by its CPU
 //! time, which a busy machine's preemptions do not inflate.
+//! `--cold`: before each repetition, 64 MiB are written elsewhere, so that
+//! the operands come from memory as in a training step (where every
+//! product reads what an earlier pass wrote several MiB ago) rather than
+//! from the caches the last repetition filled.
 use std::time::Instant;
 
 use referee_workloads::cpu::dense::{Layout, Threads, matmul};
@@ -28,6 +32,12 @@ fn main() {
     });
     let reps: usize = get("--reps").and_then(|v| v.parse().ok()).unwrap_or(5);
     let one = args.iter().any(|a| a == "--one");
+    let cold = args.iter().any(|a| a == "--cold");
+    let mut flush = if cold {
+        vec![0u8; 64 << 20]
+    } else {
+        Vec::new()
+    };
     let threads = if one { Threads::One } else { Threads::All };
     use Layout::{Normal as N, Transposed as T};
     // (m, n, k, layout of a, layout of b): the mini LLM's products at b16.
@@ -46,7 +56,11 @@ fn main() {
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let mut c = vec![0f32; m * n];
         let mut best = f64::MAX;
-        for _ in 0..reps {
+        for rep in 0..reps {
+            flush
+                .iter_mut()
+                .for_each(|v| *v = v.wrapping_add(rep as u8 | 1));
+            std::hint::black_box(&flush);
             let (t, c0) = (Instant::now(), cpu_seconds(CpuClock::Thread));
             matmul(isa, threads, m, n, k, &a, la, &b, lb, &mut c, false);
             let took = if one {

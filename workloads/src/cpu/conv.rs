@@ -394,7 +394,7 @@ impl Conv {
         let shared = whole && packed.pack(isa, &b, kc);
         let plan = Plan {
             packed_b: shared.then_some(&packed),
-            pack_a: false,
+            ..Plan::default()
         };
         // Adds one output row's columns `dcols` (`ow` pixels × k·k·cin) onto
         // the input gradient's pixels.

@@ -69,6 +69,28 @@ impl Isa {
         (lanes, cols.checked_div(lanes).map_or(0, |v| v * lanes))
     }
 
+    /// Runs `f` compiled for AVX2 and FMA where these kernels are SIMD ones
+    /// and the CPU has both, else as built (the x86-64 baseline: SSE2).
+    /// The element-wise passes (norms, SwiGLU, softmax, cross-entropy,
+    /// RoPE) are plain loops written to vectorise; inlined here, they do so
+    /// 8 lanes wide. Results are bitwise those of the baseline build: Rust
+    /// never fuses a multiply and an add it was not asked to (`fma` only
+    /// makes the instructions available), and vectorising keeps every
+    /// operation and its order.
+    #[inline(always)]
+    pub fn vectorised<R>(self, f: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        if self != Isa::Portable && Isa::Avx2.available() {
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            return unsafe { avx2(f) };
+        }
+        f()
+    }
+
     /// The fastest kind this CPU runs.
     pub fn detect() -> Isa {
         Isa::ALL
@@ -193,6 +215,12 @@ pub struct Plan<'p> {
     /// place, columns 4 KiB or more apart fall into a few cache sets and
     /// evict each other.
     pub pack_a: bool,
+    /// Each register tile's rows meet every column block before the next
+    /// rows (rather than each column block meeting every row of a chunk):
+    /// the tile's rows of A stay in L1 while B's panels stream from L2, and
+    /// the output is written a row at a time. For A in place with its rows
+    /// K apart (a dense `x·W`).
+    pub rows_outer: bool,
 }
 
 /// [`igemm`] with a [`Plan`].
@@ -355,9 +383,6 @@ unsafe fn simd_blocks(
     let groups = balanced(cols / lanes, max_vectors(isa));
     let widest = groups.clone().map(|g| g.1).max().unwrap_or(1);
     let rt = max_rows(isa, widest, a.row_stride, k);
-    // Rows in chunks whose part of A stays in the L2 cache while every
-    // column block passes over it.
-    let chunk = (ROW_CHUNK_FLOATS / k.max(1)).max(32);
     // Where B's rows lie far apart and enough rows of A reuse it to pay for
     // the copy, B is packed first: each column block in consecutive memory
     // (`wmax` values per k), read row by row so that the copy streams. Read
@@ -378,6 +403,13 @@ unsafe fn simd_blocks(
         && rows >= PACK_MIN_ROWS
         && a_spread >= PACK_A_MIN_STRIDE
         && (packed_b_any || b.koff.step.is_some());
+    // Rows in chunks whose part of A stays in the L2 cache while every
+    // column block passes over it (or one tile's rows: `rows_outer`).
+    let chunk = if plan.rows_outer && !pack_a {
+        rt
+    } else {
+        (ROW_CHUNK_FLOATS / k.max(1)).max(32)
+    };
     PANEL.with_borrow_mut(|p| {
         if pack {
             p.fill(b, groups.clone(), lanes, wmax);
@@ -828,12 +860,28 @@ mod x86 {
                     }
                 }
 
+                /// Asks for the output tile's lines while the reduction
+                /// runs, so that its stores (and an accumulating tile's
+                /// loads) find them in L1 rather than wait on L3 or memory.
+                #[inline(always)]
+                unsafe fn prefetch_tile<const R: usize, const FV: usize>(c: *mut f32, c_rs: usize) {
+                    for r in 0..R {
+                        let p = c.wrapping_add(r * c_rs) as *const i8;
+                        // SAFETY: a prefetch never faults, whatever the address.
+                        unsafe {
+                            _mm_prefetch::<_MM_HINT_T0>(p);
+                            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(FV * $lanes * 4 - 4));
+                        }
+                    }
+                }
+
                 /// [`tile`] with pointers stepped through evenly spaced
                 /// operands: the same products summed in the same order.
                 #[target_feature(enable = $feature)]
                 unsafe fn stile<const R: usize, const FV: usize>(t: &STile) {
                     // SAFETY: the caller (igemm) checked every offset.
                     unsafe {
+                        prefetch_tile::<R, FV>(t.c, t.c_rs);
                         let mut acc = [[$zero(); FV]; R];
                         if t.acc {
                             for r in 0..R {
@@ -1104,11 +1152,12 @@ mod tests {
                 };
                 let mut pb = PackedB::default();
                 let packed = pb.pack(isa, &bm, cols);
-                for pack_a in [false, true] {
+                for (pack_a, rows_outer) in [(false, false), (true, false), (false, true)] {
                     for shared in [false, true] {
                         let plan = Plan {
                             packed_b: (shared && packed).then_some(&pb),
                             pack_a,
+                            rows_outer,
                         };
                         let mut got = init.clone();
                         igemm_planned(isa, rows, cols, am, bm, &mut got, cols, acc, plan);
@@ -1118,7 +1167,7 @@ mod tests {
                             .all(|(g, w)| g.to_bits() == w.to_bits());
                         assert!(
                             same,
-                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} shared {shared}",
+                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} rows_outer {rows_outer} shared {shared}",
                             isa.name()
                         );
                     }

@@ -265,24 +265,31 @@ impl Linear<'_> {
 const ROWS_PER_TASK: usize = 32;
 
 /// RMSNorm forward: `y = x · r · g`, `r = 1/sqrt(mean(x²) + eps)` per row (kept).
-fn rms_forward(x: &[f32], d: usize, g: &[f32], eps: f32, y: &mut [f32], r: &mut [f32]) {
+fn rms_forward(isa: Isa, x: &[f32], d: usize, g: &[f32], eps: f32, y: &mut [f32], r: &mut [f32]) {
     y.par_chunks_mut(d * ROWS_PER_TASK)
         .zip(r.par_chunks_mut(ROWS_PER_TASK))
         .zip(x.par_chunks(d * ROWS_PER_TASK))
         .for_each(|((yb, rb), xb)| {
-            for ((yr, rr), xr) in yb.chunks_exact_mut(d).zip(rb).zip(xb.chunks_exact(d)) {
-                let ss = math::dot(xr, xr);
-                let inv = 1.0 / (ss / d as f32 + eps).sqrt();
-                *rr = inv;
-                for ((o, v), gv) in yr.iter_mut().zip(xr).zip(g) {
-                    *o = v * inv * gv;
-                }
-            }
+            isa.vectorised(
+                #[inline(always)]
+                || {
+                    for ((yr, rr), xr) in yb.chunks_exact_mut(d).zip(rb).zip(xb.chunks_exact(d)) {
+                        let ss = math::dot(xr, xr);
+                        let inv = 1.0 / (ss / d as f32 + eps).sqrt();
+                        *rr = inv;
+                        for ((o, v), gv) in yr.iter_mut().zip(xr).zip(g) {
+                            *o = v * inv * gv;
+                        }
+                    }
+                },
+            )
         });
 }
 
 /// RMSNorm backward: `dx += …` and `dg = Σ_rows dy·x·r` (overwrites `dg`).
+#[allow(clippy::too_many_arguments)]
 fn rms_backward(
+    isa: Isa,
     x: &[f32],
     d: usize,
     g: &[f32],
@@ -297,24 +304,29 @@ fn rms_backward(
         .zip(dy.par_chunks(d * ROWS_PER_TASK))
         .zip(r.par_chunks(ROWS_PER_TASK))
         .map(|(((dxb, xb), dyb), rb)| {
-            let mut dgp = vec![0f32; d];
-            for (((dxr, xr), dyr), &inv) in dxb
-                .chunks_exact_mut(d)
-                .zip(xb.chunks_exact(d))
-                .zip(dyb.chunks_exact(d))
-                .zip(rb)
-            {
-                let mut dot = 0f32;
-                for j in 0..d {
-                    dot += g[j] * dyr[j] * xr[j];
-                    dgp[j] += dyr[j] * xr[j] * inv;
-                }
-                let k = dot * inv * inv * inv / d as f32;
-                for j in 0..d {
-                    dxr[j] += inv * g[j] * dyr[j] - xr[j] * k;
-                }
-            }
-            dgp
+            isa.vectorised(
+                #[inline(always)]
+                || {
+                    let mut dgp = vec![0f32; d];
+                    for (((dxr, xr), dyr), &inv) in dxb
+                        .chunks_exact_mut(d)
+                        .zip(xb.chunks_exact(d))
+                        .zip(dyb.chunks_exact(d))
+                        .zip(rb)
+                    {
+                        let mut dot = 0f32;
+                        for j in 0..d {
+                            dot += g[j] * dyr[j] * xr[j];
+                            dgp[j] += dyr[j] * xr[j] * inv;
+                        }
+                        let k = dot * inv * inv * inv / d as f32;
+                        for j in 0..d {
+                            dxr[j] += inv * g[j] * dyr[j] - xr[j] * k;
+                        }
+                    }
+                    dgp
+                },
+            )
         })
         .collect();
     dg.fill(0.0);
@@ -324,38 +336,48 @@ fn rms_backward(
 }
 
 /// SwiGLU on rows of `[gate | up]` (2f wide): `m = silu(gate) · up`.
-fn swiglu_forward(gu: &[f32], f: usize, m: &mut [f32]) {
+fn swiglu_forward(isa: Isa, gu: &[f32], f: usize, m: &mut [f32]) {
     m.par_chunks_mut(f * ROWS_PER_TASK)
         .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
         .for_each(|(mb, gb)| {
-            for (mr, gr) in mb.chunks_exact_mut(f).zip(gb.chunks_exact(2 * f)) {
-                let (gt, up) = gr.split_at(f);
-                for j in 0..f {
-                    mr[j] = gt[j] * math::sigmoid(gt[j]) * up[j];
-                }
-            }
+            isa.vectorised(
+                #[inline(always)]
+                || {
+                    for (mr, gr) in mb.chunks_exact_mut(f).zip(gb.chunks_exact(2 * f)) {
+                        let (gt, up) = gr.split_at(f);
+                        for j in 0..f {
+                            mr[j] = gt[j] * math::sigmoid(gt[j]) * up[j];
+                        }
+                    }
+                },
+            )
         });
 }
 
 /// SwiGLU backward into `dgu` (overwrites).
-fn swiglu_backward(gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
+fn swiglu_backward(isa: Isa, gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
     dgu.par_chunks_mut(2 * f * ROWS_PER_TASK)
         .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
         .zip(dm.par_chunks(f * ROWS_PER_TASK))
         .for_each(|((db, gb), mb)| {
-            for ((dr, gr), mr) in db
-                .chunks_exact_mut(2 * f)
-                .zip(gb.chunks_exact(2 * f))
-                .zip(mb.chunks_exact(f))
-            {
-                let (gt, up) = gr.split_at(f);
-                let (dgt, dup) = dr.split_at_mut(f);
-                for j in 0..f {
-                    let s = math::sigmoid(gt[j]);
-                    dup[j] = mr[j] * gt[j] * s;
-                    dgt[j] = mr[j] * up[j] * (s * (1.0 + gt[j] * (1.0 - s)));
-                }
-            }
+            isa.vectorised(
+                #[inline(always)]
+                || {
+                    for ((dr, gr), mr) in db
+                        .chunks_exact_mut(2 * f)
+                        .zip(gb.chunks_exact(2 * f))
+                        .zip(mb.chunks_exact(f))
+                    {
+                        let (gt, up) = gr.split_at(f);
+                        let (dgt, dup) = dr.split_at_mut(f);
+                        for j in 0..f {
+                            let s = math::sigmoid(gt[j]);
+                            dup[j] = mr[j] * gt[j] * s;
+                            dgt[j] = mr[j] * up[j] * (s * (1.0 + gt[j] * (1.0 - s)));
+                        }
+                    }
+                },
+            )
         });
 }
 
@@ -451,6 +473,7 @@ impl Attention {
 
     /// Rotated q and k of head `hd` of one sequence (`seq`: `[T, 3, H, Dh]`),
     /// with kᵀ, and vᵀ if `with_v`.
+    #[inline]
     fn gather(&self, rope: &Rope, seq: &[f32], hd: usize, b: &mut HeadBufs, with_v: bool) {
         let (t, dh, rs) = (self.t, self.dh, 3 * self.h * self.dh);
         rope.rotate_rows(t, &seq[self.part(0, hd)..], rs, &mut b.q, dh, false);
@@ -517,27 +540,32 @@ impl Attention {
             .zip(probs.par_chunks_mut(h * t * t))
             .zip(qkv.par_chunks(t * 3 * h * dh))
             .for_each(|((o, pr), seq)| {
-                let mut hb = self.bufs();
-                for hd in 0..h {
-                    self.gather(rope, seq, hd, &mut hb, false);
-                    let p = &mut pr[hd * t * t..(hd + 1) * t * t];
-                    for (bi, s, e) in self.blocks() {
-                        // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
-                        let q = (&hb.q[..], 0, dh, &self.dh_cols);
-                        self.product((s, e), e, q, (&hb.kt, 0, &self.t_rows), p, 0, t);
-                        for i in s..e {
-                            let row = &mut p[i * t..(i + 1) * t];
-                            let mx = math::max(&row[..=i]);
-                            let inv = 1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
-                            row[..=i].iter_mut().for_each(|x| *x *= inv);
-                            row[i + 1..].fill(0.0);
+                self.isa.vectorised(
+                    #[inline(always)]
+                    || {
+                        let mut hb = self.bufs();
+                        for hd in 0..h {
+                            self.gather(rope, seq, hd, &mut hb, false);
+                            let p = &mut pr[hd * t * t..(hd + 1) * t * t];
+                            for (bi, s, e) in self.blocks() {
+                                // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
+                                let q = (&hb.q[..], 0, dh, &self.dh_cols);
+                                self.product((s, e), e, q, (&hb.kt, 0, &self.t_rows), p, 0, t);
+                                for i in s..e {
+                                    let row = &mut p[i * t..(i + 1) * t];
+                                    let mx = math::max(&row[..=i]);
+                                    let inv = 1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
+                                    row[..=i].iter_mut().for_each(|x| *x *= inv);
+                                    row[i + 1..].fill(0.0);
+                                }
+                                // O = P V over keys 0..e, into this head's columns of `out`.
+                                let pm = (&p[..], 0, t, &self.cols_to[bi]);
+                                let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
+                                self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
+                            }
                         }
-                        // O = P V over keys 0..e, into this head's columns of `out`.
-                        let pm = (&p[..], 0, t, &self.cols_to[bi]);
-                        let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
-                        self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
-                    }
-                }
+                    },
+                )
             });
     }
 
@@ -550,98 +578,123 @@ impl Attention {
             .zip(dout.par_chunks(t * h * dh))
             .zip(probs.par_chunks(h * t * t))
             .for_each(|(((dseq, seq), dys), pr)| {
-                let mut hb = self.bufs();
-                let (mut dq, mut dk) = (vec![0f32; t * dh], vec![0f32; t * dh]);
-                let mut ds = vec![0f32; t * t];
-                for hd in 0..h {
-                    self.gather(rope, seq, hd, &mut hb, true);
-                    let p = &pr[hd * t * t..(hd + 1) * t * t];
-                    for (bi, s, e) in self.blocks() {
-                        // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
-                        let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
-                        self.product((s, e), e, d_o, (&hb.vt, 0, &self.t_rows), &mut ds, 0, t);
-                        for i in s..e {
-                            let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
-                            let dot = math::dot(&pr_[..=i], &dr[..=i]);
-                            for j in 0..=i {
-                                dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                self.isa.vectorised(
+                    #[inline(always)]
+                    || {
+                        let mut hb = self.bufs();
+                        let (mut dq, mut dk) = (vec![0f32; t * dh], vec![0f32; t * dh]);
+                        let mut ds = vec![0f32; t * t];
+                        for hd in 0..h {
+                            self.gather(rope, seq, hd, &mut hb, true);
+                            let p = &pr[hd * t * t..(hd + 1) * t * t];
+                            for (bi, s, e) in self.blocks() {
+                                // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
+                                let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
+                                self.product(
+                                    (s, e),
+                                    e,
+                                    d_o,
+                                    (&hb.vt, 0, &self.t_rows),
+                                    &mut ds,
+                                    0,
+                                    t,
+                                );
+                                for i in s..e {
+                                    let (pr_, dr) =
+                                        (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
+                                    let dot = math::dot(&pr_[..=i], &dr[..=i]);
+                                    for j in 0..=i {
+                                        dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                                    }
+                                    dr[i + 1..].fill(0.0);
+                                }
+                                // dQ = dS K over keys 0..e (in the rotated frame).
+                                let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
+                                self.product(
+                                    (s, e),
+                                    dh,
+                                    dsm,
+                                    (&hb.k, 0, &self.dh_rows_to[bi]),
+                                    &mut dq,
+                                    0,
+                                    dh,
+                                );
                             }
-                            dr[i + 1..].fill(0.0);
+                            // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
+                            for (bi, s, e) in self.blocks() {
+                                let d_o = BMat {
+                                    data: dys,
+                                    base: s * h * dh + hd * dh,
+                                    koff: &self.hdh_rows_from[bi],
+                                };
+                                let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
+                                igemm(
+                                    self.isa,
+                                    e - s,
+                                    dh,
+                                    self.transposed_from(p, bi, s),
+                                    d_o,
+                                    dv,
+                                    3 * h * dh,
+                                    false,
+                                );
+                                let q = BMat {
+                                    data: &hb.q,
+                                    base: s * dh,
+                                    koff: &self.dh_rows_from[bi],
+                                };
+                                let a = self.transposed_from(&ds, bi, s);
+                                igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
+                            }
+                            let rs = 3 * h * dh;
+                            rope.rotate_rows(t, &dq, dh, &mut dseq[self.part(0, hd)..], rs, true);
+                            rope.rotate_rows(t, &dk, dh, &mut dseq[self.part(1, hd)..], rs, true);
                         }
-                        // dQ = dS K over keys 0..e (in the rotated frame).
-                        let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
-                        self.product(
-                            (s, e),
-                            dh,
-                            dsm,
-                            (&hb.k, 0, &self.dh_rows_to[bi]),
-                            &mut dq,
-                            0,
-                            dh,
-                        );
-                    }
-                    // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
-                    for (bi, s, e) in self.blocks() {
-                        let d_o = BMat {
-                            data: dys,
-                            base: s * h * dh + hd * dh,
-                            koff: &self.hdh_rows_from[bi],
-                        };
-                        let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
-                        igemm(
-                            self.isa,
-                            e - s,
-                            dh,
-                            self.transposed_from(p, bi, s),
-                            d_o,
-                            dv,
-                            3 * h * dh,
-                            false,
-                        );
-                        let q = BMat {
-                            data: &hb.q,
-                            base: s * dh,
-                            koff: &self.dh_rows_from[bi],
-                        };
-                        let a = self.transposed_from(&ds, bi, s);
-                        igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
-                    }
-                    let rs = 3 * h * dh;
-                    rope.rotate_rows(t, &dq, dh, &mut dseq[self.part(0, hd)..], rs, true);
-                    rope.rotate_rows(t, &dk, dh, &mut dseq[self.part(1, hd)..], rs, true);
-                }
+                    },
+                )
             });
     }
 }
 
 /// Sum over rows of the cross-entropy of `logits` (rows of `v`) against
 /// `targets`; with `grad`, each row is replaced by `(softmax − onehot) · scale`.
-fn cross_entropy(logits: &mut [f32], v: usize, targets: &[u32], grad: Option<f32>) -> f64 {
+fn cross_entropy(
+    isa: Isa,
+    logits: &mut [f32],
+    v: usize,
+    targets: &[u32],
+    grad: Option<f32>,
+) -> f64 {
     logits
         .par_chunks_mut(v * ROWS_PER_TASK)
         .zip(targets.par_chunks(ROWS_PER_TASK))
         .map(|(lb, tb)| {
-            let mut loss = 0f64;
-            for (row, &tg) in lb.chunks_exact_mut(v).zip(tb) {
-                let tg = tg as usize;
-                let mx = math::max(row);
-                let target = row[tg];
-                // The gradient overwrites the row anyway; evaluation keeps it.
-                let sum = match grad {
-                    Some(_) => math::exp_in_place(row, mx, 1.0),
-                    None => {
-                        let mut e = row.to_vec();
-                        math::exp_in_place(&mut e, mx, 1.0)
+            isa.vectorised(
+                #[inline(always)]
+                || {
+                    let mut loss = 0f64;
+                    for (row, &tg) in lb.chunks_exact_mut(v).zip(tb) {
+                        let tg = tg as usize;
+                        let mx = math::max(row);
+                        let target = row[tg];
+                        // The gradient overwrites the row anyway; evaluation keeps it.
+                        let sum = match grad {
+                            Some(_) => math::exp_in_place(row, mx, 1.0),
+                            None => {
+                                let mut e = row.to_vec();
+                                math::exp_in_place(&mut e, mx, 1.0)
+                            }
+                        };
+                        loss += f64::from(mx + sum.ln() - target);
+                        if let Some(scale) = grad {
+                            let k = scale / sum;
+                            row.iter_mut().for_each(|x| *x *= k);
+                            row[tg] -= scale;
+                        }
                     }
-                };
-                loss += f64::from(mx + sum.ln() - target);
-                if let Some(scale) = grad {
-                    let k = scale / sum;
-                    row.iter_mut().for_each(|x| *x *= k);
-                    row[tg] -= scale;
-                }
-            }
-            loss
+                    loss
+                },
+            )
         })
         .sum()
 }
@@ -729,6 +782,7 @@ impl Llm {
             sv.r1.resize(rows, 0.0);
             sv.h.resize(rows * d, 0.0);
             rms_forward(
+                self.isa,
                 &sv.x,
                 d,
                 &params[ls.attn_norm..ls.attn_norm + d],
@@ -765,6 +819,7 @@ impl Llm {
             sv.r2.resize(rows, 0.0);
             sv.h2.resize(rows * d, 0.0);
             rms_forward(
+                self.isa,
                 &sv.xm,
                 d,
                 &params[ls.mlp_norm..ls.mlp_norm + d],
@@ -784,7 +839,7 @@ impl Llm {
                 false,
             );
             sv.m.resize(rows * f, 0.0);
-            swiglu_forward(&sv.gu, f, &mut sv.m);
+            swiglu_forward(self.isa, &sv.gu, f, &mut sv.m);
             // The next layer's input (or the final stream): xm + m·Wdown.
             self.x_out.resize(rows * d, 0.0);
             self.x_out.copy_from_slice(&sv.xm);
@@ -802,6 +857,7 @@ impl Llm {
         self.rf.resize(rows, 0.0);
         self.hf.resize(rows * d, 0.0);
         rms_forward(
+            self.isa,
             &self.x_out,
             d,
             &params[s.final_norm..s.final_norm + d],
@@ -833,7 +889,7 @@ impl Llm {
     pub fn loss(&mut self, params: &[f32], tokens: &[u32], targets: &[u32]) -> Result<f32> {
         self.check_targets(tokens, targets)?;
         self.run_forward(params, tokens)?;
-        let total = cross_entropy(&mut self.logits, self.spec.vocab, targets, None);
+        let total = cross_entropy(self.isa, &mut self.logits, self.spec.vocab, targets, None);
         Ok((total / targets.len() as f64) as f32)
     }
 
@@ -867,7 +923,13 @@ impl Llm {
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = tokens.len();
         let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
-        let total = cross_entropy(&mut self.logits, v, targets, Some(1.0 / rows as f32));
+        let total = cross_entropy(
+            self.isa,
+            &mut self.logits,
+            v,
+            targets,
+            Some(1.0 / rows as f32),
+        );
         let embed = &params[s.embed..s.embed + v * d];
         let mut lin = Linear {
             isa: self.isa,
@@ -898,6 +960,7 @@ impl Llm {
         self.dx.resize(rows * d, 0.0);
         self.dx.fill(0.0);
         rms_backward(
+            self.isa,
             &self.x_out,
             d,
             &params[s.final_norm..s.final_norm + d],
@@ -975,7 +1038,7 @@ fn mlp_backward(
         false,
     );
     let dgu = &mut g.dwide[..rows * 2 * f];
-    swiglu_backward(&sv.gu, f, g.dm, dgu);
+    swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu);
     lin.backward_weight(
         rows,
         d,
@@ -996,6 +1059,7 @@ fn mlp_backward(
         false,
     );
     rms_backward(
+        lin.isa,
         &sv.xm,
         d,
         &params[ls.mlp_norm..ls.mlp_norm + d],
@@ -1061,6 +1125,7 @@ fn attention_backward(
         false,
     );
     rms_backward(
+        lin.isa,
         &sv.x,
         d,
         &params[ls.attn_norm..ls.attn_norm + d],
@@ -1069,4 +1134,63 @@ fn attention_backward(
         g.dx,
         &mut grads[ls.attn_norm..ls.attn_norm + d],
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// The row-wise passes run in `Isa::vectorised`'s AVX2 context (8 lanes)
+    /// with the SIMD kernel sets and as built (SSE2) with the portable one:
+    /// every result must be the same bits, or calibrations and the RCPs
+    /// would depend on the CPU. Widths with tails (d 37, f 21, vocab 53).
+    #[test]
+    fn row_wise_passes_give_the_same_bits_vectorised() {
+        let simd = Isa::ALL
+            .into_iter()
+            .find(|i| *i != Isa::Portable && i.available());
+        let Some(simd) = simd else {
+            return; // no SIMD kernels on this CPU: nothing to compare
+        };
+        let mut rng = Rng::new(7);
+        let (rows, d, f, v) = (70, 37, 21, 53);
+        let x = rng.normal_vec(rows * d, 1.5);
+        let g = rng.normal_vec(d, 1.0);
+        let dy = rng.normal_vec(rows * d, 1.0);
+        let gu = rng.normal_vec(rows * 2 * f, 2.0);
+        let dm = rng.normal_vec(rows * f, 1.0);
+        let logits = rng.normal_vec(rows * v, 3.0);
+        let targets: Vec<u32> = (0..rows).map(|i| (i * 31 % v) as u32).collect();
+        let rope = Rope::new(d - 1, rows, 10_000.0);
+        let run = |isa: Isa| {
+            let (mut y, mut r) = (vec![0f32; rows * d], vec![0f32; rows]);
+            rms_forward(isa, &x, d, &g, 1e-5, &mut y, &mut r);
+            let (mut dx, mut dg) = (vec![0.5f32; rows * d], vec![0f32; d]);
+            rms_backward(isa, &x, d, &g, &r, &dy, &mut dx, &mut dg);
+            let mut m = vec![0f32; rows * f];
+            swiglu_forward(isa, &gu, f, &mut m);
+            let mut dgu = vec![0f32; rows * 2 * f];
+            swiglu_backward(isa, &gu, f, &dm, &mut dgu);
+            let mut lg = logits.clone();
+            let loss = cross_entropy(isa, &mut lg, v, &targets, None);
+            let loss_g = cross_entropy(isa, &mut lg, v, &targets, Some(0.01));
+            let mut rot = vec![0f32; rows * d];
+            isa.vectorised(|| rope.rotate_rows(rows, &x, d, &mut rot, d, false));
+            let mut sm = x.clone();
+            let total = isa.vectorised(|| math::exp_in_place(&mut sm, 0.7, 0.3));
+            let mut out = [y, r, dx, dg, m, dgu, lg, rot, sm].concat();
+            out.extend([loss as f32, loss_g as f32, total]);
+            bits(&out)
+        };
+        assert!(
+            run(simd) == run(Isa::Portable),
+            "{}: the vectorised row-wise passes changed a result",
+            simd.name()
+        );
+    }
 }
