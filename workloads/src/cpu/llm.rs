@@ -407,12 +407,25 @@ struct Attention {
 
 const BLOCK: usize = 16;
 
-/// One head's rotated q and k, and the transposes of k and v, `[Dh, T]`.
+/// Every head's rotated q and k (`[H, T, Dh]`), and the transposes of k and
+/// v (`[H, Dh, T]`), of one sequence; for the backward pass also every
+/// head's dQ and dK (`[H, T, Dh]`) and one head's dS (`[T, T]`). Every value
+/// is written before it is read.
+#[derive(Default)]
 struct HeadBufs {
     q: Vec<f32>,
     k: Vec<f32>,
     kt: Vec<f32>,
     vt: Vec<f32>,
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    ds: Vec<f32>,
+}
+
+thread_local! {
+    /// Each thread's [`HeadBufs`], kept from call to call: allocated (and
+    /// zeroed) per sequence, they cost as much as the rotations they hold.
+    static HEAD_BUFS: std::cell::RefCell<HeadBufs> = std::cell::RefCell::default();
 }
 
 impl Attention {
@@ -456,14 +469,26 @@ impl Attention {
             .map(|(b, s)| (b, s, (s + BLOCK).min(self.t)))
     }
 
-    fn bufs(&self) -> HeadBufs {
-        let n = self.t * self.dh;
-        HeadBufs {
-            q: vec![0f32; n],
-            k: vec![0f32; n],
-            kt: vec![0f32; n],
-            vt: vec![0f32; n],
-        }
+    /// Runs `f` on this thread's [`HeadBufs`], grown to this attention's
+    /// sizes (with the backward pass's buffers where `backward`).
+    fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
+        let n = self.h * self.t * self.dh;
+        HEAD_BUFS.with_borrow_mut(|b| {
+            let grow = |v: &mut Vec<f32>, len: usize| {
+                if v.len() < len {
+                    v.resize(len, 0.0);
+                }
+            };
+            for v in [&mut b.q, &mut b.k, &mut b.kt, &mut b.vt] {
+                grow(v, n);
+            }
+            if backward {
+                grow(&mut b.dq, n);
+                grow(&mut b.dk, n);
+                grow(&mut b.ds, self.t * self.t);
+            }
+            f(b)
+        })
     }
 
     /// Offset of head `hd`'s q (`part` 0), k (1) or v (2) at position 0 of a sequence.
@@ -471,22 +496,28 @@ impl Attention {
         (part * self.h + hd) * self.dh
     }
 
-    /// Rotated q and k of head `hd` of one sequence (`seq`: `[T, 3, H, Dh]`),
-    /// with kᵀ, and vᵀ if `with_v`.
-    #[inline]
-    fn gather(&self, rope: &Rope, seq: &[f32], hd: usize, b: &mut HeadBufs, with_v: bool) {
-        let (t, dh, rs) = (self.t, self.dh, 3 * self.h * self.dh);
-        rope.rotate_rows(t, &seq[self.part(0, hd)..], rs, &mut b.q, dh, false);
-        rope.rotate_rows(t, &seq[self.part(1, hd)..], rs, &mut b.k, dh, false);
-        let v = &seq[self.part(2, hd)..];
-        for p in 0..t {
-            for i in 0..dh {
-                b.kt[i * t + p] = b.k[p * dh + i];
+    /// Rotated q and k of every head of one sequence (`seq`: `[T, 3, H,
+    /// Dh]`), with kᵀ, and vᵀ if `with_v`. The sequence is read a row at a
+    /// time, in order: read a head at a time, each of its rows (3·H·Dh
+    /// floats apart) missed the cache, and RoPE cost more than the
+    /// attention's products.
+    #[inline(always)]
+    fn gather(&self, rope: &Rope, seq: &[f32], b: &mut HeadBufs, with_v: bool) {
+        let (t, h, dh, rs) = (self.t, self.h, self.dh, 3 * self.h * self.dh);
+        let n = t * dh;
+        for (p, row) in seq.chunks_exact(rs).take(t).enumerate() {
+            for hd in 0..h {
+                let o = hd * n + p * dh;
+                rope.rotate(p, &row[self.part(0, hd)..], &mut b.q[o..o + dh], false);
+                rope.rotate(p, &row[self.part(1, hd)..], &mut b.k[o..o + dh], false);
             }
+        }
+        for hd in 0..h {
+            let kt = &mut b.kt[hd * n..(hd + 1) * n];
+            transpose_into(&b.k[hd * n..(hd + 1) * n], t, dh, dh, kt, t);
             if with_v {
-                for i in 0..dh {
-                    b.vt[i * t + p] = v[p * rs + i];
-                }
+                let vt = &mut b.vt[hd * n..(hd + 1) * n];
+                transpose_into(&seq[self.part(2, hd)..], t, dh, rs, vt, t);
             }
         }
     }
@@ -543,27 +574,31 @@ impl Attention {
                 self.isa.vectorised(
                     #[inline(always)]
                     || {
-                        let mut hb = self.bufs();
-                        for hd in 0..h {
-                            self.gather(rope, seq, hd, &mut hb, false);
-                            let p = &mut pr[hd * t * t..(hd + 1) * t * t];
-                            for (bi, s, e) in self.blocks() {
-                                // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
-                                let q = (&hb.q[..], 0, dh, &self.dh_cols);
-                                self.product((s, e), e, q, (&hb.kt, 0, &self.t_rows), p, 0, t);
-                                for i in s..e {
-                                    let row = &mut p[i * t..(i + 1) * t];
-                                    let mx = math::max(&row[..=i]);
-                                    let inv = 1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
-                                    row[..=i].iter_mut().for_each(|x| *x *= inv);
-                                    row[i + 1..].fill(0.0);
+                        self.with_bufs(false, |hb| {
+                            self.gather(rope, seq, hb, false);
+                            let n = t * dh;
+                            for hd in 0..h {
+                                let p = &mut pr[hd * t * t..(hd + 1) * t * t];
+                                let (q, kt) = (&hb.q[hd * n..], &hb.kt[hd * n..]);
+                                for (bi, s, e) in self.blocks() {
+                                    // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
+                                    let q = (q, 0, dh, &self.dh_cols);
+                                    self.product((s, e), e, q, (kt, 0, &self.t_rows), p, 0, t);
+                                    for i in s..e {
+                                        let row = &mut p[i * t..(i + 1) * t];
+                                        let mx = math::max(&row[..=i]);
+                                        let inv =
+                                            1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
+                                        row[..=i].iter_mut().for_each(|x| *x *= inv);
+                                        row[i + 1..].fill(0.0);
+                                    }
+                                    // O = P V over keys 0..e, into this head's columns of `out`.
+                                    let pm = (&p[..], 0, t, &self.cols_to[bi]);
+                                    let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
+                                    self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
                                 }
-                                // O = P V over keys 0..e, into this head's columns of `out`.
-                                let pm = (&p[..], 0, t, &self.cols_to[bi]);
-                                let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
-                                self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
                             }
-                        }
+                        })
                     },
                 )
             });
@@ -581,78 +616,129 @@ impl Attention {
                 self.isa.vectorised(
                     #[inline(always)]
                     || {
-                        let mut hb = self.bufs();
-                        let (mut dq, mut dk) = (vec![0f32; t * dh], vec![0f32; t * dh]);
-                        let mut ds = vec![0f32; t * t];
-                        for hd in 0..h {
-                            self.gather(rope, seq, hd, &mut hb, true);
-                            let p = &pr[hd * t * t..(hd + 1) * t * t];
-                            for (bi, s, e) in self.blocks() {
-                                // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
-                                let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
-                                self.product(
-                                    (s, e),
-                                    e,
-                                    d_o,
-                                    (&hb.vt, 0, &self.t_rows),
-                                    &mut ds,
-                                    0,
-                                    t,
-                                );
-                                for i in s..e {
-                                    let (pr_, dr) =
-                                        (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
-                                    let dot = math::dot(&pr_[..=i], &dr[..=i]);
-                                    for j in 0..=i {
-                                        dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                        self.with_bufs(true, |hb| {
+                            self.gather(rope, seq, hb, true);
+                            let n = t * dh;
+                            let ds = &mut hb.ds[..t * t];
+                            for hd in 0..h {
+                                let p = &pr[hd * t * t..(hd + 1) * t * t];
+                                let (q, k, vt) =
+                                    (&hb.q[hd * n..], &hb.k[hd * n..], &hb.vt[hd * n..]);
+                                // This head's dQ and dK, in the rotated frame.
+                                let dq = &mut hb.dq[hd * n..(hd + 1) * n];
+                                let dk = &mut hb.dk[hd * n..(hd + 1) * n];
+                                for (bi, s, e) in self.blocks() {
+                                    // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
+                                    let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
+                                    self.product((s, e), e, d_o, (vt, 0, &self.t_rows), ds, 0, t);
+                                    for i in s..e {
+                                        let (pr_, dr) =
+                                            (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
+                                        let dot = math::dot(&pr_[..=i], &dr[..=i]);
+                                        for j in 0..=i {
+                                            dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                                        }
+                                        dr[i + 1..].fill(0.0);
                                     }
-                                    dr[i + 1..].fill(0.0);
+                                    // dQ = dS K over keys 0..e (in the rotated frame).
+                                    let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
+                                    self.product(
+                                        (s, e),
+                                        dh,
+                                        dsm,
+                                        (k, 0, &self.dh_rows_to[bi]),
+                                        dq,
+                                        0,
+                                        dh,
+                                    );
                                 }
-                                // dQ = dS K over keys 0..e (in the rotated frame).
-                                let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
-                                self.product(
-                                    (s, e),
-                                    dh,
-                                    dsm,
-                                    (&hb.k, 0, &self.dh_rows_to[bi]),
-                                    &mut dq,
-                                    0,
-                                    dh,
-                                );
+                                // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
+                                for (bi, s, e) in self.blocks() {
+                                    let d_o = BMat {
+                                        data: dys,
+                                        base: s * h * dh + hd * dh,
+                                        koff: &self.hdh_rows_from[bi],
+                                    };
+                                    let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
+                                    igemm(
+                                        self.isa,
+                                        e - s,
+                                        dh,
+                                        self.transposed_from(p, bi, s),
+                                        d_o,
+                                        dv,
+                                        3 * h * dh,
+                                        false,
+                                    );
+                                    let q = BMat {
+                                        data: q,
+                                        base: s * dh,
+                                        koff: &self.dh_rows_from[bi],
+                                    };
+                                    let a = self.transposed_from(ds, bi, s);
+                                    igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
+                                }
                             }
-                            // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
-                            for (bi, s, e) in self.blocks() {
-                                let d_o = BMat {
-                                    data: dys,
-                                    base: s * h * dh + hd * dh,
-                                    koff: &self.hdh_rows_from[bi],
-                                };
-                                let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
-                                igemm(
-                                    self.isa,
-                                    e - s,
-                                    dh,
-                                    self.transposed_from(p, bi, s),
-                                    d_o,
-                                    dv,
-                                    3 * h * dh,
-                                    false,
-                                );
-                                let q = BMat {
-                                    data: &hb.q,
-                                    base: s * dh,
-                                    koff: &self.dh_rows_from[bi],
-                                };
-                                let a = self.transposed_from(&ds, bi, s);
-                                igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
+                            // Back to the sequence's frame, a row at a time (as gather reads).
+                            for (p, row) in dseq.chunks_exact_mut(3 * h * dh).take(t).enumerate() {
+                                for hd in 0..h {
+                                    let o = hd * n + p * dh;
+                                    rope.rotate(
+                                        p,
+                                        &hb.dq[o..o + dh],
+                                        &mut row[self.part(0, hd)..],
+                                        true,
+                                    );
+                                    rope.rotate(
+                                        p,
+                                        &hb.dk[o..o + dh],
+                                        &mut row[self.part(1, hd)..],
+                                        true,
+                                    );
+                                }
                             }
-                            let rs = 3 * h * dh;
-                            rope.rotate_rows(t, &dq, dh, &mut dseq[self.part(0, hd)..], rs, true);
-                            rope.rotate_rows(t, &dk, dh, &mut dseq[self.part(1, hd)..], rs, true);
-                        }
+                        })
                     },
                 )
             });
+    }
+}
+
+/// `dst[c·dst_stride + r] = src[r·src_stride + c]` for `r < rows`,
+/// `c < cols`: in 8 × 8 blocks, each read as 8 rows of 8 and written as
+/// 8 columns of 8 (a head's `[T, Dh]` to `[Dh, T]`).
+#[inline(always)]
+fn transpose_into(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    src_stride: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+) {
+    const B: usize = 8;
+    for r0 in (0..rows).step_by(B) {
+        for c0 in (0..cols).step_by(B) {
+            if r0 + B <= rows && c0 + B <= cols {
+                let mut blk = [[0f32; B]; B];
+                for (i, row) in blk.iter_mut().enumerate() {
+                    let s = (r0 + i) * src_stride + c0;
+                    row.copy_from_slice(&src[s..s + B]);
+                }
+                for j in 0..B {
+                    let d = (c0 + j) * dst_stride + r0;
+                    for (o, row) in dst[d..d + B].iter_mut().zip(&blk) {
+                        *o = row[j];
+                    }
+                }
+            } else {
+                for r in r0..(r0 + B).min(rows) {
+                    for c in c0..(c0 + B).min(cols) {
+                        dst[c * dst_stride + r] = src[r * src_stride + c];
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1143,6 +1229,27 @@ mod tests {
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn transpose_into_moves_every_value_once() {
+        // Whole 8 × 8 blocks and both tails; strides wider than the rows.
+        for &(rows, cols) in &[(16, 8), (13, 11), (8, 21), (5, 3)] {
+            let (ss, ds) = (cols + 3, rows + 2);
+            let src: Vec<f32> = (0..rows * ss).map(|i| i as f32).collect();
+            let mut dst = vec![-1f32; cols * ds];
+            transpose_into(&src, rows, cols, ss, &mut dst, ds);
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(dst[c * ds + r], src[r * ss + c], "{rows}x{cols} ({r}, {c})");
+                }
+            }
+            // Outside the rows × cols block nothing is written.
+            let untouched = (0..cols * ds)
+                .filter(|i| i % ds >= rows)
+                .all(|i| dst[i] == -1.0);
+            assert!(untouched, "{rows}x{cols}: wrote past a column");
+        }
     }
 
     /// The row-wise passes run in `Isa::vectorised`'s AVX2 context (8 lanes)
