@@ -455,12 +455,8 @@ thread_local! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::test_util::bits;
     use crate::rng::Rng;
-
-    /// Each value's bits: equal vectors mean bitwise-equal results.
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|f| f.to_bits()).collect()
-    }
 
     fn random_image(seed: u64, n: usize, h: usize, c: usize, pad: usize) -> Image {
         let mut img = Image::default();

@@ -1225,11 +1225,8 @@ fn attention_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::test_util::bits;
     use crate::rng::Rng;
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|x| x.to_bits()).collect()
-    }
 
     #[test]
     fn transpose_into_moves_every_value_once() {

@@ -19,3 +19,13 @@ pub mod norm;
 pub mod resnet;
 
 pub use kernels::Isa;
+
+/// Shared by the engine's unit tests.
+#[cfg(test)]
+mod test_util {
+    /// Each value's bits: equal vectors mean bitwise-equal results (what the
+    /// engine's variants of one kernel set must give).
+    pub fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+}

@@ -559,11 +559,8 @@ pub fn fold_running_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::test_util::bits;
     use crate::rng::Rng;
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|f| f.to_bits()).collect()
-    }
 
     #[test]
     fn blocked_channel_loops_give_bitwise_the_plain_ones() {
