@@ -36,6 +36,8 @@ impl Rope {
     }
 
     /// Rotates `src` (one head vector at position `t`) into `dst`; `inverse` applies the transpose.
+    /// (Always inlined: the CPU engine calls it inside its AVX2 context, see
+    /// `cpu::Isa::vectorised`.)
     #[inline(always)]
     pub fn rotate(&self, t: usize, src: &[f32], dst: &mut [f32], inverse: bool) {
         let h = self.dh / 2;
@@ -52,9 +54,6 @@ impl Rope {
 
     /// [`Rope::rotate`] of `rows` head vectors at positions `0..rows`: row
     /// `p` of `src` starts at `p * src_stride`, of `dst` at `p * dst_stride`.
-    /// (Inlined: the CPU engine calls it inside its AVX2 context, see
-    /// `Isa::vectorised`.)
-    #[inline(always)]
     pub fn rotate_rows(
         &self,
         rows: usize,
