@@ -60,8 +60,9 @@ pub fn matmul(
             &bt
         }
     };
-    // A long reduction goes in blocks of K_BLOCK, each adding to the last,
-    // so that the kernel's panels of A and B stay in the L2 cache.
+    // A long reduction goes in blocks of K_BLOCK (K_BLOCK_TRANSPOSED_A for
+    // a transposed A), each adding to the last, so that the kernel's panels
+    // of A and B stay in the caches.
     let kbl = match a_layout {
         Layout::Transposed => K_BLOCK_TRANSPOSED_A,
         Layout::Normal => K_BLOCK,
@@ -180,24 +181,74 @@ const K_BLOCK_TRANSPOSED_A: usize = 256;
 /// The `cols × rows` transpose of a row-major `rows × cols` matrix.
 pub fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut t = vec![0f32; rows * cols];
-    // Tiles keep both sides in cache.
-    const TILE: usize = 32;
-    for r0 in (0..rows).step_by(TILE) {
-        for c0 in (0..cols).step_by(TILE) {
-            for r in r0..(r0 + TILE).min(rows) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    t[c * rows + r] = v[r * cols + c];
+    transpose_into(v, rows, cols, cols, &mut t, rows);
+    t
+}
+
+/// `dst[c·dst_stride + r] = src[r·src_stride + c]` for `r < rows`,
+/// `c < cols`: in 8 × 8 blocks, each read as 8 rows of 8 and written as
+/// 8 columns of 8 (a head's `[T, Dh]` to `[Dh, T]`, a
+/// weight to its transpose).
+#[inline(always)]
+pub fn transpose_into(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    src_stride: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+) {
+    const B: usize = 8;
+    for r0 in (0..rows).step_by(B) {
+        for c0 in (0..cols).step_by(B) {
+            if r0 + B <= rows && c0 + B <= cols {
+                let mut blk = [[0f32; B]; B];
+                for (i, row) in blk.iter_mut().enumerate() {
+                    let s = (r0 + i) * src_stride + c0;
+                    row.copy_from_slice(&src[s..s + B]);
+                }
+                for j in 0..B {
+                    let d = (c0 + j) * dst_stride + r0;
+                    for (o, row) in dst[d..d + B].iter_mut().zip(&blk) {
+                        *o = row[j];
+                    }
+                }
+            } else {
+                for r in r0..(r0 + B).min(rows) {
+                    for c in c0..(c0 + B).min(cols) {
+                        dst[c * dst_stride + r] = src[r * src_stride + c];
+                    }
                 }
             }
         }
     }
-    t
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    #[test]
+    fn transpose_into_moves_every_value_once() {
+        // Whole 8 × 8 blocks and both tails; strides wider than the rows.
+        for &(rows, cols) in &[(16, 8), (13, 11), (8, 21), (5, 3)] {
+            let (ss, ds) = (cols + 3, rows + 2);
+            let src: Vec<f32> = (0..rows * ss).map(|i| i as f32).collect();
+            let mut dst = vec![-1f32; cols * ds];
+            transpose_into(&src, rows, cols, ss, &mut dst, ds);
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(dst[c * ds + r], src[r * ss + c], "{rows}x{cols} ({r}, {c})");
+                }
+            }
+            // Outside the rows × cols block nothing is written.
+            let untouched = (0..cols * ds)
+                .filter(|i| i % ds >= rows)
+                .all(|i| dst[i] == -1.0);
+            assert!(untouched, "{rows}x{cols}: wrote past a column");
+        }
+    }
 
     #[test]
     fn transpose_round_trips() {
