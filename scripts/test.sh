@@ -6,6 +6,9 @@ scripts/setup.sh --for-tests
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$PWD/.venv/bin:$PATH"
 export REFEREE_DATA_DIR="${REFEREE_DATA_DIR:-$PWD/data}"
+# The CPU planner's measured choices (docs/running.md): the tests keep
+# theirs under target/, not in the user's ~/.cache.
+export REFEREE_CPU_PLAN_FILE="${REFEREE_CPU_PLAN_FILE:-$PWD/target/test-cpu-plans.json}"
 cargo build --release -p referee-harness
 target/release/referee data prepare fashion_mnist
 target/release/referee data prepare shakespeare

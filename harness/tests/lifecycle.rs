@@ -192,6 +192,7 @@ fn plan(bench: &'static Synthetic, out: &Path, config: Value) -> RunPlan {
         peak_flops: None,
         throughput: None,
         step_delay_ms: 0,
+        cpu_plan: Default::default(),
     }
 }
 

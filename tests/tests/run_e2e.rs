@@ -430,3 +430,104 @@ fn engine_choice_is_recorded() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--features graph"), "{}", stderr(&o));
 }
+
+/// The CPU engine's products are planned by measuring them once per
+/// machine (CPU model, kernels, threads), during the initialisation; the
+/// choices go to the plan file and the log's provenance says each one and
+/// where it came from. A second run reads them instead of measuring; a
+/// malformed file only warns and is replaced; `REFEREE_CPU_PLAN=fixed`
+/// measures nothing; an unknown mode is a usage error.
+#[test]
+fn cpu_plans_are_measured_once_and_recorded() {
+    let data = data_dir(&["shakespeare"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("plans").join("cpu-plans.json");
+    let run = |name: &str, mode: Option<&str>| {
+        let out = tmp.path().join(name);
+        let mut cmd = Command::new(referee_bin());
+        cmd.env("REFEREE_CPU_PLAN_FILE", &file)
+            .env_remove("REFEREE_CPU_PLAN")
+            .env_remove("REFEREE_CPU_KERNELS")
+            .args(["run", "mini_llm", "--runs", "1", "-j", "1", "--seed", SEED])
+            .args(["--no-cache-clear", "--quiet"])
+            .args(["--set", "total_steps=2", "--set", "warmup_steps=1", "--out"])
+            .arg(&out)
+            .arg("--data-dir")
+            .arg(&data);
+        if let Some(m) = mode {
+            cmd.env("REFEREE_CPU_PLAN", m);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
+        let text = std::fs::read_to_string(out.join("result_0.txt")).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains("\"key\": \"referee_provenance\""))
+            .expect("provenance");
+        let event: serde_json::Value =
+            serde_json::from_str(line.trim_start_matches(":::MLLOG ")).unwrap();
+        event["value"]["cpu_plan"].clone()
+    };
+    let froms = |p: &serde_json::Value| -> Vec<String> {
+        p["products"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["from"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let first = run("first", None);
+    assert_eq!(first["mode"], "measure");
+    assert_eq!(first["threads"], 1);
+    assert_eq!(first["file"], file.to_str().unwrap());
+    assert!(first["cpu"].as_str().is_some_and(|c| !c.is_empty()));
+    let n = froms(&first).len();
+    // mini_llm's step: 15 product shapes.
+    assert_eq!(n, 15, "{first}");
+    assert!(froms(&first).iter().all(|f| f == "measured"), "{first}");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    assert_eq!(doc["machines"][0]["threads"], 1);
+    assert_eq!(doc["machines"][0]["products"].as_array().unwrap().len(), n);
+
+    // Read, not measured again; the file is left as it was.
+    let second = run("second", None);
+    assert_eq!(froms(&second), vec!["file".to_string(); n], "{second}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), saved);
+
+    // fixed: nothing measured or read.
+    let fixed = run("fixed", Some("fixed"));
+    assert_eq!(fixed["mode"], "fixed");
+    assert_eq!(fixed["products"], serde_json::json!([]));
+
+    // A malformed file: a warning naming the file and line, and a new file.
+    std::fs::write(
+        &file,
+        "{\"format\": \"referee-cpu-plans/1\",\n\"machines\": [}",
+    )
+    .unwrap();
+    let again = run("malformed", None);
+    let warning = again["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.starts_with(&format!("{}:2:", file.display())),
+        "{warning}"
+    );
+    assert!(froms(&again).iter().all(|f| f == "measured"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(doc["machines"][0]["products"].as_array().unwrap().len(), n);
+
+    let o = Command::new(referee_bin())
+        .env("REFEREE_CPU_PLAN", "sometimes")
+        .args(["run", "mini_llm", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("REFEREE_CPU_PLAN=sometimes"),
+        "{}",
+        stderr(&o)
+    );
+}

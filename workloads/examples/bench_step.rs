@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
-//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N] [--digest]
+//!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
+//!     [--plan measure|fixed] [--digest]
 //! ```
+//! `--plan`: the LLM's products planned by measuring them first (`measure`,
+//! the default, as `referee run` does; its choices on stderr) or the
+//! hand-chosen blocking (`fixed`); both train bitwise the same.
 //! Prints one JSON object per (model, batch): median / min ms per step and samples/s,
 //! and `cpu_ms`, the median CPU time of the process per step (all threads;
 //! rayon's idle workers spin a little): with `--threads 1` on a busy
@@ -13,6 +17,7 @@
 
 use std::time::Instant;
 
+use referee_workloads::cpu::planner::{self, Mode};
 use referee_workloads::rng::Rng;
 use referee_workloads::runtime::{CpuClock, cpu_seconds};
 use referee_workloads::{Device, LlmHparams, LlmTrainer, ResnetHparams, ResnetTrainer};
@@ -61,6 +66,12 @@ fn main() -> anyhow::Result<()> {
     let batches: Option<Vec<usize>> =
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let digest = args.iter().any(|a| a == "--digest");
+    let plan = match arg(&args, "--plan").as_deref() {
+        None | Some("measure") => Mode::Measure,
+        Some("fixed") => Mode::Fixed,
+        Some(other) => anyhow::bail!("--plan {other}: expected measure or fixed"),
+    };
+    planner::set_mode(plan);
     let dev = Device::Cpu;
     let mut rng = Rng::new(1);
 
@@ -107,6 +118,14 @@ fn main() -> anyhow::Result<()> {
                 ..Default::default()
             };
             let mut tr = LlmTrainer::new(&hp, 0, &dev)?;
+            tr.prepare(b)?;
+            if plan == Mode::Measure {
+                let isa = referee_workloads::cpu::Isa::detect();
+                for e in planner::export(isa, threads) {
+                    let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
+                    eprintln!("plan {}: {:?} (time vs default {g})", e.shape, e.blocking);
+                }
+            }
             let n = b * hp.seq_len;
             let toks: Vec<u32> = (0..n + 1)
                 .map(|_| rng.below(hp.vocab_size) as u32)

@@ -130,6 +130,14 @@ pub trait Trainer: Send {
     fn current_lr(&self) -> f64;
     /// sha256 of the initial weights (the same seed gives the same hash).
     fn weights_sha256(&self) -> String;
+    /// Readies the engine before the clock starts (the initialisation),
+    /// for steps of `local_samples` samples: where the CPU planner measures
+    /// ([`crate::cpu::planner::Mode::Measure`]), every product of a step is
+    /// planned now rather than inside the timed region. Changes no weight,
+    /// optimizer state or data order.
+    fn prepare(&mut self, _local_samples: usize) -> Result<()> {
+        Ok(())
+    }
 }
 
 fn batch_error(which: &str) -> crate::Error {
@@ -553,6 +561,9 @@ impl Trainer for LlmRun {
     }
     fn apply_gradients(&mut self, flat: &[f32]) -> Result<()> {
         self.0.apply_gradients(flat)
+    }
+    fn prepare(&mut self, local_samples: usize) -> Result<()> {
+        self.0.prepare(local_samples)
     }
     fn evaluate(&mut self, batches: &mut dyn Iterator<Item = Batch>) -> Result<f64> {
         let mut it = batches.filter_map(|b| match b {

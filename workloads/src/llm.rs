@@ -389,6 +389,24 @@ impl LlmTrainer {
     }
 
     /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
+    /// Readies the CPU engine before the clock starts: where the planner
+    /// measures ([`cpu::planner::Mode::Measure`]), one forward and backward
+    /// pass over `local` synthetic sequences (every token 0), so that every
+    /// product of a step (and of an evaluation, in pieces of the same size)
+    /// is planned before `run_start`. The weights, the optimizer and the data
+    /// are untouched; the engine's buffers are rewritten before every read.
+    pub fn prepare(&mut self, local: usize) -> Result<()> {
+        if let Run::Cpu(e) = &mut self.run
+            && local > 0
+            && cpu::planner::mode() == cpu::planner::Mode::Measure
+        {
+            let tokens = vec![0u32; local * self.hp.seq_len];
+            let mut grads = vec![0f32; self.params.len()];
+            e.gradients(self.params.flat(), &tokens, &tokens, &mut grads)?;
+        }
+        Ok(())
+    }
+
     pub fn train_step(&mut self, inputs: &[u32], targets: &[u32]) -> Result<StepOutput> {
         let lr = self.current_lr();
         let (loss, grads) = self.compute_gradients(inputs, targets)?;

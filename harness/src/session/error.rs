@@ -56,6 +56,10 @@ pub enum SessionError {
     Device { given: String, message: String },
     #[error("--device {given}: {source}")]
     Gpu { given: String, source: GpuError },
+    #[error(
+        "REFEREE_CPU_PLAN={given}: expected measure (time the CPU products once per machine, the default) or fixed (the hand-chosen blocking)"
+    )]
+    CpuPlanMode { given: String },
     /// No engine for the device (`REFEREE_CPU_KERNELS`; the model
     /// library's message).
     #[error("{0}")]

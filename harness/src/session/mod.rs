@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod clock;
 pub mod collective;
+pub mod cpu_plans;
 pub mod error;
 pub mod gpu;
 pub mod launch;

@@ -8,6 +8,7 @@
 
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
+use crate::session::cpu_plans::CpuPlanSetting;
 use crate::session::error::SessionError;
 use crate::session::gpu::GpuInfo;
 use crate::session::launch::Placement;
@@ -199,6 +200,7 @@ impl SessionConfig {
         plan.throughput = throughput;
         plan.step_delay_ms = a.step_delay_ms;
         plan.peak_flops = gpu.as_ref().and_then(|g| g.peak_flops());
+        plan.cpu_plan = CpuPlanSetting::from_env()?;
         Ok(SessionConfig {
             plan,
             seeds,
@@ -249,6 +251,7 @@ pub fn build_plan(
         peak_flops: None,
         throughput: None,
         step_delay_ms: 0,
+        cpu_plan: CpuPlanSetting::default(),
     }
 }
 

@@ -70,6 +70,9 @@ impl Observer for RunProgress {
     fn phase(&self, what: &str) {
         self.pb.set_message(what.to_string());
     }
+    fn warn(&self, what: &str) {
+        self.pb.println(format!("warning: {what}"));
+    }
     fn step(&self, samples: u64, max: u64, loss: f32, sps: f64) {
         if self.pb.length() != Some(max) {
             self.pb.set_length(max);

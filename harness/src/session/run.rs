@@ -26,6 +26,7 @@ use crate::provenance::CodeIdentity;
 use crate::session::cache::{CacheClear, drop_page_cache};
 use crate::session::clock::Clock;
 use crate::session::collective::Collective;
+use crate::session::cpu_plans::{CpuPlanRun, cpu_name};
 use crate::session::error::{CommError, ModelError, SessionError};
 use crate::session::logger::{IntoValue, MlLogger};
 use referee_rules::value::{Dict, Value};
@@ -65,6 +66,9 @@ pub struct RunPlan {
     pub throughput: Option<ThroughputPlan>,
     /// An artificial delay added to every step (to test regression gates).
     pub step_delay_ms: u64,
+    /// How the CPU engine's products are planned (measured once per
+    /// machine, or the hand-chosen blocking).
+    pub cpu_plan: crate::session::cpu_plans::CpuPlanSetting,
 }
 
 /// `--mode throughput --steps S --window A..B`.
@@ -130,6 +134,8 @@ pub struct RunResult {
 /// Progress notifications (the CLI draws a progress bar from them).
 pub trait Observer {
     fn phase(&self, _what: &str) {}
+    /// Something the run goes on despite (it costs time, not a result).
+    fn warn(&self, _what: &str) {}
     fn step(&self, _samples: u64, _max_samples: u64, _loss: f32, _samples_per_second: f64) {}
     fn eval(&self, _samples: u64, _metric: f64) {}
 }
@@ -339,18 +345,42 @@ fn initialise(
         plan.bench.linear_precision(&plan.config),
         &[],
     );
+    // The CPU planner's choices measured on this machine before, if any.
+    let mut cpu_plan = match plan.engine {
+        referee_workloads::Engine::Cpu(isa) => Some(CpuPlanRun::begin(
+            &plan.cpu_plan,
+            isa,
+            rayon::current_num_threads(),
+            cpu_name(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()),
+        )),
+        referee_workloads::Engine::Graph => None,
+    };
     obs.phase("building the model");
-    let trainer = plan
+    let build_error = |e: referee_workloads::Error| SessionError::Build {
+        benchmark: spec.name,
+        source: e.into(),
+    };
+    let mut trainer = plan
         .bench
         .build(&plan.config, seed, &plan.device, plan.engine)
-        .map_err(|e| SessionError::Build {
-            benchmark: spec.name,
-            source: e.into(),
-        })?;
+        .map_err(build_error)?;
     let weights = trainer.weights_sha256();
+    let cpu_plan = match &mut cpu_plan {
+        Some(p) => {
+            obs.phase("planning the CPU products");
+            let local = plan.bench.global_batch_size(&plan.config) / coll.world_size().max(1);
+            trainer.prepare(local).map_err(build_error)?;
+            let record = p.finish();
+            for w in &p.warnings {
+                obs.warn(w);
+            }
+            Some(record)
+        }
+        None => None,
+    };
     log.event(
         "referee_provenance",
-        provenance_value(plan, seed, &weights, coll.world_size()),
+        provenance_value(plan, seed, &weights, coll.world_size(), cpu_plan),
         &[],
     );
     log.event(
@@ -369,7 +399,13 @@ fn initialise(
 }
 
 /// The `referee_provenance` event: what produced this run.
-fn provenance_value(plan: &RunPlan, seed: u64, weights: &str, world_size: usize) -> Value {
+fn provenance_value(
+    plan: &RunPlan,
+    seed: u64,
+    weights: &str,
+    world_size: usize,
+    cpu_plan: Option<serde_json::Value>,
+) -> Value {
     let strings = |m: &BTreeMap<String, String>| {
         let mut d = Dict::new();
         for (k, v) in m {
@@ -377,7 +413,7 @@ fn provenance_value(plan: &RunPlan, seed: u64, weights: &str, world_size: usize)
         }
         Value::Dict(d)
     };
-    value_dict(vec![
+    let mut pairs = vec![
         (
             "referee_version",
             Value::str(plan.code.referee_version.clone()),
@@ -396,7 +432,11 @@ fn provenance_value(plan: &RunPlan, seed: u64, weights: &str, world_size: usize)
         ("engine", Value::str(plan.engine.name())),
         ("world_size", Value::Int(world_size as i64)),
         ("environment", strings(&plan.env)),
-    ])
+    ];
+    if let Some(p) = cpu_plan {
+        pairs.push(("cpu_plan", json_to_value(&p)));
+    }
+    value_dict(pairs)
 }
 
 /// With several ranks: every rank must start from the same weights (the

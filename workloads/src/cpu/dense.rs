@@ -2,11 +2,13 @@
 //! on the indirect kernel of [`super::kernels`].
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use super::kernels::{AMat, BMat, Isa, Offsets, PackedB, Plan, igemm_planned};
 
 /// How an operand is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// As the product uses it (`rows × cols`, row-major).
     Normal,
@@ -44,6 +46,72 @@ pub fn matmul(
     dst: &mut [f32],
     accumulate: bool,
 ) {
+    let blocking = Blocking::default_for(a_layout);
+    matmul_blocked(
+        isa, threads, m, n, k, a, a_layout, b, b_layout, dst, accumulate, blocking,
+    );
+}
+
+/// How [`matmul_blocked`] cuts a product into pieces. No choice changes
+/// which products are summed or in which order (each output value is one
+/// chain of fused multiply-adds over `k` in order, whatever the blocks):
+/// every blocking gives bitwise the same result, so the measured planner
+/// ([`super::planner`]) may pick any of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Blocking {
+    /// Longest reduction of one pass over the output (A's and B's panels of
+    /// this many rows of K stay in the caches).
+    pub k_block: usize,
+    /// Each register tile's rows meet every column block before the next
+    /// rows (see [`Plan::rows_outer`]).
+    pub rows_outer: bool,
+    /// Pack a transposed A a row chunk at a time (see [`Plan::pack_a`]).
+    pub pack_a: bool,
+    /// Row blocks per thread on the pool (at most; fewer where the product
+    /// has fewer than [`MIN_BLOCK_ROWS`] rows per block).
+    pub blocks_per_thread: usize,
+}
+
+impl Blocking {
+    /// The blocking chosen by hand on Zen 3 and Zen 5 (what a product gets
+    /// unless the planner measured better).
+    pub fn default_for(a_layout: Layout) -> Self {
+        Self {
+            k_block: match a_layout {
+                Layout::Transposed => K_BLOCK_TRANSPOSED_A,
+                Layout::Normal => K_BLOCK,
+            },
+            rows_outer: a_layout == Layout::Normal,
+            pack_a: true,
+            blocks_per_thread: 4,
+        }
+    }
+}
+
+/// [`matmul`] cut into pieces as `blocking` says (bitwise the same result
+/// for every blocking).
+///
+/// # Panics
+/// If an operand is shorter than its shape, or `blocking` has a zero block.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_blocked(
+    isa: Isa,
+    threads: Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    a_layout: Layout,
+    b: &[f32],
+    b_layout: Layout,
+    dst: &mut [f32],
+    accumulate: bool,
+    blocking: Blocking,
+) {
+    assert!(
+        blocking.k_block > 0 && blocking.blocks_per_thread > 0,
+        "matmul: empty blocks"
+    );
     if m == 0 || n == 0 {
         return;
     }
@@ -60,13 +128,9 @@ pub fn matmul(
             &bt
         }
     };
-    // A long reduction goes in blocks of K_BLOCK (K_BLOCK_TRANSPOSED_A for
-    // a transposed A), each adding to the last, so that the kernel's panels
-    // of A and B stay in the caches.
-    let kbl = match a_layout {
-        Layout::Transposed => K_BLOCK_TRANSPOSED_A,
-        Layout::Normal => K_BLOCK,
-    };
+    // A long reduction goes in blocks of `k_block`, each adding to the
+    // last, so that the kernel's panels of A and B stay in the caches.
+    let kbl = blocking.k_block;
     let kblocks = k.div_ceil(kbl).max(1);
     let kb = k.div_ceil(kblocks);
     let (row_stride, k_stride) = match a_layout {
@@ -118,8 +182,8 @@ pub fn matmul(
             };
             let plan = Plan {
                 packed_b: packed.get(j).filter(|_| shared),
-                pack_a: true,
-                rows_outer: a_layout == Layout::Normal,
+                pack_a: blocking.pack_a,
+                rows_outer: blocking.rows_outer,
             };
             igemm_planned(
                 isa,
@@ -138,10 +202,13 @@ pub fn matmul(
     match threads {
         Threads::One => block(0, m, dst),
         Threads::All => {
-            // Blocks of whole rows, as many for each thread (up to 4 each),
-            // of MIN_BLOCK_ROWS rows or more where the product has them.
+            // Blocks of whole rows, as many for each thread (up to
+            // `blocks_per_thread` each), of MIN_BLOCK_ROWS rows or more where
+            // the product has them.
             let t = rayon::current_num_threads();
-            let blocks = (m / MIN_BLOCK_ROWS).clamp(1, 4 * t).next_multiple_of(t);
+            let blocks = (m / MIN_BLOCK_ROWS)
+                .clamp(1, blocking.blocks_per_thread * t)
+                .next_multiple_of(t);
             let per = m.div_ceil(blocks);
             dst.par_chunks_mut(per * n)
                 .enumerate()
@@ -164,7 +231,7 @@ thread_local! {
 
 /// Rows per block of the output the split aims for (fewer where the product
 /// has too few rows to give every thread a block of this size).
-const MIN_BLOCK_ROWS: usize = 128;
+pub const MIN_BLOCK_ROWS: usize = 128;
 
 /// Longest reduction of one pass over the output.
 const K_BLOCK: usize = 512;

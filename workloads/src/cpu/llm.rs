@@ -15,9 +15,10 @@
 
 use rayon::prelude::*;
 
-use super::dense::{Layout, Threads, matmul, transpose_into};
+use super::dense::{Layout, transpose_into};
 use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
 use super::math;
+use super::planner;
 use crate::rope::Rope;
 use crate::{Result, err};
 
@@ -119,26 +120,13 @@ impl Linear<'_> {
         acc: bool,
     ) {
         if !self.bf16 {
-            return matmul(
-                self.isa,
-                Threads::All,
-                rows,
-                n,
-                k,
-                x,
-                Layout::Normal,
-                w,
-                wl,
-                out,
-                acc,
-            );
+            return planner::matmul(self.isa, rows, n, k, x, Layout::Normal, w, wl, out, acc);
         }
         let s = &mut *self.s;
         let (xb, wb) = (rounded(&mut s.a, x), rounded(&mut s.b, w));
         s.c.resize(rows * n, 0.0);
-        matmul(
+        planner::matmul(
             self.isa,
-            Threads::All,
             rows,
             n,
             k,
@@ -170,26 +158,13 @@ impl Linear<'_> {
             Layout::Transposed => Layout::Normal,
         };
         if !self.bf16 {
-            return matmul(
-                self.isa,
-                Threads::All,
-                rows,
-                k,
-                n,
-                dy,
-                Layout::Normal,
-                w,
-                wtl,
-                dx,
-                acc,
-            );
+            return planner::matmul(self.isa, rows, k, n, dy, Layout::Normal, w, wtl, dx, acc);
         }
         let s = &mut *self.s;
         let (db, wb) = (rounded(&mut s.a, dy), rounded(&mut s.b, w));
         s.c.resize(rows * k, 0.0);
-        matmul(
+        planner::matmul(
             self.isa,
-            Threads::All,
             rows,
             k,
             n,
@@ -228,9 +203,8 @@ impl Linear<'_> {
             dw
         };
         match wl {
-            Layout::Normal => matmul(
+            Layout::Normal => planner::matmul(
                 self.isa,
-                Threads::All,
                 k,
                 n,
                 rows,
@@ -241,9 +215,8 @@ impl Linear<'_> {
                 dst,
                 false,
             ),
-            Layout::Transposed => matmul(
+            Layout::Transposed => planner::matmul(
                 self.isa,
-                Threads::All,
                 n,
                 k,
                 rows,

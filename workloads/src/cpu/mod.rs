@@ -16,6 +16,7 @@ pub mod kernels;
 pub mod llm;
 pub mod math;
 pub mod norm;
+pub mod planner;
 pub mod resnet;
 
 pub use kernels::Isa;

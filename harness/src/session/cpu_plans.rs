@@ -1,0 +1,388 @@
+//! The CPU engine's measured product plans kept between runs (see
+//! `referee_workloads::cpu::planner`): a JSON file of the choices measured
+//! on each machine, keyed by CPU model, kernel set and thread count. A run
+//! reads it before building its model, the initialisation measures the
+//! shapes it lacks (before `run_start`: outside the timed region), the file
+//! gets them, and the run's provenance records every choice and where it
+//! came from.
+//!
+//! A choice changes the speed only, never a result (every candidate gives
+//! bitwise the same products), so the file is a cache: missing is the
+//! normal first run, and an unreadable or malformed one only warns (the
+//! products are measured again). It owns the file and its format; it does
+//! not know how the planner measures.
+
+use crate::session::error::SessionError;
+use referee_workloads::cpu::Isa;
+use referee_workloads::cpu::planner::{self, Entry, Mode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// `measure` (the default) or `fixed` (the hand-chosen blocking, nothing
+/// timed, no file).
+pub const MODE_VAR: &str = "REFEREE_CPU_PLAN";
+/// The file (default `$XDG_CACHE_HOME/referee/cpu-plans.json`, else
+/// `~/.cache/referee/cpu-plans.json`); empty: no file (measured in every
+/// process).
+pub const FILE_VAR: &str = "REFEREE_CPU_PLAN_FILE";
+
+const FORMAT: &str = "referee-cpu-plans/1";
+
+/// How a session plans the CPU engine's products, resolved once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuPlanSetting {
+    pub mode: Mode,
+    pub file: Option<PathBuf>,
+}
+
+impl Default for CpuPlanSetting {
+    /// Nothing measured, no file (what a library caller gets).
+    fn default() -> Self {
+        Self {
+            mode: Mode::Fixed,
+            file: None,
+        }
+    }
+}
+
+impl CpuPlanSetting {
+    /// From the environment's [`MODE_VAR`] and [`FILE_VAR`] (with `XDG_CACHE_HOME`
+    /// and `HOME` for the default file).
+    pub fn from_env() -> Result<Self, SessionError> {
+        let var = |k: &str| std::env::var(k).ok();
+        Self::resolve(
+            var(MODE_VAR).as_deref(),
+            var(FILE_VAR).as_deref(),
+            var("XDG_CACHE_HOME").as_deref(),
+            var("HOME").as_deref(),
+        )
+    }
+
+    /// [`Self::from_env`] on given values.
+    pub fn resolve(
+        mode: Option<&str>,
+        file: Option<&str>,
+        xdg_cache: Option<&str>,
+        home: Option<&str>,
+    ) -> Result<Self, SessionError> {
+        let mode = match mode.map(str::trim) {
+            None | Some("") | Some("measure") => Mode::Measure,
+            Some("fixed") => Mode::Fixed,
+            Some(other) => {
+                return Err(SessionError::CpuPlanMode {
+                    given: other.to_string(),
+                });
+            }
+        };
+        let file = match file {
+            Some(f) if f.trim().is_empty() => None,
+            Some(f) => Some(PathBuf::from(f)),
+            None => xdg_cache
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    home.filter(|h| !h.is_empty())
+                        .map(|h| Path::new(h).join(".cache"))
+                })
+                .map(|d| d.join("referee").join("cpu-plans.json")),
+        };
+        Ok(Self {
+            file: file.filter(|_| mode == Mode::Measure),
+            mode,
+        })
+    }
+}
+
+/// Which machine a list of choices was measured on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineKey {
+    /// The CPU's model name, family, model and stepping (`/proc/cpuinfo`).
+    pub cpu: String,
+    /// The kernel set (`avx512`, `avx2`, `portable`).
+    pub kernels: String,
+    pub threads: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlansFile {
+    format: String,
+    machines: Vec<Machine>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Machine {
+    #[serde(flatten)]
+    key: MachineKey,
+    products: Vec<Entry>,
+}
+
+/// Reads `path`'s choices for `key`: none where the file does not exist or
+/// lists no such machine; an error (naming the file, line and column)
+/// where it cannot be read or parsed.
+pub fn load(path: &Path, key: &MachineKey) -> Result<Vec<Entry>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let file = parse(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    Ok(file
+        .machines
+        .into_iter()
+        .find(|m| m.key == *key)
+        .map(|m| m.products)
+        .unwrap_or_default())
+}
+
+fn parse(text: &str) -> Result<PlansFile, String> {
+    let f: PlansFile =
+        serde_json::from_str(text).map_err(|e| format!("{}:{}: {e}", e.line(), e.column()))?;
+    if f.format != FORMAT {
+        return Err(format!("1:1: format {:?}, expected {FORMAT:?}", f.format));
+    }
+    Ok(f)
+}
+
+/// Writes `products` as `key`'s choices into `path` (other machines'
+/// entries kept; a malformed file replaced), through a temporary file and a
+/// rename, so that a reader never sees half a file.
+pub fn save(path: &Path, key: &MachineKey, products: Vec<Entry>) -> Result<(), String> {
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut machines = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| parse(&t).ok())
+        .map(|f| f.machines)
+        .unwrap_or_default();
+    machines.retain(|m| m.key != *key);
+    machines.push(Machine {
+        key: key.clone(),
+        products,
+    });
+    let file = PlansFile {
+        format: FORMAT.into(),
+        machines,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(named)?;
+    }
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    let text = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
+    std::fs::write(&tmp, text + "\n").map_err(named)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        named(e)
+    })
+}
+
+/// The CPU's name for [`MachineKey::cpu`], from `/proc/cpuinfo` text: the
+/// model name with family, model and stepping (a virtual machine often
+/// names only the vendor's line, "AMD EPYC").
+pub fn cpu_name(cpuinfo: &str) -> String {
+    let field = |k: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (a, b) = l.split_once(':')?;
+            (a.trim() == k).then(|| b.trim().to_string())
+        })
+    };
+    let model = field("model name").unwrap_or_else(|| "unknown CPU".into());
+    match (field("cpu family"), field("model"), field("stepping")) {
+        (Some(f), Some(m), Some(s)) => format!("{model} (family {f}, model {m}, stepping {s})"),
+        _ => model,
+    }
+}
+
+/// One run's use of the planner: what it read, what it measured, what it
+/// wrote.
+pub struct CpuPlanRun {
+    setting: CpuPlanSetting,
+    isa: Isa,
+    key: MachineKey,
+    loaded: Vec<Entry>,
+    /// Problems with the file (the run goes on: it only costs time).
+    pub warnings: Vec<String>,
+}
+
+impl CpuPlanRun {
+    /// Sets the planner's mode and gives it the file's choices for this
+    /// machine (`isa` on `threads` threads of `cpu`).
+    pub fn begin(setting: &CpuPlanSetting, isa: Isa, threads: usize, cpu: String) -> Self {
+        planner::set_mode(setting.mode);
+        let key = MachineKey {
+            cpu,
+            kernels: isa.name().to_string(),
+            threads,
+        };
+        let mut warnings = Vec::new();
+        let loaded = match &setting.file {
+            Some(path) => load(path, &key).unwrap_or_else(|e| {
+                warnings.push(format!("{e}; the CPU products are measured again"));
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        planner::import(isa, threads, loaded.clone());
+        Self {
+            setting: setting.clone(),
+            isa,
+            key,
+            loaded,
+            warnings,
+        }
+    }
+
+    /// After the initialisation: writes newly measured choices to the file
+    /// and returns the provenance record of every choice in use.
+    pub fn finish(&mut self) -> Value {
+        let now = planner::export(self.isa, self.key.threads);
+        // An entry read from the file comes back as it was read (timings
+        // included); anything else was measured by this run.
+        let read = |e: &Entry| self.loaded.contains(e);
+        let measured = now.iter().any(|e| !read(e));
+        if let (Some(path), true) = (&self.setting.file, measured)
+            && let Err(e) = save(path, &self.key, now.clone())
+        {
+            self.warnings
+                .push(format!("{e}; the measured CPU plans were not kept"));
+        }
+        let products: Vec<Value> = now
+            .iter()
+            .map(|e| {
+                let b = e.blocking;
+                json!({
+                    "shape": e.shape.to_string(),
+                    "from": if read(e) { "file" } else { "measured" },
+                    "k_block": b.k_block,
+                    "rows_outer": b.rows_outer,
+                    "pack_a": b.pack_a,
+                    "blocks_per_thread": b.blocks_per_thread,
+                    "time_vs_default": e.gain(),
+                })
+            })
+            .collect();
+        json!({
+            "mode": match self.setting.mode { Mode::Measure => "measure", Mode::Fixed => "fixed" },
+            "file": self.setting.file.as_ref().map(|p| p.display().to_string()),
+            "cpu": self.key.cpu,
+            "kernels": self.key.kernels,
+            "threads": self.key.threads,
+            "products": products,
+            "warnings": self.warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use referee_workloads::cpu::dense::{Blocking, Layout};
+    use referee_workloads::cpu::planner::Shape;
+
+    fn entry(m: usize, k_block: usize) -> Entry {
+        Entry {
+            shape: Shape {
+                m,
+                n: 64,
+                k: 512,
+                a: Layout::Normal,
+                b: Layout::Transposed,
+            },
+            blocking: Blocking {
+                k_block,
+                ..Blocking::default_for(Layout::Normal)
+            },
+            timings: vec![],
+        }
+    }
+
+    fn key(threads: usize) -> MachineKey {
+        MachineKey {
+            cpu: "AMD EPYC (family 25, model 1, stepping 1)".into(),
+            kernels: "avx2".into(),
+            threads,
+        }
+    }
+
+    #[test]
+    fn the_setting_comes_from_the_environment() {
+        let s = CpuPlanSetting::resolve(None, None, None, Some("/home/u")).unwrap();
+        assert_eq!(s.mode, Mode::Measure);
+        assert_eq!(
+            s.file,
+            Some(PathBuf::from("/home/u/.cache/referee/cpu-plans.json"))
+        );
+        let s = CpuPlanSetting::resolve(None, None, Some("/xdg"), Some("/home/u")).unwrap();
+        assert_eq!(s.file, Some(PathBuf::from("/xdg/referee/cpu-plans.json")));
+        let s = CpuPlanSetting::resolve(Some("measure"), Some("/p.json"), None, None).unwrap();
+        assert_eq!(s.file, Some(PathBuf::from("/p.json")));
+        // An empty file name: measured, not kept.
+        let s = CpuPlanSetting::resolve(None, Some(""), Some("/xdg"), None).unwrap();
+        assert_eq!((s.mode, s.file), (Mode::Measure, None));
+        // fixed: nothing measured, no file.
+        let s = CpuPlanSetting::resolve(Some("fixed"), Some("/p.json"), None, None).unwrap();
+        assert_eq!((s.mode, s.file), (Mode::Fixed, None));
+        let e = CpuPlanSetting::resolve(Some("fast"), None, None, None).unwrap_err();
+        assert!(
+            e.to_string().contains("REFEREE_CPU_PLAN=fast") && e.to_string().contains("measure"),
+            "{e}"
+        );
+    }
+
+    /// Each machine's choices are its own: saving one keeps the others, and
+    /// loading finds only the exact CPU, kernel set and thread count.
+    #[test]
+    fn the_file_keeps_each_machine_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("cpu-plans.json");
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
+        save(&path, &key(2), vec![entry(2048, 256)]).unwrap();
+        save(&path, &key(4), vec![entry(2048, 512), entry(128, 128)]).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(2048, 256)]);
+        assert_eq!(load(&path, &key(4)).unwrap().len(), 2);
+        assert_eq!(load(&path, &key(8)).unwrap(), vec![]);
+        let other = MachineKey {
+            kernels: "avx512".into(),
+            ..key(2)
+        };
+        assert_eq!(load(&path, &other).unwrap(), vec![]);
+        // Saving a machine again replaces its list.
+        save(&path, &key(2), vec![entry(1024, 128)]).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(1024, 128)]);
+        assert_eq!(load(&path, &key(4)).unwrap().len(), 2);
+        // No temporary file left behind.
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("cpu-plans.json")]);
+    }
+
+    #[test]
+    fn a_malformed_file_is_an_error_naming_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cpu-plans.json");
+        std::fs::write(
+            &path,
+            "{\n  \"format\": \"referee-cpu-plans/1\",\n  \"machines\": [1]\n}",
+        )
+        .unwrap();
+        let e = load(&path, &key(2)).unwrap_err();
+        assert!(e.starts_with(&format!("{}:3:", path.display())), "{e}");
+        std::fs::write(&path, "{\"format\": \"other/2\", \"machines\": []}").unwrap();
+        let e = load(&path, &key(2)).unwrap_err();
+        assert!(e.contains("expected \"referee-cpu-plans/1\""), "{e}");
+        // Saving over it replaces it with a good file.
+        save(&path, &key(2), vec![entry(64, 512)]).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
+    }
+
+    #[test]
+    fn the_cpu_name_has_family_model_and_stepping() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n";
+        assert_eq!(cpu_name(info), "AMD EPYC (family 25, model 1, stepping 1)");
+        assert_eq!(cpu_name("model name : X\n"), "X");
+        assert_eq!(cpu_name(""), "unknown CPU");
+    }
+}
