@@ -3,11 +3,14 @@
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
 //!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
-//!     [--plan measure|fixed] [--digest]
+//!     [--plan measure|fixed|compare] [--digest]
 //! ```
 //! `--plan`: the LLM's products planned by measuring them first (`measure`,
 //! the default, as `referee run` does; its choices on stderr) or the
-//! hand-chosen blocking (`fixed`); both train bitwise the same.
+//! hand-chosen blocking (`fixed`); both train bitwise the same. `compare`
+//! plans, then alternates the planned and the hand-chosen blocking every
+//! two steps in this one process (4 × `--steps` steps after 4 untimed) and
+//! prints both medians and their ratio (stderr) before the usual line.
 //! Prints one JSON object per (model, batch): median / min ms per step and samples/s,
 //! and `cpu_ms`, the median CPU time of the process per step (all threads;
 //! rayon's idle workers spin a little): with `--threads 1` on a busy
@@ -66,10 +69,11 @@ fn main() -> anyhow::Result<()> {
     let batches: Option<Vec<usize>> =
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let digest = args.iter().any(|a| a == "--digest");
-    let plan = match arg(&args, "--plan").as_deref() {
-        None | Some("measure") => Mode::Measure,
-        Some("fixed") => Mode::Fixed,
-        Some(other) => anyhow::bail!("--plan {other}: expected measure or fixed"),
+    let (plan, compare) = match arg(&args, "--plan").as_deref() {
+        None | Some("measure") => (Mode::Measure, false),
+        Some("fixed") => (Mode::Fixed, false),
+        Some("compare") => (Mode::Measure, true),
+        Some(other) => anyhow::bail!("--plan {other}: expected measure, fixed or compare"),
     };
     planner::set_mode(plan);
     let dev = Device::Cpu;
@@ -130,6 +134,32 @@ fn main() -> anyhow::Result<()> {
             let toks: Vec<u32> = (0..n + 1)
                 .map(|_| rng.below(hp.vocab_size) as u32)
                 .collect();
+            if compare {
+                let isa = referee_workloads::cpu::Isa::detect();
+                let planned = planner::export(isa, threads);
+                let mut t = [Vec::new(), Vec::new()];
+                for r in 0..4 + 4 * steps {
+                    // Steps 0, 1: the hand-chosen blocking; 2, 3: planned; …
+                    let which = (r / 2) % 2;
+                    planner::set_mode(Mode::Fixed);
+                    planner::clear();
+                    if which == 1 {
+                        planner::import(isa, threads, planned.clone());
+                    }
+                    let t0 = Instant::now();
+                    tr.train_step(&toks[..n], &toks[1..])?;
+                    if r >= 4 {
+                        t[which].push(t0.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+                let (f, p) = (median(&mut t[0]), median(&mut t[1]));
+                eprintln!(
+                    "mini_llm b{b}: hand-chosen {f:.1} ms, planned {p:.1} ms per step (medians of {} each): {:.3}",
+                    t[0].len(),
+                    p / f
+                );
+                planner::import(isa, threads, planned);
+            }
             let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
                 let (t0, c0) = (Instant::now(), cpu_seconds(CpuClock::Process));
