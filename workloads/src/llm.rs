@@ -388,7 +388,6 @@ impl LlmTrainer {
         )?)
     }
 
-    /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
     /// Readies the CPU engine before the clock starts: where the planner
     /// measures ([`cpu::planner::Mode::Measure`]), one forward and backward
     /// pass over `local` synthetic sequences (every token 0), so that every
@@ -407,6 +406,7 @@ impl LlmTrainer {
         Ok(())
     }
 
+    /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
     pub fn train_step(&mut self, inputs: &[u32], targets: &[u32]) -> Result<StepOutput> {
         let lr = self.current_lr();
         let (loss, grads) = self.compute_gradients(inputs, targets)?;

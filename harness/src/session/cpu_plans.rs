@@ -143,6 +143,18 @@ fn parse(text: &str) -> Result<PlansFile, String> {
     if f.format != FORMAT {
         return Err(format!("1:1: format {:?}, expected {FORMAT:?}", f.format));
     }
+    // Blocks of nothing would stop the product (an edited file, say).
+    for (i, m) in f.machines.iter().enumerate() {
+        for (j, e) in m.products.iter().enumerate() {
+            let b = e.blocking;
+            if b.k_block == 0 || !(1..=64).contains(&b.blocks_per_thread) {
+                return Err(format!(
+                    " machines[{i}].products[{j}] ({}): expected k_block ≥ 1 and blocks_per_thread 1–64, found {} and {}",
+                    e.shape, b.k_block, b.blocks_per_thread
+                ));
+            }
+        }
+    }
     Ok(f)
 }
 
@@ -373,6 +385,15 @@ mod tests {
         std::fs::write(&path, "{\"format\": \"other/2\", \"machines\": []}").unwrap();
         let e = load(&path, &key(2)).unwrap_err();
         assert!(e.contains("expected \"referee-cpu-plans/1\""), "{e}");
+        // Blocks of nothing are refused, not run.
+        let mut bad = entry(64, 512);
+        bad.blocking.k_block = 0;
+        save(&path, &key(2), vec![entry(32, 256), bad]).unwrap();
+        let e = load(&path, &key(2)).unwrap_err();
+        assert!(
+            e.contains("machines[0].products[1]") && e.contains("k_block ≥ 1"),
+            "{e}"
+        );
         // Saving over it replaces it with a good file.
         save(&path, &key(2), vec![entry(64, 512)]).unwrap();
         assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);

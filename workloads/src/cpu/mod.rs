@@ -8,7 +8,9 @@
 //! and two allocations, and its convolutions go through im2col matrices
 //! nine times the size of their inputs. The engine avoids both: parameters
 //! and gradients are the trainers' flat vectors, and a convolution reads its
-//! zero-padded input in place ([`kernels`]).
+//! zero-padded input in place ([`kernels`]). How the dense products are cut
+//! into pieces (which never changes a result) is measured per shape on the
+//! machine at hand ([`planner`]).
 
 pub mod conv;
 pub mod dense;
