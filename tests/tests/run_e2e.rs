@@ -466,7 +466,7 @@ fn cpu_plans_are_measured_once_and_recorded() {
             .expect("provenance");
         let event: serde_json::Value =
             serde_json::from_str(line.trim_start_matches(":::MLLOG ")).unwrap();
-        event["value"]["cpu_plan"].clone()
+        (event["value"]["cpu_plan"].clone(), stderr(&o))
     };
     let froms = |p: &serde_json::Value| -> Vec<String> {
         p["products"]
@@ -477,7 +477,7 @@ fn cpu_plans_are_measured_once_and_recorded() {
             .collect()
     };
 
-    let first = run("first", None);
+    let (first, _) = run("first", None);
     assert_eq!(first["mode"], "measure");
     assert_eq!(first["threads"], 1);
     assert_eq!(first["file"], file.to_str().unwrap());
@@ -492,12 +492,12 @@ fn cpu_plans_are_measured_once_and_recorded() {
     assert_eq!(doc["machines"][0]["products"].as_array().unwrap().len(), n);
 
     // Read, not measured again; the file is left as it was.
-    let second = run("second", None);
+    let (second, _) = run("second", None);
     assert_eq!(froms(&second), vec!["file".to_string(); n], "{second}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), saved);
 
     // fixed: nothing measured or read.
-    let fixed = run("fixed", Some("fixed"));
+    let (fixed, _) = run("fixed", Some("fixed"));
     assert_eq!(fixed["mode"], "fixed");
     assert_eq!(fixed["products"], serde_json::json!([]));
 
@@ -507,12 +507,14 @@ fn cpu_plans_are_measured_once_and_recorded() {
         "{\"format\": \"referee-cpu-plans/1\",\n\"machines\": [}",
     )
     .unwrap();
-    let again = run("malformed", None);
+    let (again, err) = run("malformed", None);
     let warning = again["warnings"][0].as_str().unwrap();
     assert!(
         warning.starts_with(&format!("{}:2:", file.display())),
         "{warning}"
     );
+    // Said on stderr too (with --quiet: a warning is not progress).
+    assert!(err.contains(&format!("warning: {warning}")), "{err}");
     assert!(froms(&again).iter().all(|f| f == "measured"));
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();

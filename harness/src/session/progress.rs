@@ -40,6 +40,7 @@ impl SessionObserver for SessionProgress {
         };
         Box::new(RunProgress {
             pb,
+            leader: self.leader,
             target: self.target.clone(),
             last: std::sync::Mutex::new(None),
         })
@@ -56,6 +57,8 @@ impl SessionObserver for SessionProgress {
 /// The progress bar of one run.
 struct RunProgress {
     pb: ProgressBar,
+    /// This rank leads: its warnings are printed (with `--quiet` too).
+    leader: bool,
     target: String,
     last: std::sync::Mutex<Option<f64>>,
 }
@@ -71,7 +74,14 @@ impl Observer for RunProgress {
         self.pb.set_message(what.to_string());
     }
     fn warn(&self, what: &str) {
-        self.pb.println(format!("warning: {what}"));
+        if !self.leader {
+            return;
+        }
+        if self.pb.is_hidden() {
+            eprintln!("warning: {what}");
+        } else {
+            self.pb.println(format!("warning: {what}"));
+        }
     }
     fn step(&self, samples: u64, max: u64, loss: f32, sps: f64) {
         if self.pb.length() != Some(max) {
