@@ -199,7 +199,9 @@ pub fn cpu_name(cpuinfo: &str) -> String {
             (a.trim() == k).then(|| b.trim().to_string())
         })
     };
-    let model = field("model name").unwrap_or_else(|| "unknown CPU".into());
+    let model = Some(crate::system::probe::parse_cpuinfo(cpuinfo).0)
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "unknown CPU".into());
     match (field("cpu family"), field("model"), field("stepping")) {
         (Some(f), Some(m), Some(s)) => format!("{model} (family {f}, model {m}, stepping {s})"),
         _ => model,
