@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::kernels::{AMat, BMat, Isa, Offsets, PackedB, Plan, igemm_planned};
+use super::kernels::{AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, igemm_planned};
 
 /// How an operand is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ pub struct Blocking {
     /// Pack a transposed A a row chunk at a time (see [`Plan::pack_a`]).
     pub pack_a: bool,
     /// Row blocks per thread on the pool (at most; fewer where the product
-    /// has fewer than [`MIN_BLOCK_ROWS`] rows per block).
+    /// has fewer than `MIN_BLOCK_ROWS` (128) rows per block).
     pub blocks_per_thread: usize,
 }
 
@@ -86,6 +86,43 @@ impl Blocking {
             blocks_per_thread: 4,
         }
     }
+
+    /// What this blocking decides at a product of `m` rows, reduction `k`
+    /// and A stored as `a_layout`, on `threads` threads: the reduction
+    /// block's length, the loop order, whether A is packed, the number of
+    /// row blocks. Two blockings with the same cut run the same pieces.
+    pub(crate) fn cut(
+        self,
+        m: usize,
+        k: usize,
+        a_layout: Layout,
+        threads: usize,
+    ) -> (usize, bool, bool, usize) {
+        (
+            reduction_blocks(k, self.k_block).1,
+            self.rows_outer,
+            // Only a transposed A with columns far apart is ever packed.
+            self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
+            row_blocks(m, threads, self.blocks_per_thread),
+        )
+    }
+}
+
+/// The number and length of the reduction blocks of a reduction over `k`
+/// in blocks of at most `k_block` (equal lengths, the last shorter).
+fn reduction_blocks(k: usize, k_block: usize) -> (usize, usize) {
+    let blocks = k.div_ceil(k_block).max(1);
+    (blocks, k.div_ceil(blocks))
+}
+
+/// Row blocks of a product of `m` rows on `threads` threads: up to
+/// `per_thread` for each thread, of MIN_BLOCK_ROWS rows or more where the
+/// product has them, as many for every thread.
+fn row_blocks(m: usize, threads: usize, per_thread: usize) -> usize {
+    let t = threads.max(1);
+    (m / MIN_BLOCK_ROWS)
+        .clamp(1, per_thread * t)
+        .next_multiple_of(t)
 }
 
 /// [`matmul`] cut into pieces as `blocking` says (bitwise the same result
@@ -130,9 +167,7 @@ pub fn matmul_blocked(
     };
     // A long reduction goes in blocks of `k_block`, each adding to the
     // last, so that the kernel's panels of A and B stay in the caches.
-    let kbl = blocking.k_block;
-    let kblocks = k.div_ceil(kbl).max(1);
-    let kb = k.div_ceil(kblocks);
+    let (kblocks, kb) = reduction_blocks(k, blocking.k_block);
     let (row_stride, k_stride) = match a_layout {
         Layout::Normal => (k, 1),
         Layout::Transposed => (1, m),
@@ -202,13 +237,8 @@ pub fn matmul_blocked(
     match threads {
         Threads::One => block(0, m, dst),
         Threads::All => {
-            // Blocks of whole rows, as many for each thread (up to
-            // `blocks_per_thread` each), of MIN_BLOCK_ROWS rows or more where
-            // the product has them.
-            let t = rayon::current_num_threads();
-            let blocks = (m / MIN_BLOCK_ROWS)
-                .clamp(1, blocking.blocks_per_thread * t)
-                .next_multiple_of(t);
+            // Blocks of whole rows.
+            let blocks = row_blocks(m, rayon::current_num_threads(), blocking.blocks_per_thread);
             let per = m.div_ceil(blocks);
             dst.par_chunks_mut(per * n)
                 .enumerate()
@@ -231,7 +261,7 @@ thread_local! {
 
 /// Rows per block of the output the split aims for (fewer where the product
 /// has too few rows to give every thread a block of this size).
-pub const MIN_BLOCK_ROWS: usize = 128;
+const MIN_BLOCK_ROWS: usize = 128;
 
 /// Longest reduction of one pass over the output.
 const K_BLOCK: usize = 512;

@@ -512,7 +512,7 @@ const PACK_MIN_STRIDE: usize = 128;
 /// each, adjacent lines) spread over every cache set and read well in
 /// place; at 4 KiB and more they fall into a few sets (the LLM head's
 /// weight gradient: 8 KiB apart).
-const PACK_A_MIN_STRIDE: usize = 1024;
+pub(crate) const PACK_A_MIN_STRIDE: usize = 1024;
 
 /// One thread's packed B, reused from call to call: column block `g` at
 /// `b[g·K·wmax ..]`, `b[g·K·wmax + k·wmax + j]` = B(k, j0(g) + j) (a narrower

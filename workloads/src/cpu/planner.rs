@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::dense::{self, Blocking, Layout, MIN_BLOCK_ROWS, Threads};
+use super::dense::{self, Blocking, Layout, Threads};
 use super::kernels::Isa;
 
 /// Whether a product of a shape not in the table is measured.
@@ -343,54 +343,34 @@ enum Knob {
 }
 
 impl Knob {
-    /// `cur` with this knob's values that cut `shape` differently (the
-    /// current value first); one candidate where the knob changes nothing.
+    /// `cur` with this knob's values that cut `shape` differently
+    /// ([`Blocking::cut`]; the current value first); one candidate where
+    /// the knob changes nothing.
     fn candidates(self, shape: Shape, threads: usize, cur: Blocking) -> Vec<Blocking> {
-        let mut out = vec![cur];
-        let mut push = |b: Blocking, same: &dyn Fn(&Blocking) -> bool| {
-            if !out.iter().any(same) {
-                out.push(b);
-            }
+        let values: Vec<Blocking> = match self {
+            Knob::KBlock => [128, 256, 512, 1024]
+                .map(|k_block| Blocking { k_block, ..cur })
+                .to_vec(),
+            Knob::RowsOuter => vec![Blocking {
+                rows_outer: !cur.rows_outer,
+                ..cur
+            }],
+            Knob::PackA => vec![Blocking {
+                pack_a: !cur.pack_a,
+                ..cur
+            }],
+            Knob::BlocksPerThread => [1, 2, 4, 8]
+                .map(|blocks_per_thread| Blocking {
+                    blocks_per_thread,
+                    ..cur
+                })
+                .to_vec(),
         };
-        match self {
-            Knob::KBlock => {
-                // The block length the product actually uses.
-                let eff = |kb: usize| shape.k.div_ceil(shape.k.div_ceil(kb).max(1));
-                for kb in [128, 256, 512, 1024] {
-                    let b = Blocking { k_block: kb, ..cur };
-                    push(b, &|c| eff(c.k_block) == eff(kb));
-                }
-            }
-            Knob::RowsOuter => {
-                let b = Blocking {
-                    rows_outer: !cur.rows_outer,
-                    ..cur
-                };
-                push(b, &|_| false);
-            }
-            // Only a transposed A with columns far apart is ever packed.
-            Knob::PackA if shape.a == Layout::Transposed && shape.m >= 1024 => {
-                let b = Blocking {
-                    pack_a: !cur.pack_a,
-                    ..cur
-                };
-                push(b, &|_| false);
-            }
-            Knob::PackA => {}
-            Knob::BlocksPerThread => {
-                let t = threads.max(1);
-                let blocks = |per: usize| {
-                    (shape.m / MIN_BLOCK_ROWS)
-                        .clamp(1, per * t)
-                        .next_multiple_of(t)
-                };
-                for per in [1, 2, 4, 8] {
-                    let b = Blocking {
-                        blocks_per_thread: per,
-                        ..cur
-                    };
-                    push(b, &|c| blocks(c.blocks_per_thread) == blocks(per));
-                }
+        let cut = |b: &Blocking| b.cut(shape.m, shape.k, shape.a, threads);
+        let mut out = vec![cur];
+        for v in values {
+            if !out.iter().any(|o| cut(o) == cut(&v)) {
+                out.push(v);
             }
         }
         out
