@@ -324,6 +324,7 @@ pub fn transpose_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::test_util::each_product_case;
     use crate::rng::Rng;
 
     #[test]
@@ -370,51 +371,14 @@ mod tests {
     /// and 3 threads.
     #[test]
     fn splitting_on_the_pool_gives_bitwise_the_single_thread_product() {
-        let mut r = Rng::new(5);
-        for &(m, n, k) in &[(200, 130, 1100), (12, 200, 40), (130, 70, 20), (3, 517, 9)] {
-            let a = r.normal_vec(m * k, 1.0);
-            let b = r.normal_vec(k * n, 1.0);
-            let init = r.normal_vec(m * n, 1.0);
-            for threads in [2, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                for al in [Layout::Normal, Layout::Transposed] {
-                    for bl in [Layout::Normal, Layout::Transposed] {
-                        for acc in [false, true] {
-                            for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-                                let mut want = init.clone();
-                                matmul(isa, Threads::One, m, n, k, &a, al, &b, bl, &mut want, acc);
-                                let mut got = init.clone();
-                                pool.install(|| {
-                                    matmul(
-                                        isa,
-                                        Threads::All,
-                                        m,
-                                        n,
-                                        k,
-                                        &a,
-                                        al,
-                                        &b,
-                                        bl,
-                                        &mut got,
-                                        acc,
-                                    )
-                                });
-                                assert!(
-                                    got.iter()
-                                        .zip(&want)
-                                        .all(|(g, w)| g.to_bits() == w.to_bits()),
-                                    "{} {m}x{n}x{k} {al:?} {bl:?} acc {acc} {threads} threads",
-                                    isa.name()
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let shapes = [(200, 130, 1100), (12, 200, 40), (130, 70, 20), (3, 517, 9)];
+        each_product_case(5, &shapes, &[2, 3], |c| {
+            let blocking = Blocking::default_for(c.a_layout);
+            assert!(
+                c.run(Threads::All, blocking) == c.run(Threads::One, blocking),
+                "{c}"
+            );
+        });
     }
 
     fn products_agree(m: usize, n: usize, k: usize) {

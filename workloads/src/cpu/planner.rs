@@ -380,8 +380,7 @@ impl Knob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::test_util::bits;
-    use crate::rng::Rng;
+    use crate::cpu::test_util::each_product_case;
 
     fn shape(m: usize, n: usize, k: usize, a: Layout, b: Layout) -> Shape {
         Shape { m, n, k, a, b }
@@ -393,74 +392,32 @@ mod tests {
     /// (a last block shorter than the others).
     #[test]
     fn every_candidate_gives_bitwise_the_same_product() {
-        let mut r = Rng::new(9);
-        for &(m, n, k) in &[(300, 40, 1100), (1030, 24, 300), (40, 130, 70)] {
-            let a = r.normal_vec(m * k, 1.0);
-            let b = r.normal_vec(k * n, 1.0);
-            let init = r.normal_vec(m * n, 1.0);
-            for threads in [1, 2] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                for al in [Layout::Normal, Layout::Transposed] {
-                    for bl in [Layout::Normal, Layout::Transposed] {
-                        let s = shape(m, n, k, al, bl);
-                        let def = Blocking::default_for(al);
-                        // Every knob's values, from the hand-chosen blocking
-                        // and from one with every other knob changed.
-                        let far = Blocking {
-                            k_block: 128,
-                            rows_outer: !def.rows_outer,
-                            pack_a: !def.pack_a,
-                            blocks_per_thread: 1,
-                        };
-                        let mut cands = Vec::new();
-                        for knob in [
-                            Knob::KBlock,
-                            Knob::RowsOuter,
-                            Knob::PackA,
-                            Knob::BlocksPerThread,
-                        ] {
-                            cands.extend(knob.candidates(s, threads, def));
-                            cands.extend(knob.candidates(s, threads, far));
-                        }
-                        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
-                            for acc in [false, true] {
-                                let run = |bl_: Blocking| {
-                                    let mut out = init.clone();
-                                    pool.install(|| {
-                                        dense::matmul_blocked(
-                                            isa,
-                                            Threads::All,
-                                            m,
-                                            n,
-                                            k,
-                                            &a,
-                                            al,
-                                            &b,
-                                            bl,
-                                            &mut out,
-                                            acc,
-                                            bl_,
-                                        )
-                                    });
-                                    bits(&out)
-                                };
-                                let want = run(def);
-                                for c in &cands {
-                                    assert!(
-                                        run(*c) == want,
-                                        "{} {s} acc {acc} {threads} threads: {c:?}",
-                                        isa.name()
-                                    );
-                                }
-                            }
-                        }
+        let shapes = [(300, 40, 1100), (1030, 24, 300), (40, 130, 70)];
+        each_product_case(9, &shapes, &[1, 2], |c| {
+            let s = shape(c.m, c.n, c.k, c.a_layout, c.b_layout);
+            let def = Blocking::default_for(c.a_layout);
+            // Every knob's values, from the hand-chosen blocking and from
+            // one with every other knob changed.
+            let far = Blocking {
+                k_block: 128,
+                rows_outer: !def.rows_outer,
+                pack_a: !def.pack_a,
+                blocks_per_thread: 1,
+            };
+            let want = c.run(Threads::All, def);
+            for knob in [
+                Knob::KBlock,
+                Knob::RowsOuter,
+                Knob::PackA,
+                Knob::BlocksPerThread,
+            ] {
+                for from in [def, far] {
+                    for cand in knob.candidates(s, c.threads, from) {
+                        assert!(c.run(Threads::All, cand) == want, "{c}: {cand:?}");
                     }
                 }
             }
-        }
+        });
     }
 
     /// The candidates differ in how they cut the shape: a knob that changes
