@@ -138,10 +138,10 @@ fn main() -> anyhow::Result<()> {
                 let isa = referee_workloads::cpu::Isa::detect();
                 let planned = planner::export(isa, threads);
                 let mut t = [Vec::new(), Vec::new()];
+                planner::set_mode(Mode::Fixed);
                 for r in 0..4 + 4 * steps {
                     // Steps 0, 1: the hand-chosen blocking; 2, 3: planned; …
                     let which = (r / 2) % 2;
-                    planner::set_mode(Mode::Fixed);
                     planner::clear();
                     if which == 1 {
                         planner::import(isa, threads, planned.clone());

@@ -264,20 +264,22 @@ impl CpuPlanRun {
         let products: Vec<Value> = now
             .iter()
             .map(|e| {
-                let b = e.blocking;
-                json!({
-                    "shape": e.shape.to_string(),
-                    "from": if read(e) { "file" } else { "measured" },
-                    "k_block": b.k_block,
-                    "rows_outer": b.rows_outer,
-                    "pack_a": b.pack_a,
-                    "blocks_per_thread": b.blocks_per_thread,
-                    "time_vs_default": e.gain(),
-                })
+                let mut p = serde_json::Map::new();
+                p.insert("shape".into(), json!(e.shape.to_string()));
+                p.insert(
+                    "from".into(),
+                    json!(if read(e) { "file" } else { "measured" }),
+                );
+                // The blocking's own fields (every knob, as the file has them).
+                if let Value::Object(b) = json!(e.blocking) {
+                    p.extend(b);
+                }
+                p.insert("time_vs_default".into(), json!(e.gain()));
+                Value::Object(p)
             })
             .collect();
         json!({
-            "mode": match self.setting.mode { Mode::Measure => "measure", Mode::Fixed => "fixed" },
+            "mode": self.setting.mode,
             "file": self.setting.file.as_ref().map(|p| p.display().to_string()),
             "cpu": self.key.cpu,
             "kernels": self.key.kernels,
