@@ -70,12 +70,15 @@ struct Saved {
     m: Vec<f32>,
 }
 
-/// Rounding copies for bf16 products.
+/// Scratch of the linear layers: rounding copies for bf16 products, the
+/// transposed weight of a backward pass and a bf16 weight gradient's sums.
 #[derive(Debug, Default)]
-struct Bf16Scratch {
+struct LinearScratch {
     a: Vec<f32>,
     b: Vec<f32>,
     c: Vec<f32>,
+    wt: Vec<f32>,
+    dw: Vec<f32>,
 }
 
 fn rounded<'v>(dst: &'v mut Vec<f32>, src: &[f32]) -> &'v [f32] {
@@ -97,12 +100,21 @@ fn store_rounded(v: &[f32], out: &mut [f32], accumulate: bool) {
     }
 }
 
+/// Rows per block of the head and the loss ([`Llm::head`]): at most 16 MiB
+/// of logits at mini_llm's vocabulary of 2,048, whatever the batch (64 MiB
+/// at b64 in one piece). mini_llm's b16 step (2,048 rows) is one block:
+/// smaller blocks were measured slower on Zen 3 (`bench_step --model llm
+/// --batch 16 --plan fixed`, 8 alternating rounds, median ratio to one
+/// block: 1.08 at 256 rows, 1.01 at 1,024), each block packing the
+/// embedding again and passing over its whole gradient.
+const HEAD_ROWS: usize = 2048;
+
 /// A linear layer's three products, f32 or bf16. `W` is `k × n`, stored as
 /// `wl` says (the tied head is the `n × k` embedding, transposed).
 struct Linear<'s> {
     isa: Isa,
     bf16: bool,
-    s: &'s mut Bf16Scratch,
+    s: &'s mut LinearScratch,
 }
 
 impl Linear<'_> {
@@ -140,96 +152,106 @@ impl Linear<'_> {
         store_rounded(&s.c, &mut out[..rows * n], acc);
     }
 
-    /// `dx (+)= dy · Wᵀ` (dy: rows × n).
+    /// Both gradients: `dW = xᵀ · dy` (overwritten, stored as `W` is) and
+    /// `dx (+)= dy · Wᵀ` (x: rows × k, dy: rows × n).
     #[allow(clippy::too_many_arguments)]
-    fn backward_input(
-        &mut self,
-        rows: usize,
-        k: usize,
-        n: usize,
-        dy: &[f32],
-        w: &[f32],
-        wl: Layout,
-        dx: &mut [f32],
-        acc: bool,
-    ) {
-        let wtl = match wl {
-            Layout::Normal => Layout::Transposed,
-            Layout::Transposed => Layout::Normal,
-        };
-        if !self.bf16 {
-            return planner::matmul(self.isa, rows, k, n, dy, Layout::Normal, w, wtl, dx, acc);
-        }
-        let s = &mut *self.s;
-        let (db, wb) = (rounded(&mut s.a, dy), rounded(&mut s.b, w));
-        s.c.resize(rows * k, 0.0);
-        planner::matmul(
-            self.isa,
-            rows,
-            k,
-            n,
-            db,
-            Layout::Normal,
-            wb,
-            wtl,
-            &mut s.c,
-            false,
-        );
-        store_rounded(&s.c, &mut dx[..rows * k], acc);
-    }
-
-    /// `dW = xᵀ · dy`, stored as `W` is (overwrites).
-    #[allow(clippy::too_many_arguments)]
-    fn backward_weight(
+    fn backward(
         &mut self,
         rows: usize,
         k: usize,
         n: usize,
         x: &[f32],
         dy: &[f32],
+        w: &[f32],
         wl: Layout,
+        dx: &mut [f32],
+        dx_acc: bool,
         dw: &mut [f32],
     ) {
+        self.begin_backward(k, n, w, wl);
+        self.backward_rows(true, rows, k, n, x, dy, w, wl, dx, dx_acc, dw);
+        self.end_backward(k, n, dw);
+    }
+
+    /// Readies a backward pass over `W`: `Wᵀ` (`n × k`) as `dx = dy · Wᵀ`
+    /// reads it, rounded to bf16 in bf16 mode, once for all row blocks (a
+    /// transposed f32 `W` is `Wᵀ` as stored, read in place).
+    fn begin_backward(&mut self, k: usize, n: usize, w: &[f32], wl: Layout) {
         let s = &mut *self.s;
+        match wl {
+            Layout::Normal => {
+                s.wt.resize(k * n, 0.0);
+                transpose_into(w, k, n, n, &mut s.wt, k);
+                if self.bf16 {
+                    s.wt.iter_mut().for_each(|v| *v = math::round_bf16(*v));
+                }
+            }
+            Layout::Transposed if self.bf16 => {
+                rounded(&mut s.wt, &w[..k * n]);
+            }
+            Layout::Transposed => {}
+        }
+    }
+
+    /// One block of rows of a backward pass begun by
+    /// [`Linear::begin_backward`]: adds the block's share to `dW` (its first
+    /// block overwrites), and writes (or adds) the block's rows of `dx`.
+    /// Bitwise what the two whole products give: each value of `dW` is one
+    /// chain of multiply-adds over the rows in order, which blocks in order
+    /// continue; the rows of `dx` are independent. In bf16 mode `dW`'s sums
+    /// are kept in f32 and rounded once, by [`Linear::end_backward`].
+    #[allow(clippy::too_many_arguments)]
+    fn backward_rows(
+        &mut self,
+        first: bool,
+        r: usize,
+        k: usize,
+        n: usize,
+        x: &[f32],
+        dy: &[f32],
+        w: &[f32],
+        wl: Layout,
+        dx: &mut [f32],
+        dx_acc: bool,
+        dw: &mut [f32],
+    ) {
+        let isa = self.isa;
+        let LinearScratch {
+            a,
+            b,
+            c,
+            wt,
+            dw: dw_sums,
+        } = &mut *self.s;
         let (x, dy) = if self.bf16 {
-            (rounded(&mut s.a, x), rounded(&mut s.b, dy))
+            (rounded(a, x), rounded(b, dy))
         } else {
             (x, dy)
         };
         let dst: &mut [f32] = if self.bf16 {
-            s.c.resize(k * n, 0.0);
-            &mut s.c
+            dw_sums.resize(k * n, 0.0);
+            dw_sums
         } else {
             dw
         };
+        let (t, nl) = (Layout::Transposed, Layout::Normal);
         match wl {
-            Layout::Normal => planner::matmul(
-                self.isa,
-                k,
-                n,
-                rows,
-                x,
-                Layout::Transposed,
-                dy,
-                Layout::Normal,
-                dst,
-                false,
-            ),
-            Layout::Transposed => planner::matmul(
-                self.isa,
-                n,
-                k,
-                rows,
-                dy,
-                Layout::Transposed,
-                x,
-                Layout::Normal,
-                dst,
-                false,
-            ),
+            Layout::Normal => planner::matmul(isa, k, n, r, x, t, dy, nl, dst, !first),
+            Layout::Transposed => planner::matmul(isa, n, k, r, dy, t, x, nl, dst, !first),
         }
+        if !self.bf16 {
+            let wt = if wl == Layout::Transposed { w } else { wt };
+            return planner::matmul(isa, r, k, n, dy, nl, wt, nl, dx, dx_acc);
+        }
+        c.resize(r * k, 0.0);
+        planner::matmul(isa, r, k, n, dy, nl, wt, nl, c, false);
+        store_rounded(c, &mut dx[..r * k], dx_acc);
+    }
+
+    /// Ends a backward pass: in bf16 mode, `dW` rounded from its sums.
+    fn end_backward(&mut self, k: usize, n: usize, dw: &mut [f32]) {
         if self.bf16 {
-            store_rounded(&s.c, &mut dw[..k * n], false);
+            store_rounded(&self.s.dw, &mut dw[..k * n], false);
         }
     }
 }
@@ -678,7 +700,8 @@ impl Attention {
 }
 
 /// Sum over rows of the cross-entropy of `logits` (rows of `v`) against
-/// `targets`; with `grad`, each row is replaced by `(softmax − onehot) · scale`.
+/// `targets`; with `grad`, each row is replaced by `(softmax − onehot) · scale`,
+/// without, by its exponentials (the logits are scratch either way).
 fn cross_entropy(
     isa: Isa,
     logits: &mut [f32],
@@ -698,14 +721,7 @@ fn cross_entropy(
                         let tg = tg as usize;
                         let mx = math::max(row);
                         let target = row[tg];
-                        // The gradient overwrites the row anyway; evaluation keeps it.
-                        let sum = match grad {
-                            Some(_) => math::exp_in_place(row, mx, 1.0),
-                            None => {
-                                let mut e = row.to_vec();
-                                math::exp_in_place(&mut e, mx, 1.0)
-                            }
-                        };
+                        let sum = math::exp_in_place(row, mx, 1.0);
                         loss += f64::from(mx + sum.ln() - target);
                         if let Some(scale) = grad {
                             let k = scale / sum;
@@ -736,7 +752,9 @@ pub struct Llm {
     dwide: Vec<f32>,
     dm: Vec<f32>,
     datt: Vec<f32>,
-    bf16: Bf16Scratch,
+    lin: LinearScratch,
+    /// The embedding transposed (`[d, vocab]`): the head's `W`.
+    et: Vec<f32>,
 }
 
 impl Llm {
@@ -759,7 +777,8 @@ impl Llm {
             dwide: Vec::new(),
             dm: Vec::new(),
             datt: Vec::new(),
-            bf16: Bf16Scratch::default(),
+            lin: LinearScratch::default(),
+            et: Vec::new(),
         }
     }
 
@@ -788,7 +807,7 @@ impl Llm {
         let mut lin = Linear {
             isa: self.isa,
             bf16: s.bf16,
-            s: &mut self.bf16,
+            s: &mut self.lin,
         };
         // The embedding lookup is the input of the first layer (or of the
         // final norm when there are no layers).
@@ -886,23 +905,30 @@ impl Llm {
             &mut self.hf,
             &mut self.rf,
         );
-        self.logits.resize(rows * v, 0.0);
-        lin.forward(
-            rows,
-            d,
-            v,
-            &self.hf,
-            embed,
-            Layout::Transposed,
-            &mut self.logits,
-            false,
-        );
         Ok(())
     }
 
     /// Logits `[B·T, vocab]` of `tokens` (whole sequences).
     pub fn forward(&mut self, params: &[f32], tokens: &[u32]) -> Result<&[f32]> {
         self.run_forward(params, tokens)?;
+        let s = &self.spec;
+        let (d, v, rows) = (s.d, s.vocab, tokens.len());
+        let mut lin = Linear {
+            isa: self.isa,
+            bf16: s.bf16,
+            s: &mut self.lin,
+        };
+        self.logits.resize(rows * v, 0.0);
+        lin.forward(
+            rows,
+            d,
+            v,
+            &self.hf,
+            &params[s.embed..s.embed + v * d],
+            Layout::Transposed,
+            &mut self.logits,
+            false,
+        );
         Ok(&self.logits)
     }
 
@@ -910,8 +936,63 @@ impl Llm {
     pub fn loss(&mut self, params: &[f32], tokens: &[u32], targets: &[u32]) -> Result<f32> {
         self.check_targets(tokens, targets)?;
         self.run_forward(params, tokens)?;
-        let total = cross_entropy(self.isa, &mut self.logits, self.spec.vocab, targets, None);
+        let total = self.head(params, targets, None);
         Ok((total / targets.len() as f64) as f32)
+    }
+
+    /// The tied head and the cross-entropy after [`Llm::run_forward`], a
+    /// block of [`HEAD_ROWS`] rows at a time: the logits (scratch, never
+    /// kept) take a block's memory, not the batch's. Returns the summed
+    /// loss; with `grads`, also the embedding's gradient from the head
+    /// (`dE = dlogitsᵀ·hf`, overwritten) and `self.dh` (`dlogits·E`), each
+    /// of the mean over the rows. The gradients are bitwise what whole
+    /// products give (see [`Linear::backward_rows`]); the row losses are
+    /// the same and summed in f64.
+    fn head(&mut self, params: &[f32], targets: &[u32], mut grads: Option<&mut [f32]>) -> f64 {
+        let s = &self.spec;
+        let (d, v, rows) = (s.d, s.vocab, targets.len());
+        let embed = &params[s.embed..s.embed + v * d];
+        self.et.resize(d * v, 0.0);
+        transpose_into(embed, v, d, d, &mut self.et, v);
+        let mut lin = Linear {
+            isa: self.isa,
+            bf16: s.bf16,
+            s: &mut self.lin,
+        };
+        let scale = 1.0 / rows as f32;
+        if grads.is_some() {
+            self.dh.resize(rows * d, 0.0);
+            lin.begin_backward(d, v, embed, Layout::Transposed);
+        }
+        let mut total = 0f64;
+        for r0 in (0..rows).step_by(HEAD_ROWS) {
+            let r = HEAD_ROWS.min(rows - r0);
+            let logits = &mut self.logits;
+            logits.resize(r * v, 0.0);
+            let hf = &self.hf[r0 * d..(r0 + r) * d];
+            lin.forward(r, d, v, hf, &self.et, Layout::Normal, logits, false);
+            let tg = &targets[r0..r0 + r];
+            total += cross_entropy(self.isa, logits, v, tg, grads.is_some().then_some(scale));
+            if let Some(g) = grads.as_deref_mut() {
+                lin.backward_rows(
+                    r0 == 0,
+                    r,
+                    d,
+                    v,
+                    hf,
+                    logits,
+                    embed,
+                    Layout::Transposed,
+                    &mut self.dh[r0 * d..(r0 + r) * d],
+                    false,
+                    &mut g[s.embed..s.embed + v * d],
+                );
+            }
+        }
+        if let Some(g) = grads {
+            lin.end_backward(d, v, &mut g[s.embed..s.embed + v * d]);
+        }
+        total
     }
 
     fn check_targets(&self, tokens: &[u32], targets: &[u32]) -> Result<()> {
@@ -944,40 +1025,14 @@ impl Llm {
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = tokens.len();
         let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
-        let total = cross_entropy(
-            self.isa,
-            &mut self.logits,
-            v,
-            targets,
-            Some(1.0 / rows as f32),
-        );
-        let embed = &params[s.embed..s.embed + v * d];
+        // Head (tied) and loss: dE = dlogitsᵀ·hf; dhf = dlogits·E.
+        let total = self.head(params, targets, Some(grads));
+        let s = &self.spec;
         let mut lin = Linear {
             isa: self.isa,
             bf16: s.bf16,
-            s: &mut self.bf16,
+            s: &mut self.lin,
         };
-        // Head (tied): dE = dlogitsᵀ·hf; dhf = dlogits·E.
-        lin.backward_weight(
-            rows,
-            d,
-            v,
-            &self.hf,
-            &self.logits,
-            Layout::Transposed,
-            &mut grads[s.embed..s.embed + v * d],
-        );
-        self.dh.resize(rows * d, 0.0);
-        lin.backward_input(
-            rows,
-            d,
-            v,
-            &self.logits,
-            embed,
-            Layout::Transposed,
-            &mut self.dh,
-            false,
-        );
         self.dx.resize(rows * d, 0.0);
         self.dx.fill(0.0);
         rms_backward(
@@ -1039,45 +1094,33 @@ fn mlp_backward(
     g: &mut ActivationGrads,
     grads: &mut [f32],
 ) {
-    lin.backward_weight(
+    let w_down = ls.w_down..ls.w_down + f * d;
+    lin.backward(
         rows,
         f,
         d,
         &sv.m,
         g.dx,
-        Layout::Normal,
-        &mut grads[ls.w_down..ls.w_down + f * d],
-    );
-    lin.backward_input(
-        rows,
-        f,
-        d,
-        g.dx,
-        &params[ls.w_down..ls.w_down + f * d],
+        &params[w_down.clone()],
         Layout::Normal,
         g.dm,
         false,
+        &mut grads[w_down],
     );
     let dgu = &mut g.dwide[..rows * 2 * f];
     swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu);
-    lin.backward_weight(
+    let w_gate_up = ls.w_gate_up..ls.w_gate_up + 2 * f * d;
+    lin.backward(
         rows,
         d,
         2 * f,
         &sv.h2,
         dgu,
-        Layout::Normal,
-        &mut grads[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
-    );
-    lin.backward_input(
-        rows,
-        d,
-        2 * f,
-        dgu,
-        &params[ls.w_gate_up..ls.w_gate_up + 2 * f * d],
+        &params[w_gate_up.clone()],
         Layout::Normal,
         g.dh,
         false,
+        &mut grads[w_gate_up],
     );
     rms_backward(
         lin.isa,
@@ -1105,45 +1148,33 @@ fn attention_backward(
     g: &mut ActivationGrads,
     grads: &mut [f32],
 ) {
-    lin.backward_weight(
+    let w_o = ls.w_o..ls.w_o + d * d;
+    lin.backward(
         rows,
         d,
         d,
         &sv.att,
         g.dx,
-        Layout::Normal,
-        &mut grads[ls.w_o..ls.w_o + d * d],
-    );
-    lin.backward_input(
-        rows,
-        d,
-        d,
-        g.dx,
-        &params[ls.w_o..ls.w_o + d * d],
+        &params[w_o.clone()],
         Layout::Normal,
         g.datt,
         false,
+        &mut grads[w_o],
     );
     let dqkv = &mut g.dwide[..rows * 3 * d];
     attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv);
-    lin.backward_weight(
+    let w_qkv = ls.w_qkv..ls.w_qkv + 3 * d * d;
+    lin.backward(
         rows,
         d,
         3 * d,
         &sv.h,
         dqkv,
-        Layout::Normal,
-        &mut grads[ls.w_qkv..ls.w_qkv + 3 * d * d],
-    );
-    lin.backward_input(
-        rows,
-        d,
-        3 * d,
-        dqkv,
-        &params[ls.w_qkv..ls.w_qkv + 3 * d * d],
+        &params[w_qkv.clone()],
         Layout::Normal,
         g.dh,
         false,
+        &mut grads[w_qkv],
     );
     rms_backward(
         lin.isa,
@@ -1160,6 +1191,7 @@ fn attention_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::dense;
     use crate::cpu::test_util::bits;
     use crate::rng::Rng;
 
@@ -1196,12 +1228,14 @@ mod tests {
             swiglu_backward(isa, &gu, f, &dm, &mut dgu);
             let mut lg = logits.clone();
             let loss = cross_entropy(isa, &mut lg, v, &targets, None);
+            let exps = lg;
+            let mut lg = logits.clone();
             let loss_g = cross_entropy(isa, &mut lg, v, &targets, Some(0.01));
             let mut rot = vec![0f32; rows * d];
             isa.vectorised(|| rope.rotate_rows(rows, &x, d, &mut rot, d, false));
             let mut sm = x.clone();
             let total = isa.vectorised(|| math::exp_in_place(&mut sm, 0.7, 0.3));
-            let mut out = [y, r, dx, dg, m, dgu, lg, rot, sm].concat();
+            let mut out = [y, r, dx, dg, m, dgu, exps, lg, rot, sm].concat();
             out.extend([loss as f32, loss_g as f32, total]);
             bits(&out)
         };
@@ -1210,5 +1244,83 @@ mod tests {
             "{}: the vectorised row-wise passes changed a result",
             simd.name()
         );
+    }
+
+    /// The head and the loss in blocks of [`HEAD_ROWS`] rows (the last one
+    /// short) give bitwise what whole products give: the loss, the
+    /// embedding's gradient from the head (its sums continued block to
+    /// block) and `dhf`, in f32 and in bf16 (whose weight gradient is
+    /// rounded once, after the last block).
+    #[test]
+    fn the_head_in_blocks_is_bitwise_the_whole_products() {
+        let isa = Isa::detect();
+        let (v, d, t) = (53, 16, 25);
+        let rows = 170 * t;
+        assert!(rows > 2 * HEAD_ROWS && !rows.is_multiple_of(HEAD_ROWS));
+        let mut rng = Rng::new(11);
+        let params = rng.normal_vec(v * d + d, 1.0);
+        let hf = rng.normal_vec(rows * d, 1.0);
+        let targets: Vec<u32> = (0..rows).map(|i| (i * 17 % v) as u32).collect();
+        for bf16 in [false, true] {
+            let spec = LlmSpec {
+                vocab: v,
+                seq_len: t,
+                d,
+                heads: 2,
+                ffn: 8,
+                norm_eps: 1e-5,
+                rope: Rope::new(d / 2, t, 10_000.0),
+                bf16,
+                embed: 0,
+                layers: Vec::new(),
+                final_norm: v * d,
+            };
+            let mut llm = Llm::new(spec, isa);
+            llm.hf = hf.clone();
+            let mut grads = vec![0f32; params.len()];
+            let total = llm.head(&params, &targets, Some(&mut grads));
+            // Whole products, each operand and result rounded in bf16 mode.
+            let round = |x: &[f32]| -> Vec<f32> {
+                x.iter()
+                    .map(|&x| if bf16 { math::round_bf16(x) } else { x })
+                    .collect()
+            };
+            let product = |m, n, k, a: &[f32], al, b: &[f32], bl| {
+                let mut c = vec![0f32; m * n];
+                dense::matmul(
+                    isa,
+                    dense::Threads::All,
+                    m,
+                    n,
+                    k,
+                    a,
+                    al,
+                    b,
+                    bl,
+                    &mut c,
+                    false,
+                );
+                round(&c)
+            };
+            let (nl, tl) = (Layout::Normal, Layout::Transposed);
+            let (e, h) = (round(&params[..v * d]), round(&hf));
+            let mut logits = product(rows, v, d, &h, nl, &e, tl);
+            let scale = Some(1.0 / rows as f32);
+            let whole = cross_entropy(isa, &mut logits, v, &targets, scale);
+            let dl = round(&logits);
+            let de = product(v, d, rows, &dl, tl, &h, nl);
+            let dh = product(rows, d, v, &dl, nl, &e, nl);
+            assert_eq!(total.to_bits(), whole.to_bits(), "bf16 {bf16}: loss");
+            assert!(bits(&grads[..v * d]) == bits(&de), "bf16 {bf16}: dE");
+            assert!(bits(&llm.dh) == bits(&dh), "bf16 {bf16}: dhf");
+            let mut loss_only = Llm::new(llm.spec.clone(), isa);
+            loss_only.hf = hf.clone();
+            let eval = loss_only.head(&params, &targets, None);
+            assert_eq!(
+                eval.to_bits(),
+                whole.to_bits(),
+                "bf16 {bf16}: evaluation loss"
+            );
+        }
     }
 }
