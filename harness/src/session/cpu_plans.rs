@@ -403,6 +403,35 @@ mod tests {
         assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
     }
 
+    /// A file written before the register tile's rows were planned (no
+    /// `tile_rows`) is read, its blockings with the tallest tile (0).
+    #[test]
+    fn a_file_from_before_tile_rows_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cpu-plans.json");
+        save(&path, &key(2), vec![entry(64, 256)]).unwrap();
+        fn drop_tile_rows(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("tile_rows");
+                    m.values_mut().for_each(drop_tile_rows);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(drop_tile_rows),
+                _ => {}
+            }
+        }
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        drop_tile_rows(&mut doc);
+        let old = serde_json::to_string_pretty(&doc).unwrap();
+        assert!(
+            !old.contains("tile_rows") && old.contains("k_block"),
+            "{old}"
+        );
+        std::fs::write(&path, old).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 256)]);
+    }
+
     #[test]
     fn the_cpu_name_has_family_model_and_stepping() {
         let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n";

@@ -4,7 +4,9 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::kernels::{AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, igemm_planned};
+use super::kernels::{
+    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, igemm_planned, register_tile_rows,
+};
 
 /// How an operand is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -70,6 +72,11 @@ pub struct Blocking {
     /// Row blocks per thread on the pool (at most; fewer where the product
     /// has fewer than `MIN_BLOCK_ROWS` (128) rows per block).
     pub blocks_per_thread: usize,
+    /// Rows of a register tile (see [`Plan::tile_rows`]; 0, and what a
+    /// blocking written before this knob existed reads as: the kernel
+    /// set's tallest).
+    #[serde(default)]
+    pub tile_rows: usize,
 }
 
 impl Blocking {
@@ -84,26 +91,42 @@ impl Blocking {
             rows_outer: a_layout == Layout::Normal,
             pack_a: true,
             blocks_per_thread: 4,
+            tile_rows: 0,
         }
     }
 
-    /// What this blocking decides at a product of `m` rows, reduction `k`
-    /// and A stored as `a_layout`, on `threads` threads: the reduction
-    /// block's length, the loop order, whether A is packed, the number of
-    /// row blocks. Two blockings with the same cut run the same pieces.
+    /// What this blocking decides at a product of `m` rows, `n` columns,
+    /// reduction `k` and A stored as `a_layout`, on `threads` threads with
+    /// the kernels of `isa`: the reduction block's length, the loop order,
+    /// whether A is packed, the number of row blocks, the register tile's
+    /// rows. Two blockings with the same cut run the same pieces.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn cut(
         self,
+        isa: Isa,
         m: usize,
+        n: usize,
         k: usize,
         a_layout: Layout,
         threads: usize,
-    ) -> (usize, bool, bool, usize) {
+    ) -> (usize, bool, bool, usize, usize) {
+        let kb = reduction_blocks(k, self.k_block).1;
+        let a_row_stride = match a_layout {
+            Layout::Normal => k,
+            Layout::Transposed => 1,
+        };
+        let tallest = register_tile_rows(isa, n, a_row_stride, kb);
+        let tile = match self.tile_rows {
+            0 => tallest,
+            t => t.min(tallest),
+        };
         (
-            reduction_blocks(k, self.k_block).1,
+            kb,
             self.rows_outer,
             // Only a transposed A with columns far apart is ever packed.
             self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
             row_blocks(m, threads, self.blocks_per_thread),
+            tile,
         )
     }
 }
@@ -219,6 +242,7 @@ pub fn matmul_blocked(
                 packed_b: packed.get(j).filter(|_| shared),
                 pack_a: blocking.pack_a,
                 rows_outer: blocking.rows_outer,
+                tile_rows: blocking.tile_rows,
             };
             igemm_planned(
                 isa,

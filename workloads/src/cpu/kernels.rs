@@ -221,6 +221,11 @@ pub struct Plan<'p> {
     /// the output is written a row at a time. For A in place with its rows
     /// K apart (a dense `x·W`).
     pub rows_outer: bool,
+    /// Rows of a register tile, at most the kernel set's tallest for the
+    /// product ([`register_tile_rows`]; 0: the tallest). Shorter tiles
+    /// reload B more often but keep fewer of A's rows in flight; no tile
+    /// changes a sum's order.
+    pub tile_rows: usize,
 }
 
 /// [`igemm`] with a [`Plan`].
@@ -337,6 +342,21 @@ fn max_rows(isa: Isa, fv: usize, a_rs: usize, k: usize) -> usize {
     }
 }
 
+/// The rows of the tallest register tile of a product of `cols` columns
+/// with A's rows `a_row_stride` apart and a reduction over `k` (what a
+/// [`Plan`] with `tile_rows` 0 uses); 0 where no SIMD kernel takes it.
+pub(crate) fn register_tile_rows(isa: Isa, cols: usize, a_row_stride: usize, k: usize) -> usize {
+    let (lanes, simd_cols) = isa.simd_split(cols);
+    if simd_cols == 0 {
+        return 0;
+    }
+    let widest = balanced(simd_cols / lanes, max_vectors(isa))
+        .map(|g| g.1)
+        .max()
+        .unwrap_or(1);
+    max_rows(isa, widest, a_row_stride, k)
+}
+
 /// Widest register tile, in vectors of columns, per instruction set.
 fn max_vectors(isa: Isa) -> usize {
     match isa {
@@ -383,6 +403,11 @@ unsafe fn simd_blocks(
     let groups = balanced(cols / lanes, max_vectors(isa));
     let widest = groups.clone().map(|g| g.1).max().unwrap_or(1);
     let rt = max_rows(isa, widest, a.row_stride, k);
+    let rt = if plan.tile_rows > 0 {
+        rt.min(plan.tile_rows)
+    } else {
+        rt
+    };
     // Where B's rows lie far apart and enough rows of A reuse it to pay for
     // the copy, B is packed first: each column block in consecutive memory
     // (`wmax` values per k), read row by row so that the copy streams. Read
@@ -1153,11 +1178,12 @@ mod tests {
                 let mut pb = PackedB::default();
                 let packed = pb.pack(isa, &bm, cols);
                 for (pack_a, rows_outer) in [(false, false), (true, false), (false, true)] {
-                    for shared in [false, true] {
+                    for (shared, tile_rows) in [(false, 0), (true, 0), (false, 5), (true, 1)] {
                         let plan = Plan {
                             packed_b: (shared && packed).then_some(&pb),
                             pack_a,
                             rows_outer,
+                            tile_rows,
                         };
                         let mut got = init.clone();
                         igemm_planned(isa, rows, cols, am, bm, &mut got, cols, acc, plan);
@@ -1167,7 +1193,7 @@ mod tests {
                             .all(|(g, w)| g.to_bits() == w.to_bits());
                         assert!(
                             same,
-                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} rows_outer {rows_outer} shared {shared}",
+                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} rows_outer {rows_outer} shared {shared} tile_rows {tile_rows}",
                             isa.name()
                         );
                     }

@@ -245,7 +245,7 @@ pub fn measure(isa: Isa, shape: Shape) -> Entry {
         }
         t0.elapsed().as_secs_f64() * 1e6 / reps as f64
     };
-    search(shape, rayon::current_num_threads(), &mut time)
+    search(isa, shape, rayon::current_num_threads(), &mut time)
 }
 
 /// Rounds in which every candidate of a knob is timed once (interleaved, so
@@ -262,13 +262,19 @@ const MIN_TIMED_MICROS: f64 = 400.0;
 const MARGIN: f64 = 0.03;
 
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
-/// (reduction block, loop order, packing of A, row blocks per thread), the
+/// (reduction block, loop order, packing of A, row blocks per thread,
+/// register tile rows), the
 /// values that make a difference at this shape are timed in [`ROUNDS`]
 /// interleaved rounds, and the fastest replaces the current value if it
 /// beats it by more than [`MARGIN`]. The result is then timed against the
 /// hand-chosen blocking once more and kept only if it wins by the margin
 /// again; the entry's timings are those of the last rounds each took part in.
-pub fn search(shape: Shape, threads: usize, time: &mut dyn FnMut(Blocking) -> f64) -> Entry {
+pub fn search(
+    isa: Isa,
+    shape: Shape,
+    threads: usize,
+    time: &mut dyn FnMut(Blocking) -> f64,
+) -> Entry {
     let mut cur = Blocking::default_for(shape.a);
     let mut timings: Vec<Timing> = Vec::new();
     for knob in [
@@ -276,8 +282,9 @@ pub fn search(shape: Shape, threads: usize, time: &mut dyn FnMut(Blocking) -> f6
         Knob::RowsOuter,
         Knob::PackA,
         Knob::BlocksPerThread,
+        Knob::TileRows,
     ] {
-        let cands = knob.candidates(shape, threads, cur);
+        let cands = knob.candidates(isa, shape, threads, cur);
         if cands.len() < 2 {
             continue;
         }
@@ -340,13 +347,14 @@ enum Knob {
     RowsOuter,
     PackA,
     BlocksPerThread,
+    TileRows,
 }
 
 impl Knob {
     /// `cur` with this knob's values that cut `shape` differently
     /// ([`Blocking::cut`]; the current value first); one candidate where
     /// the knob changes nothing.
-    fn candidates(self, shape: Shape, threads: usize, cur: Blocking) -> Vec<Blocking> {
+    fn candidates(self, isa: Isa, shape: Shape, threads: usize, cur: Blocking) -> Vec<Blocking> {
         let values: Vec<Blocking> = match self {
             Knob::KBlock => [128, 256, 512, 1024]
                 .map(|k_block| Blocking { k_block, ..cur })
@@ -365,8 +373,12 @@ impl Knob {
                     ..cur
                 })
                 .to_vec(),
+            // The tallest tile (0), and shorter ones where they exist.
+            Knob::TileRows => [0, 16, 12, 8, 6, 4]
+                .map(|tile_rows| Blocking { tile_rows, ..cur })
+                .to_vec(),
         };
-        let cut = |b: &Blocking| b.cut(shape.m, shape.k, shape.a, threads);
+        let cut = |b: &Blocking| b.cut(isa, shape.m, shape.n, shape.k, shape.a, threads);
         let mut out = vec![cur];
         for v in values {
             if !out.iter().any(|o| cut(o) == cut(&v)) {
@@ -403,6 +415,7 @@ mod tests {
                 rows_outer: !def.rows_outer,
                 pack_a: !def.pack_a,
                 blocks_per_thread: 1,
+                tile_rows: 4,
             };
             let want = c.run(Threads::All, def);
             for knob in [
@@ -410,9 +423,10 @@ mod tests {
                 Knob::RowsOuter,
                 Knob::PackA,
                 Knob::BlocksPerThread,
+                Knob::TileRows,
             ] {
                 for from in [def, far] {
-                    for cand in knob.candidates(s, c.threads, from) {
+                    for cand in knob.candidates(c.isa, s, c.threads, from) {
                         assert!(c.run(Threads::All, cand) == want, "{c}: {cand:?}");
                     }
                 }
@@ -427,9 +441,10 @@ mod tests {
     fn candidates_are_the_values_that_change_the_cut() {
         let nn = |m, n, k| shape(m, n, k, Layout::Normal, Layout::Normal);
         let def = Blocking::default_for(Layout::Normal);
+        let isa = Isa::Avx2;
         let kb = |s| {
             Knob::KBlock
-                .candidates(s, 2, def)
+                .candidates(isa, s, 2, def)
                 .iter()
                 .map(|b| b.k_block)
                 .collect::<Vec<_>>()
@@ -442,7 +457,7 @@ mod tests {
         assert_eq!(kb(nn(2048, 128, 384)), vec![512, 128, 256]);
         let per = |m| {
             Knob::BlocksPerThread
-                .candidates(nn(m, 64, 64), 2, def)
+                .candidates(isa, nn(m, 64, 64), 2, def)
                 .iter()
                 .map(|b| b.blocks_per_thread)
                 .collect::<Vec<_>>()
@@ -454,12 +469,27 @@ mod tests {
         // A is packed only where it is transposed with columns far apart.
         let pa = |m, a| {
             Knob::PackA
-                .candidates(shape(m, 64, 64, a, Layout::Normal), 2, def)
+                .candidates(isa, shape(m, 64, 64, a, Layout::Normal), 2, def)
                 .len()
         };
         assert_eq!(pa(2048, Layout::Transposed), 2);
         assert_eq!(pa(512, Layout::Transposed), 1);
         assert_eq!(pa(2048, Layout::Normal), 1);
+        // Register tiles no taller than the kernel set's tallest for the
+        // product (AVX2: 6 rows two vectors wide, 12 one vector wide).
+        let tiles = |isa: Isa, n| {
+            Knob::TileRows
+                .candidates(isa, nn(512, n, 256), 2, def)
+                .iter()
+                .map(|b| b.tile_rows)
+                .collect::<Vec<_>>()
+        };
+        if Isa::Avx2.available() {
+            assert_eq!(tiles(Isa::Avx2, 64), vec![0, 4]);
+            assert_eq!(tiles(Isa::Avx2, 8), vec![0, 8, 6, 4]);
+        }
+        // No SIMD tile, nothing to choose.
+        assert_eq!(tiles(Isa::Portable, 64), vec![0]);
     }
 
     /// The search keeps the hand-chosen blocking unless a candidate is more
@@ -470,13 +500,15 @@ mod tests {
         let s = shape(2048, 768, 2048, Layout::Normal, Layout::Normal);
         let def = Blocking::default_for(Layout::Normal);
         // 2 % faster at k_block 256: within the margin, kept.
-        let e = search(s, 2, &mut |b| if b.k_block == 256 { 98.0 } else { 100.0 });
+        let e = search(Isa::Avx2, s, 2, &mut |b| {
+            if b.k_block == 256 { 98.0 } else { 100.0 }
+        });
         assert_eq!(e.blocking, def);
         assert_eq!(e.gain(), Some(1.0));
         // 10 % faster at 256 and, given that, 20 % faster with 8 blocks per
         // thread: both taken.
         let mut calls = 0;
-        let e = search(s, 2, &mut |b| {
+        let e = search(Isa::Avx2, s, 2, &mut |b| {
             calls += 1;
             let t = if b.k_block == 256 { 90.0 } else { 100.0 };
             if b.blocks_per_thread == 8 { t * 0.8 } else { t }
@@ -499,7 +531,7 @@ mod tests {
         // quiet spell) loses the confirmation against the hand-chosen
         // blocking and is not kept.
         let mut calls = 0;
-        let e = search(s, 2, &mut |b| {
+        let e = search(Isa::Avx2, s, 2, &mut |b| {
             calls += 1;
             if b.k_block == 256 && calls <= 4 * ROUNDS {
                 90.0
@@ -511,7 +543,7 @@ mod tests {
         // The best of the rounds, not the first: a slow first round of the
         // fastest candidate does not hide it.
         let mut first = true;
-        let e = search(s, 2, &mut |b| {
+        let e = search(Isa::Avx2, s, 2, &mut |b| {
             if b.k_block == 1024 {
                 if first {
                     first = false;
