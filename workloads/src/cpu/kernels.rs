@@ -200,7 +200,7 @@ pub fn igemm(
     )
 }
 
-/// How [`igemm_planned`] lays out its operands. Neither choice changes
+/// How [`igemm_planned`] lays out its operands. No choice changes
 /// which products are summed or in which order: results are bitwise those
 /// of [`igemm`].
 #[derive(Debug, Clone, Copy, Default)]

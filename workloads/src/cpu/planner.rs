@@ -1,7 +1,8 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
 //! layers and head): for each product shape it chooses how
 //! [`dense::matmul_blocked`] cuts the product ([`Blocking`]: reduction
-//! block, loop order, packing of a transposed A, row blocks per thread) by
+//! block, loop order, packing of a transposed A, row blocks per thread,
+//! register tile rows) by
 //! timing candidates on the machine at hand, once per shape, in the manner
 //! of FFTW's planner. Every candidate gives bitwise the same product (each
 //! output value is one chain of fused multiply-adds over K in order,
