@@ -278,13 +278,7 @@ pub fn search(
 ) -> Entry {
     let mut cur = Blocking::default_for(shape.a);
     let mut timings: Vec<Timing> = Vec::new();
-    for knob in [
-        Knob::KBlock,
-        Knob::RowsOuter,
-        Knob::PackA,
-        Knob::BlocksPerThread,
-        Knob::TileRows,
-    ] {
+    for knob in Knob::ALL {
         let cands = knob.candidates(isa, shape, threads, cur);
         if cands.len() < 2 {
             continue;
@@ -352,6 +346,15 @@ enum Knob {
 }
 
 impl Knob {
+    /// Every knob, in the order the search takes them.
+    const ALL: [Knob; 5] = [
+        Knob::KBlock,
+        Knob::RowsOuter,
+        Knob::PackA,
+        Knob::BlocksPerThread,
+        Knob::TileRows,
+    ];
+
     /// `cur` with this knob's values that cut `shape` differently
     /// ([`Blocking::cut`]; the current value first); one candidate where
     /// the knob changes nothing.
@@ -419,13 +422,7 @@ mod tests {
                 tile_rows: 4,
             };
             let want = c.run(Threads::All, def);
-            for knob in [
-                Knob::KBlock,
-                Knob::RowsOuter,
-                Knob::PackA,
-                Knob::BlocksPerThread,
-                Knob::TileRows,
-            ] {
+            for knob in Knob::ALL {
                 for from in [def, far] {
                     for cand in knob.candidates(c.isa, s, c.threads, from) {
                         assert!(c.run(Threads::All, cand) == want, "{c}: {cand:?}");
