@@ -562,7 +562,7 @@ impl Panel {
         wmax: usize,
     ) {
         let k = b.koff.len();
-        self.b.resize(groups.clone().count() * k * wmax, 0.0);
+        grow(&mut self.b, groups.clone().count() * k * wmax);
         for (kk, &o) in b.koff.list.iter().enumerate() {
             let row = b.base + o;
             for (g, (v0, fv)) in groups.clone().enumerate() {
@@ -587,11 +587,20 @@ impl Panel {
     /// each column's `clen` values after the last's.
     fn fill_a(&mut self, a: &AMat, c0: usize, clen: usize) {
         let k = a.koff.len();
-        self.a.resize(k * clen, 0.0);
+        grow(&mut self.a, k * clen);
         for (dst, &o) in self.a.chunks_exact_mut(clen).zip(&a.koff.list) {
             let s = a.base + c0 + o;
             dst.copy_from_slice(&a.data[s..s + clen]);
         }
+    }
+}
+
+/// Makes `v` at least `len` long. A panel is never shortened: it serves
+/// products of every size in turn, and growing a shortened vector writes
+/// zeros over what it had. Every value a kernel reads is packed first.
+fn grow(v: &mut Vec<f32>, len: usize) {
+    if v.len() < len {
+        v.resize(len, 0.0);
     }
 }
 
