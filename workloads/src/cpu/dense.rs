@@ -5,7 +5,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::kernels::{
-    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, igemm_planned, register_tile_rows,
+    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, grow, igemm_planned,
+    register_tile_rows,
 };
 
 /// How an operand is stored.
@@ -221,9 +222,7 @@ pub fn matmul_blocked(
             // Never shortened: a panel dropped here would be allocated and
             // zeroed again by the next product with more reduction blocks
             // (2 % of the LLM step on Zen 4 went to that memset).
-            if packed.len() < kblocks {
-                packed.resize_with(kblocks, PackedB::default);
-            }
+            grow(&mut packed, kblocks);
             // Each reduction block's panel on its own thread: a weight
             // gradient's B is the activations' gradient (2,048 × 768 at the
             // mini LLM's b16), several MiB to copy.

@@ -595,12 +595,13 @@ impl Panel {
     }
 }
 
-/// Makes `v` at least `len` long. A panel is never shortened: it serves
-/// products of every size in turn, and growing a shortened vector writes
-/// zeros over what it had. Every value a kernel reads is packed first.
-fn grow(v: &mut Vec<f32>, len: usize) {
+/// Makes `v` at least `len` long (new values `T::default()`), never
+/// shorter. For scratch that serves work of every size in turn (panels,
+/// their lists, the attention's buffers): growing a shortened vector would
+/// allocate or zero again what it had. Every value read is written first.
+pub(crate) fn grow<T: Default>(v: &mut Vec<T>, len: usize) {
     if v.len() < len {
-        v.resize(len, 0.0);
+        v.resize_with(len, T::default);
     }
 }
 

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::dense::{Layout, transpose_into};
-use super::kernels::{AMat, BMat, Isa, Offsets, igemm};
+use super::kernels::{AMat, BMat, Isa, Offsets, grow, igemm};
 use super::math;
 use super::planner;
 use crate::rope::Rope;
@@ -474,11 +474,6 @@ impl Attention {
     fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
         let n = self.h * self.t * self.dh;
         HEAD_BUFS.with_borrow_mut(|b| {
-            let grow = |v: &mut Vec<f32>, len: usize| {
-                if v.len() < len {
-                    v.resize(len, 0.0);
-                }
-            };
             for v in [&mut b.q, &mut b.k, &mut b.kt, &mut b.vt] {
                 grow(v, n);
             }
