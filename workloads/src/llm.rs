@@ -300,6 +300,8 @@ pub struct LlmTrainer {
     #[cfg(feature = "graph")]
     device: Device,
     last_grad_norm: f64,
+    /// The last step's gradient buffer, reused by the next step.
+    spare_grads: Vec<f32>,
 }
 
 impl LlmTrainer {
@@ -341,6 +343,7 @@ impl LlmTrainer {
             #[cfg(feature = "graph")]
             device: device.clone(),
             last_grad_norm: 0.0,
+            spare_grads: Vec::new(),
         })
     }
 
@@ -409,8 +412,12 @@ impl LlmTrainer {
     /// One optimizer step: forward, loss, backward, clip, AdamW, LR schedule.
     pub fn train_step(&mut self, inputs: &[u32], targets: &[u32]) -> Result<StepOutput> {
         let lr = self.current_lr();
-        let (loss, grads) = self.compute_gradients(inputs, targets)?;
-        self.apply_gradients(&grads)?;
+        // The gradient's buffer is the last step's: every entry is
+        // rewritten (no 4 MiB allocation and zeroing per step).
+        let buf = std::mem::take(&mut self.spare_grads);
+        let (loss, mut grads) = self.gradients_into(inputs, targets, buf)?;
+        self.apply_in_place(&mut grads)?;
+        self.spare_grads = grads;
         Ok(StepOutput { loss, lr })
     }
 
@@ -423,12 +430,23 @@ impl LlmTrainer {
         inputs: &[u32],
         targets: &[u32],
     ) -> Result<(f32, Vec<f32>)> {
+        self.gradients_into(inputs, targets, Vec::new())
+    }
+
+    /// [`Self::compute_gradients`] into `buf` (reused: its values, if any,
+    /// are all overwritten).
+    fn gradients_into(
+        &mut self,
+        inputs: &[u32],
+        targets: &[u32],
+        mut buf: Vec<f32>,
+    ) -> Result<(f32, Vec<f32>)> {
         self.check_batch(inputs, targets)?;
         match &mut self.run {
             Run::Cpu(e) => {
-                let mut grads = vec![0f32; self.params.len()];
-                let loss = e.gradients(self.params.flat(), inputs, targets, &mut grads)?;
-                Ok((loss, grads))
+                buf.resize(self.params.len(), 0.0);
+                let loss = e.gradients(self.params.flat(), inputs, targets, &mut buf)?;
+                Ok((loss, buf))
             }
             #[cfg(feature = "graph")]
             Run::Graph => {
@@ -445,10 +463,15 @@ impl LlmTrainer {
     /// Clips the (already averaged) flat gradient to the global norm, takes an
     /// AdamW step, then advances the schedule.
     pub fn apply_gradients(&mut self, flat_grads: &[f32]) -> Result<()> {
+        self.apply_in_place(&mut flat_grads.to_vec())
+    }
+
+    /// [`Self::apply_gradients`], clipping `g` in place (no copy of the
+    /// flat vector).
+    fn apply_in_place(&mut self, g: &mut [f32]) -> Result<()> {
         let lr = self.current_lr();
-        let mut g = flat_grads.to_vec();
-        self.last_grad_norm = clip_grad_norm(&mut g, self.hp.grad_clip);
-        self.opt.step(&mut self.params, &g, lr)?;
+        self.last_grad_norm = clip_grad_norm(g, self.hp.grad_clip);
+        self.opt.step(&mut self.params, g, lr)?;
         self.step += 1;
         Ok(())
     }

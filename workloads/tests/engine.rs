@@ -203,3 +203,42 @@ fn llm_cpu_engine_matches_the_graph_in_bf16() {
     // order of the sums inside the products differs.
     llm_engines_agree(&hp, 3, 3e-2);
 }
+
+/// `train_step` reuses the last step's gradient buffer and clips it in
+/// place: every step gives bitwise what a fresh buffer, clipped as a copy
+/// (`compute_gradients` then `apply_gradients`), gives, in f32 and bf16.
+#[test]
+fn llm_train_step_is_bitwise_the_two_halves() {
+    for precision in [Precision::Fp32, Precision::Bf16] {
+        let hp = LlmHparams {
+            precision,
+            ..small_llm()
+        };
+        let dev = Device::Cpu;
+        let engine = Engine::Cpu(Isa::detect());
+        let mut whole = LlmTrainer::with_engine(&hp, 9, &dev, engine).unwrap();
+        let mut halves = LlmTrainer::with_engine(&hp, 9, &dev, engine).unwrap();
+        for step in 0..4 {
+            let (x, y) = tokens(40 + step, 2 * hp.seq_len, hp.vocab_size);
+            let lw = whole.train_step(&x, &y).unwrap().loss;
+            let (lh, g) = halves.compute_gradients(&x, &y).unwrap();
+            halves.apply_gradients(&g).unwrap();
+            assert_eq!(
+                lw.to_bits(),
+                lh.to_bits(),
+                "{precision:?} step {step}: loss"
+            );
+            assert_eq!(
+                whole.last_grad_norm().to_bits(),
+                halves.last_grad_norm().to_bits(),
+                "{precision:?} step {step}: gradient norm"
+            );
+            let same = whole
+                .flat_parameters()
+                .iter()
+                .zip(halves.flat_parameters())
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{precision:?} step {step}: weights differ");
+        }
+    }
+}

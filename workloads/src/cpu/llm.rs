@@ -817,8 +817,9 @@ impl Llm {
             xr.copy_from_slice(&embed[e..e + d]);
         }
         for (ls, sv) in s.layers.iter().zip(self.layers.iter_mut()) {
-            sv.x.resize(rows * d, 0.0);
-            sv.x.copy_from_slice(&self.x_out);
+            // The layer's input, kept for the backward pass: the stream
+            // itself, swapped in (`x_out` is rewritten below, from `xm`).
+            std::mem::swap(&mut sv.x, &mut self.x_out);
             sv.r1.resize(rows, 0.0);
             sv.h.resize(rows * d, 0.0);
             rms_forward(
