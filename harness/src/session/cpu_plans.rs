@@ -116,11 +116,17 @@ struct PlansFile {
 struct Machine {
     #[serde(flatten)]
     key: MachineKey,
+    /// How many knobs the planner that measured these products had
+    /// ([`planner::KNOBS`]; 0 in files from before this field): choices
+    /// made without a later knob are measured again.
+    #[serde(default)]
+    knobs: usize,
     products: Vec<Entry>,
 }
 
-/// Reads `path`'s choices for `key`: none where the file does not exist or
-/// lists no such machine; an error (naming the file, line and column)
+/// Reads `path`'s choices for `key`: none where the file does not exist,
+/// lists no such machine or only choices a planner with fewer knobs made
+/// (measured again, then saved over them); an error (naming the file, line and column)
 /// where it cannot be read or parsed.
 pub fn load(path: &Path, key: &MachineKey) -> Result<Vec<Entry>, String> {
     let text = match std::fs::read_to_string(path) {
@@ -132,7 +138,7 @@ pub fn load(path: &Path, key: &MachineKey) -> Result<Vec<Entry>, String> {
     Ok(file
         .machines
         .into_iter()
-        .find(|m| m.key == *key)
+        .find(|m| m.key == *key && m.knobs == planner::KNOBS)
         .map(|m| m.products)
         .unwrap_or_default())
 }
@@ -171,6 +177,7 @@ pub fn save(path: &Path, key: &MachineKey, products: Vec<Entry>) -> Result<(), S
     machines.retain(|m| m.key != *key);
     machines.push(Machine {
         key: key.clone(),
+        knobs: planner::KNOBS,
         products,
     });
     let file = PlansFile {
@@ -403,33 +410,47 @@ mod tests {
         assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
     }
 
-    /// A file written before the register tile's rows were planned (no
-    /// `tile_rows`) is read, its blockings with the tallest tile (0).
+    /// A file written before the later knobs (no `knobs`, `tile_rows` or
+    /// `pack_b`) reads, but its choices, made without those knobs, are not
+    /// served: the products are measured again and saved over them. One
+    /// written by a planner with other knobs than this one's is the same.
     #[test]
-    fn a_file_from_before_tile_rows_is_read() {
+    fn choices_made_with_fewer_knobs_are_measured_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cpu-plans.json");
         save(&path, &key(2), vec![entry(64, 256)]).unwrap();
-        fn drop_tile_rows(v: &mut serde_json::Value) {
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 256)]);
+        let rewrite = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut doc: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            f(&mut doc);
+            let text = serde_json::to_string_pretty(&doc).unwrap();
+            std::fs::write(&path, &text).unwrap();
+            text
+        };
+        fn drop_keys(v: &mut serde_json::Value) {
             match v {
                 serde_json::Value::Object(m) => {
-                    m.remove("tile_rows");
-                    m.values_mut().for_each(drop_tile_rows);
+                    for k in ["knobs", "tile_rows", "pack_b"] {
+                        m.remove(k);
+                    }
+                    m.values_mut().for_each(drop_keys);
                 }
-                serde_json::Value::Array(a) => a.iter_mut().for_each(drop_tile_rows),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(drop_keys),
                 _ => {}
             }
         }
-        let mut doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        drop_tile_rows(&mut doc);
-        let old = serde_json::to_string_pretty(&doc).unwrap();
+        let old = rewrite(&drop_keys);
         assert!(
-            !old.contains("tile_rows") && old.contains("k_block"),
+            !old.contains("knobs") && !old.contains("pack_b") && old.contains("k_block"),
             "{old}"
         );
-        std::fs::write(&path, old).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 256)]);
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
+        // Saved again by this planner: served.
+        save(&path, &key(2), vec![entry(64, 512)]).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
+        rewrite(&|d| d["machines"][0]["knobs"] = json!(planner::KNOBS + 1));
+        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
     }
 
     #[test]

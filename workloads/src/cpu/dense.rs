@@ -5,8 +5,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::kernels::{
-    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, grow, igemm_planned,
-    register_tile_rows,
+    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PACK_MIN_STRIDE, PackedB, Plan, grow,
+    igemm_planned, register_tile_rows,
 };
 
 /// How an operand is stored.
@@ -78,6 +78,15 @@ pub struct Blocking {
     /// set's tallest).
     #[serde(default)]
     pub tile_rows: usize,
+    /// Pack B where its rows lie far apart (see [`Plan::keep_b_in_place`]);
+    /// true, and what a blocking written before this knob existed reads
+    /// as, is the hand-chosen rule.
+    #[serde(default = "yes")]
+    pub pack_b: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Blocking {
@@ -93,6 +102,7 @@ impl Blocking {
             pack_a: true,
             blocks_per_thread: 4,
             tile_rows: 0,
+            pack_b: true,
         }
     }
 
@@ -100,7 +110,8 @@ impl Blocking {
     /// reduction `k` and A stored as `a_layout`, on `threads` threads with
     /// the kernels of `isa`: the reduction block's length, the loop order,
     /// whether A is packed, the number of row blocks, the register tile's
-    /// rows. Two blockings with the same cut run the same pieces.
+    /// rows, whether B is packed. Two blockings with the same cut run the
+    /// same pieces.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn cut(
         self,
@@ -110,7 +121,7 @@ impl Blocking {
         k: usize,
         a_layout: Layout,
         threads: usize,
-    ) -> (usize, bool, bool, usize, usize) {
+    ) -> (usize, bool, bool, usize, usize, bool) {
         let kb = reduction_blocks(k, self.k_block).1;
         let a_row_stride = match a_layout {
             Layout::Normal => k,
@@ -128,6 +139,9 @@ impl Blocking {
             self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
             row_blocks(m, threads, self.blocks_per_thread),
             tile,
+            // B (as the kernels read it: `k × n`, rows `n` apart) is packed
+            // only with rows far apart and enough rows of A to reuse it.
+            self.pack_b && n >= PACK_MIN_STRIDE && m >= PACK_MIN_ROWS,
         )
     }
 }
@@ -214,11 +228,11 @@ pub fn matmul_blocked(
     // On the pool, B (each reduction block of it) is packed once here and
     // shared by every row block, rather than packed by each.
     let mut packed = match threads {
-        Threads::All if m >= PACK_MIN_ROWS => PACKED.take(),
+        Threads::All if m >= PACK_MIN_ROWS && blocking.pack_b => PACKED.take(),
         _ => Vec::new(),
     };
     let shared = match threads {
-        Threads::All if m >= PACK_MIN_ROWS => {
+        Threads::All if m >= PACK_MIN_ROWS && blocking.pack_b => {
             // Never shortened: a panel dropped here would be allocated and
             // zeroed again by the next product with more reduction blocks
             // (2 % of the LLM step on Zen 4 went to that memset).
@@ -247,6 +261,7 @@ pub fn matmul_blocked(
                 pack_a: blocking.pack_a,
                 rows_outer: blocking.rows_outer,
                 tile_rows: blocking.tile_rows,
+                keep_b_in_place: !blocking.pack_b,
             };
             igemm_planned(
                 isa,

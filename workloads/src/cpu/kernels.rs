@@ -226,6 +226,10 @@ pub struct Plan<'p> {
     /// reload B more often but keep fewer of A's rows in flight; no tile
     /// changes a sum's order.
     pub tile_rows: usize,
+    /// Read B in place even where its rows lie far apart (no packing of
+    /// B; `packed_b` must be None): where B's panels stay in the caches
+    /// anyway, the copy only costs.
+    pub keep_b_in_place: bool,
 }
 
 /// [`igemm`] with a [`Plan`].
@@ -420,7 +424,10 @@ unsafe fn simd_blocks(
     // at these shapes.)
     let wmax = widest * lanes;
     let spread = b.koff.max / k.saturating_sub(1).max(1);
-    let pack = plan.packed_b.is_none() && rows >= PACK_MIN_ROWS && spread >= PACK_MIN_STRIDE;
+    let pack = plan.packed_b.is_none()
+        && !plan.keep_b_in_place
+        && rows >= PACK_MIN_ROWS
+        && spread >= PACK_MIN_STRIDE;
     let a_spread = a.koff.max / k.saturating_sub(1).max(1);
     let packed_b_any = pack || plan.packed_b.is_some();
     let pack_a = plan.pack_a
@@ -530,7 +537,7 @@ const ROW_CHUNK_FLOATS: usize = 1 << 16;
 const PACK_MIN_ROWS: usize = 64;
 
 /// Mean distance between B's rows, in floats (512 B), from which B is packed.
-const PACK_MIN_STRIDE: usize = 128;
+pub(crate) const PACK_MIN_STRIDE: usize = 128;
 
 /// Mean distance between A's columns, in floats (4 KiB), from which A is
 /// packed where a [`Plan`] allows it. Closer, a row chunk's columns (512 B
@@ -1188,12 +1195,20 @@ mod tests {
                 let mut pb = PackedB::default();
                 let packed = pb.pack(isa, &bm, cols);
                 for (pack_a, rows_outer) in [(false, false), (true, false), (false, true)] {
-                    for (shared, tile_rows) in [(false, 0), (true, 0), (false, 5), (true, 1)] {
+                    for (shared, tile_rows, keep_b_in_place) in [
+                        (false, 0, false),
+                        (true, 0, false),
+                        (false, 5, false),
+                        (true, 1, false),
+                        (false, 0, true),
+                        (false, 3, true),
+                    ] {
                         let plan = Plan {
                             packed_b: (shared && packed).then_some(&pb),
                             pack_a,
                             rows_outer,
                             tile_rows,
+                            keep_b_in_place,
                         };
                         let mut got = init.clone();
                         igemm_planned(isa, rows, cols, am, bm, &mut got, cols, acc, plan);
@@ -1203,7 +1218,7 @@ mod tests {
                             .all(|(g, w)| g.to_bits() == w.to_bits());
                         assert!(
                             same,
-                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} rows_outer {rows_outer} shared {shared} tile_rows {tile_rows}",
+                            "{} rows {rows} cols {cols} k {k} pack_a {pack_a} rows_outer {rows_outer} shared {shared} tile_rows {tile_rows} keep_b_in_place {keep_b_in_place}",
                             isa.name()
                         );
                     }

@@ -1,8 +1,8 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
 //! layers and head): for each product shape it chooses how
 //! [`dense::matmul_blocked`] cuts the product ([`Blocking`]: reduction
-//! block, loop order, packing of a transposed A, row blocks per thread,
-//! register tile rows) by
+//! block, packing of B, loop order, packing of a transposed A, row blocks
+//! per thread, register tile rows) by
 //! timing candidates on the machine at hand, once per shape, in the manner
 //! of FFTW's planner. Every candidate gives bitwise the same product (each
 //! output value is one chain of fused multiply-adds over K in order,
@@ -263,10 +263,9 @@ const MIN_TIMED_MICROS: f64 = 400.0;
 const MARGIN: f64 = 0.03;
 
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
-/// (reduction block, loop order, packing of A, row blocks per thread,
-/// register tile rows), the
-/// values that make a difference at this shape are timed in [`ROUNDS`]
-/// interleaved rounds, and the fastest replaces the current value if it
+/// (reduction block, packing of B, loop order, packing of A, row blocks
+/// per thread, register tile rows), the values that make a difference at
+/// this shape are timed in [`ROUNDS`] interleaved rounds, and the fastest replaces the current value if it
 /// beats it by more than [`MARGIN`]. The result is then timed against the
 /// hand-chosen blocking once more and kept only if it wins by the margin
 /// again; the entry's timings are those of the last rounds each took part in.
@@ -336,9 +335,15 @@ pub fn search(
     }
 }
 
+/// How many knobs the search turns: a table kept between processes (the
+/// harness's file) records it, so that choices made before a knob existed
+/// are measured again.
+pub const KNOBS: usize = Knob::ALL.len();
+
 #[derive(Debug, Clone, Copy)]
 enum Knob {
     KBlock,
+    PackB,
     RowsOuter,
     PackA,
     BlocksPerThread,
@@ -347,8 +352,9 @@ enum Knob {
 
 impl Knob {
     /// Every knob, in the order the search takes them.
-    const ALL: [Knob; 5] = [
+    const ALL: [Knob; 6] = [
         Knob::KBlock,
+        Knob::PackB,
         Knob::RowsOuter,
         Knob::PackA,
         Knob::BlocksPerThread,
@@ -365,6 +371,10 @@ impl Knob {
                 .to_vec(),
             Knob::RowsOuter => vec![Blocking {
                 rows_outer: !cur.rows_outer,
+                ..cur
+            }],
+            Knob::PackB => vec![Blocking {
+                pack_b: !cur.pack_b,
                 ..cur
             }],
             Knob::PackA => vec![Blocking {
@@ -408,7 +418,13 @@ mod tests {
     /// (a last block shorter than the others).
     #[test]
     fn every_candidate_gives_bitwise_the_same_product() {
-        let shapes = [(300, 40, 1100), (1030, 24, 300), (40, 130, 70)];
+        // (96, 150, 200): B's rows far enough apart to be packed.
+        let shapes = [
+            (300, 40, 1100),
+            (1030, 24, 300),
+            (40, 130, 70),
+            (96, 150, 200),
+        ];
         each_product_case(9, &shapes, &[1, 2], |c| {
             let s = shape(c.m, c.n, c.k, c.a_layout, c.b_layout);
             let def = Blocking::default_for(c.a_layout);
@@ -420,6 +436,7 @@ mod tests {
                 pack_a: !def.pack_a,
                 blocks_per_thread: 1,
                 tile_rows: 4,
+                pack_b: !def.pack_b,
             };
             let want = c.run(Threads::All, def);
             for knob in Knob::ALL {
@@ -473,6 +490,13 @@ mod tests {
         assert_eq!(pa(2048, Layout::Transposed), 2);
         assert_eq!(pa(512, Layout::Transposed), 1);
         assert_eq!(pa(2048, Layout::Normal), 1);
+        // B is packed only with rows far apart (128 floats and more) and
+        // rows enough of A to reuse it: elsewhere, nothing to choose.
+        let pb = |m, n| Knob::PackB.candidates(isa, nn(m, n, 64), 2, def).len();
+        assert_eq!(pb(2048, 768), 2);
+        assert_eq!(pb(2048, 128), 2);
+        assert_eq!(pb(2048, 64), 1);
+        assert_eq!(pb(32, 768), 1);
         // Register tiles no taller than the kernel set's tallest for the
         // product (AVX2: 6 rows two vectors wide, 12 one vector wide).
         let tiles = |isa: Isa, n| {
