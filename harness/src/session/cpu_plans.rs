@@ -125,9 +125,9 @@ struct Machine {
 }
 
 /// Reads `path`'s choices for `key`: none where the file does not exist,
-/// lists no such machine or only choices a planner with fewer knobs made
-/// (measured again, then saved over them); an error (naming the file, line and column)
-/// where it cannot be read or parsed.
+/// lists no such machine or only choices a planner with other knobs made
+/// (measured again, then saved over them); an error (naming the file,
+/// line and column) where it cannot be read or parsed.
 pub fn load(path: &Path, key: &MachineKey) -> Result<Vec<Entry>, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
