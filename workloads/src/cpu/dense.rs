@@ -227,25 +227,20 @@ pub fn matmul_blocked(
     };
     // On the pool, B (each reduction block of it) is packed once here and
     // shared by every row block, rather than packed by each.
-    let mut packed = match threads {
-        Threads::All if m >= PACK_MIN_ROWS && blocking.pack_b => PACKED.take(),
-        _ => Vec::new(),
-    };
-    let shared = match threads {
-        Threads::All if m >= PACK_MIN_ROWS && blocking.pack_b => {
-            // Never shortened: a panel dropped here would be allocated and
-            // zeroed again by the next product with more reduction blocks
-            // (2 % of the LLM step on Zen 4 went to that memset).
-            grow(&mut packed, kblocks);
-            // Each reduction block's panel on its own thread: a weight
-            // gradient's B is the activations' gradient (2,048 × 768 at the
-            // mini LLM's b16), several MiB to copy.
-            packed[..kblocks]
-                .par_iter_mut()
-                .enumerate()
-                .all(|(j, p)| p.pack(isa, &b_block(j), n))
-        }
-        _ => false,
+    let share_b = threads == Threads::All && m >= PACK_MIN_ROWS && blocking.pack_b;
+    let mut packed = if share_b { PACKED.take() } else { Vec::new() };
+    let shared = share_b && {
+        // Never shortened: a panel dropped here would be allocated and
+        // zeroed again by the next product with more reduction blocks
+        // (2 % of the LLM step on Zen 4 went to that memset).
+        grow(&mut packed, kblocks);
+        // Each reduction block's panel on its own thread: a weight
+        // gradient's B is the activations' gradient (2,048 × 768 at the
+        // mini LLM's b16), several MiB to copy.
+        packed[..kblocks]
+            .par_iter_mut()
+            .enumerate()
+            .all(|(j, p)| p.pack(isa, &b_block(j), n))
     };
     let block = |r0: usize, rows: usize, out: &mut [f32]| {
         for j in 0..kblocks {
