@@ -5,8 +5,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::kernels::{
-    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PACK_MIN_STRIDE, PackedB, Plan, grow,
-    igemm_planned, register_tile_rows,
+    AMat, BMat, Isa, Offsets, PACK_A_MIN_STRIDE, PackedB, Plan, grow, igemm_planned, packs_b,
+    register_tile_rows,
 };
 
 /// How an operand is stored.
@@ -141,7 +141,7 @@ impl Blocking {
             tile,
             // B (as the kernels read it: `k × n`, rows `n` apart) is packed
             // only with rows far apart and enough rows of A to reuse it.
-            self.pack_b && n >= PACK_MIN_STRIDE && m >= PACK_MIN_ROWS,
+            self.pack_b && packs_b(m, n),
         )
     }
 }
@@ -225,9 +225,9 @@ pub fn matmul_blocked(
             &bkoff
         },
     };
-    // On the pool, B (each reduction block of it) is packed once here and
-    // shared by every row block, rather than packed by each.
-    let share_b = threads == Threads::All && m >= PACK_MIN_ROWS && blocking.pack_b;
+    // On the pool, B (each reduction block of it, rows `n` apart) is packed
+    // once here and shared by every row block, rather than packed by each.
+    let share_b = threads == Threads::All && blocking.pack_b && packs_b(m, n);
     let mut packed = if share_b { PACKED.take() } else { Vec::new() };
     let shared = share_b && {
         // Never shortened: a panel dropped here would be allocated and
@@ -287,9 +287,6 @@ pub fn matmul_blocked(
         PACKED.set(packed);
     }
 }
-
-/// Rows from which a product on the pool packs B once for all its row blocks.
-const PACK_MIN_ROWS: usize = 64;
 
 thread_local! {
     /// The calling thread's packed B of its last product, reused (taken

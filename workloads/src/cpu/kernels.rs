@@ -424,10 +424,7 @@ unsafe fn simd_blocks(
     // at these shapes.)
     let wmax = widest * lanes;
     let spread = b.koff.max / k.saturating_sub(1).max(1);
-    let pack = plan.packed_b.is_none()
-        && !plan.keep_b_in_place
-        && rows >= PACK_MIN_ROWS
-        && spread >= PACK_MIN_STRIDE;
+    let pack = plan.packed_b.is_none() && !plan.keep_b_in_place && packs_b(rows, spread);
     let a_spread = a.koff.max / k.saturating_sub(1).max(1);
     let packed_b_any = pack || plan.packed_b.is_some();
     let pack_a = plan.pack_a
@@ -537,7 +534,15 @@ const ROW_CHUNK_FLOATS: usize = 1 << 16;
 const PACK_MIN_ROWS: usize = 64;
 
 /// Mean distance between B's rows, in floats (512 B), from which B is packed.
-pub(crate) const PACK_MIN_STRIDE: usize = 128;
+const PACK_MIN_STRIDE: usize = 128;
+
+/// Whether a product of `rows` rows of A reads a B whose rows lie a mean
+/// `spread` floats apart from a packed copy (where its [`Plan`] lets it):
+/// the one place of the rule, which the planner's cut of a product and the
+/// pool's shared packing ask too.
+pub(crate) fn packs_b(rows: usize, spread: usize) -> bool {
+    rows >= PACK_MIN_ROWS && spread >= PACK_MIN_STRIDE
+}
 
 /// Mean distance between A's columns, in floats (4 KiB), from which A is
 /// packed where a [`Plan`] allows it. Closer, a row chunk's columns (512 B
