@@ -431,8 +431,8 @@ fn engine_choice_is_recorded() {
     assert!(stderr(&o).contains("--features graph"), "{}", stderr(&o));
 }
 
-/// The CPU engine's products are planned by measuring them once per
-/// machine (CPU model, kernels, threads), during the initialisation; the
+/// The CPU engine's products and attention blocks are planned by measuring
+/// them once per machine (CPU model, kernels, threads), during the initialisation; the
 /// choices go to the plan file and the log's provenance says each one and
 /// where it came from. A second run reads them instead of measuring; a
 /// malformed file only warns and is replaced; `REFEREE_CPU_PLAN=fixed`
@@ -468,14 +468,15 @@ fn cpu_plans_are_measured_once_and_recorded() {
             serde_json::from_str(line.trim_start_matches(":::MLLOG ")).unwrap();
         (event["value"]["cpu_plan"].clone(), stderr(&o))
     };
-    let froms = |p: &serde_json::Value| -> Vec<String> {
-        p["products"]
+    let froms_of = |p: &serde_json::Value, what: &str| -> Vec<String> {
+        p[what]
             .as_array()
             .unwrap()
             .iter()
             .map(|x| x["from"].as_str().unwrap().to_string())
             .collect()
     };
+    let froms = |p: &serde_json::Value| froms_of(p, "products");
 
     let (first, _) = run("first", None);
     assert_eq!(first["mode"], "measure");
@@ -487,20 +488,31 @@ fn cpu_plans_are_measured_once_and_recorded() {
     // Wᵀ as a plain matrix, so it shares a forward product's shape).
     assert_eq!(n, 12, "{first}");
     assert!(froms(&first).iter().all(|f| f == "measured"), "{first}");
+    // One attention shape (128 tokens, 4 heads of 32), its block measured.
+    assert_eq!(froms_of(&first, "attention"), vec!["measured"], "{first}");
+    let att = &first["attention"][0];
+    assert_eq!(att["shape"], "attention T 128 · 4×32", "{first}");
+    assert!(
+        [16, 32, 64, 128].contains(&att["block"].as_u64().unwrap()),
+        "{first}"
+    );
     let saved = std::fs::read_to_string(&file).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&saved).unwrap();
     assert_eq!(doc["machines"][0]["threads"], 1);
     assert_eq!(doc["machines"][0]["products"].as_array().unwrap().len(), n);
+    assert_eq!(doc["machines"][0]["attention"][0]["block"], att["block"]);
 
     // Read, not measured again; the file is left as it was.
     let (second, _) = run("second", None);
     assert_eq!(froms(&second), vec!["file".to_string(); n], "{second}");
+    assert_eq!(froms_of(&second, "attention"), vec!["file"], "{second}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), saved);
 
     // fixed: nothing measured or read.
     let (fixed, _) = run("fixed", Some("fixed"));
     assert_eq!(fixed["mode"], "fixed");
     assert_eq!(fixed["products"], serde_json::json!([]));
+    assert_eq!(fixed["attention"], serde_json::json!([]));
 
     // A malformed file: a warning naming the file and line, and a new file.
     std::fs::write(

@@ -5,9 +5,9 @@
 //!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
 //!     [--plan measure|fixed|compare] [--digest]
 //! ```
-//! `--plan`: the LLM's products planned by measuring them first (`measure`,
-//! the default, as `referee run` does; its choices on stderr) or the
-//! hand-chosen blocking (`fixed`); both train bitwise the same. `compare`
+//! `--plan`: the LLM's products and attention blocks planned by measuring
+//! them first (`measure`, the default, as `referee run` does; its choices
+//! on stderr) or the hand-chosen ones (`fixed`); both train bitwise the same. `compare`
 //! plans, then alternates the planned and the hand-chosen blocking every
 //! two steps in this one process (4 × `--steps` steps after 4 untimed) and
 //! prints both medians and their ratio (stderr) before the usual line.
@@ -129,6 +129,13 @@ fn main() -> anyhow::Result<()> {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
                     eprintln!("plan {}: {:?} (time vs default {g})", e.shape, e.blocking);
                 }
+                for e in planner::export_attention(isa, threads) {
+                    let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
+                    eprintln!(
+                        "plan {}: {} queries per block (time vs default {g}; {:?})",
+                        e.shape, e.block, e.timings
+                    );
+                }
             }
             let n = b * hp.seq_len;
             let toks: Vec<u32> = (0..n + 1)
@@ -137,6 +144,7 @@ fn main() -> anyhow::Result<()> {
             if compare {
                 let isa = referee_workloads::cpu::Isa::detect();
                 let planned = planner::export(isa, threads);
+                let attention = planner::export_attention(isa, threads);
                 let mut t = [Vec::new(), Vec::new()];
                 planner::set_mode(Mode::Fixed);
                 for r in 0..4 + 4 * steps {
@@ -145,6 +153,7 @@ fn main() -> anyhow::Result<()> {
                     planner::clear();
                     if which == 1 {
                         planner::import(isa, threads, planned.clone());
+                        planner::import_attention(isa, threads, attention.clone());
                     }
                     let t0 = Instant::now();
                     tr.train_step(&toks[..n], &toks[1..])?;
@@ -159,6 +168,7 @@ fn main() -> anyhow::Result<()> {
                     p / f
                 );
                 planner::import(isa, threads, planned);
+                planner::import_attention(isa, threads, attention);
             }
             let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {

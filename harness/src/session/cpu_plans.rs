@@ -14,7 +14,7 @@
 
 use crate::session::error::SessionError;
 use referee_workloads::cpu::Isa;
-use referee_workloads::cpu::planner::{self, Entry, Mode};
+use referee_workloads::cpu::planner::{self, AttentionEntry, Entry, Mode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -122,24 +122,42 @@ struct Machine {
     #[serde(default)]
     knobs: usize,
     products: Vec<Entry>,
+    /// Queries per block of each attention shape (none in files from
+    /// before attention was planned: measured at first use).
+    #[serde(default)]
+    attention: Vec<AttentionEntry>,
 }
 
-/// Reads `path`'s choices for `key`: none where the file does not exist,
-/// lists no such machine or only choices a planner with other knobs made
-/// (measured again, then saved over them); an error (naming the file,
-/// line and column) where it cannot be read or parsed.
-pub fn load(path: &Path, key: &MachineKey) -> Result<Vec<Entry>, String> {
+/// One machine's choices: its products' blockings and its attentions' blocks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plans {
+    pub products: Vec<Entry>,
+    pub attention: Vec<AttentionEntry>,
+}
+
+/// Reads `path`'s choices for `key`: none where the file does not exist or
+/// lists no such machine; no products where a planner with other knobs
+/// made them (measured again, then saved over them); an error (naming the
+/// file, line and column) where it cannot be read or parsed.
+pub fn load(path: &Path, key: &MachineKey) -> Result<Plans, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Plans::default()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let file = parse(&text).map_err(|e| format!("{}:{e}", path.display()))?;
     Ok(file
         .machines
         .into_iter()
-        .find(|m| m.key == *key && m.knobs == planner::KNOBS)
-        .map(|m| m.products)
+        .find(|m| m.key == *key)
+        .map(|m| Plans {
+            products: if m.knobs == planner::KNOBS {
+                m.products
+            } else {
+                Vec::new()
+            },
+            attention: m.attention,
+        })
         .unwrap_or_default())
 }
 
@@ -160,14 +178,25 @@ fn parse(text: &str) -> Result<PlansFile, String> {
                 ));
             }
         }
+        // Another block would change results, not only the speed (see
+        // `planner::attention_blocks`): refused, not run.
+        for (j, e) in m.attention.iter().enumerate() {
+            let allowed = planner::attention_blocks(e.shape.t);
+            if !allowed.contains(&e.block) {
+                return Err(format!(
+                    " machines[{i}].attention[{j}] ({}): expected a block of {allowed:?} queries, found {}",
+                    e.shape, e.block
+                ));
+            }
+        }
     }
     Ok(f)
 }
 
-/// Writes `products` as `key`'s choices into `path` (other machines'
+/// Writes `plans` as `key`'s choices into `path` (other machines'
 /// entries kept; a malformed file replaced), through a temporary file and a
 /// rename, so that a reader never sees half a file.
-pub fn save(path: &Path, key: &MachineKey, products: Vec<Entry>) -> Result<(), String> {
+pub fn save(path: &Path, key: &MachineKey, plans: Plans) -> Result<(), String> {
     let named = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut machines = std::fs::read_to_string(path)
         .ok()
@@ -178,7 +207,8 @@ pub fn save(path: &Path, key: &MachineKey, products: Vec<Entry>) -> Result<(), S
     machines.push(Machine {
         key: key.clone(),
         knobs: planner::KNOBS,
-        products,
+        products: plans.products,
+        attention: plans.attention,
     });
     let file = PlansFile {
         format: FORMAT.into(),
@@ -221,7 +251,7 @@ pub struct CpuPlanRun {
     setting: CpuPlanSetting,
     isa: Isa,
     key: MachineKey,
-    loaded: Vec<Entry>,
+    loaded: Plans,
     /// Problems with the file (the run goes on: it only costs time).
     pub warnings: Vec<String>,
 }
@@ -240,11 +270,12 @@ impl CpuPlanRun {
         let loaded = match &setting.file {
             Some(path) => load(path, &key).unwrap_or_else(|e| {
                 warnings.push(format!("{e}; the CPU products are measured again"));
-                Vec::new()
+                Plans::default()
             }),
-            None => Vec::new(),
+            None => Plans::default(),
         };
-        planner::import(isa, threads, loaded.clone());
+        planner::import(isa, threads, loaded.products.clone());
+        planner::import_attention(isa, threads, loaded.attention.clone());
         Self {
             setting: setting.clone(),
             isa,
@@ -257,11 +288,17 @@ impl CpuPlanRun {
     /// After the initialisation: writes newly measured choices to the file
     /// and returns the provenance record of every choice in use.
     pub fn finish(&mut self) -> Value {
-        let now = planner::export(self.isa, self.key.threads);
+        let now = Plans {
+            products: planner::export(self.isa, self.key.threads),
+            attention: planner::export_attention(self.isa, self.key.threads),
+        };
         // An entry read from the file comes back as it was read (timings
         // included); anything else was measured by this run.
-        let read = |e: &Entry| self.loaded.contains(e);
-        let measured = now.iter().any(|e| !read(e));
+        let read = |e: &Entry| self.loaded.products.contains(e);
+        let read_attention = |e: &AttentionEntry| self.loaded.attention.contains(e);
+        let from = |read: bool| json!(if read { "file" } else { "measured" });
+        let measured = now.products.iter().any(|e| !read(e))
+            || now.attention.iter().any(|e| !read_attention(e));
         if let (Some(path), true) = (&self.setting.file, measured)
             && let Err(e) = save(path, &self.key, now.clone())
         {
@@ -269,20 +306,30 @@ impl CpuPlanRun {
                 .push(format!("{e}; the measured CPU plans were not kept"));
         }
         let products: Vec<Value> = now
+            .products
             .iter()
             .map(|e| {
                 let mut p = serde_json::Map::new();
                 p.insert("shape".into(), json!(e.shape.to_string()));
-                p.insert(
-                    "from".into(),
-                    json!(if read(e) { "file" } else { "measured" }),
-                );
+                p.insert("from".into(), from(read(e)));
                 // The blocking's own fields (every knob, as the file has them).
                 if let Value::Object(b) = json!(e.blocking) {
                     p.extend(b);
                 }
                 p.insert("time_vs_default".into(), json!(e.gain()));
                 Value::Object(p)
+            })
+            .collect();
+        let attention: Vec<Value> = now
+            .attention
+            .iter()
+            .map(|e| {
+                json!({
+                    "shape": e.shape.to_string(),
+                    "from": from(read_attention(e)),
+                    "block": e.block,
+                    "time_vs_default": e.gain(),
+                })
             })
             .collect();
         json!({
@@ -292,6 +339,7 @@ impl CpuPlanRun {
             "kernels": self.key.kernels,
             "threads": self.key.threads,
             "products": products,
+            "attention": attention,
             "warnings": self.warnings,
         })
     }
@@ -317,6 +365,13 @@ mod tests {
                 ..Blocking::default_for(Layout::Normal)
             },
             timings: vec![],
+        }
+    }
+
+    fn plans(products: Vec<Entry>) -> Plans {
+        Plans {
+            products,
+            attention: vec![],
         }
     }
 
@@ -359,21 +414,32 @@ mod tests {
     fn the_file_keeps_each_machine_apart() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("cpu-plans.json");
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
-        save(&path, &key(2), vec![entry(2048, 256)]).unwrap();
-        save(&path, &key(4), vec![entry(2048, 512), entry(128, 128)]).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(2048, 256)]);
-        assert_eq!(load(&path, &key(4)).unwrap().len(), 2);
-        assert_eq!(load(&path, &key(8)).unwrap(), vec![]);
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![]);
+        save(&path, &key(2), plans(vec![entry(2048, 256)])).unwrap();
+        save(
+            &path,
+            &key(4),
+            plans(vec![entry(2048, 512), entry(128, 128)]),
+        )
+        .unwrap();
+        assert_eq!(
+            load(&path, &key(2)).unwrap().products,
+            vec![entry(2048, 256)]
+        );
+        assert_eq!(load(&path, &key(4)).unwrap().products.len(), 2);
+        assert_eq!(load(&path, &key(8)).unwrap().products, vec![]);
         let other = MachineKey {
             kernels: "avx512".into(),
             ..key(2)
         };
-        assert_eq!(load(&path, &other).unwrap(), vec![]);
+        assert_eq!(load(&path, &other).unwrap().products, vec![]);
         // Saving a machine again replaces its list.
-        save(&path, &key(2), vec![entry(1024, 128)]).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(1024, 128)]);
-        assert_eq!(load(&path, &key(4)).unwrap().len(), 2);
+        save(&path, &key(2), plans(vec![entry(1024, 128)])).unwrap();
+        assert_eq!(
+            load(&path, &key(2)).unwrap().products,
+            vec![entry(1024, 128)]
+        );
+        assert_eq!(load(&path, &key(4)).unwrap().products.len(), 2);
         // No temporary file left behind.
         let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()
@@ -399,15 +465,15 @@ mod tests {
         // Blocks of nothing are refused, not run.
         let mut bad = entry(64, 512);
         bad.blocking.k_block = 0;
-        save(&path, &key(2), vec![entry(32, 256), bad]).unwrap();
+        save(&path, &key(2), plans(vec![entry(32, 256), bad])).unwrap();
         let e = load(&path, &key(2)).unwrap_err();
         assert!(
             e.contains("machines[0].products[1]") && e.contains("k_block ≥ 1"),
             "{e}"
         );
         // Saving over it replaces it with a good file.
-        save(&path, &key(2), vec![entry(64, 512)]).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
+        save(&path, &key(2), plans(vec![entry(64, 512)])).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![entry(64, 512)]);
     }
 
     /// A file written before the later knobs (no `knobs`, `tile_rows` or
@@ -418,8 +484,8 @@ mod tests {
     fn choices_made_with_fewer_knobs_are_measured_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cpu-plans.json");
-        save(&path, &key(2), vec![entry(64, 256)]).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 256)]);
+        save(&path, &key(2), plans(vec![entry(64, 256)])).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![entry(64, 256)]);
         let rewrite = |f: &dyn Fn(&mut serde_json::Value)| {
             let mut doc: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -445,12 +511,74 @@ mod tests {
             !old.contains("knobs") && !old.contains("pack_b") && old.contains("k_block"),
             "{old}"
         );
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![]);
         // Saved again by this planner: served.
-        save(&path, &key(2), vec![entry(64, 512)]).unwrap();
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![entry(64, 512)]);
+        save(&path, &key(2), plans(vec![entry(64, 512)])).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![entry(64, 512)]);
         rewrite(&|d| d["machines"][0]["knobs"] = json!(planner::KNOBS + 1));
-        assert_eq!(load(&path, &key(2)).unwrap(), vec![]);
+        assert_eq!(load(&path, &key(2)).unwrap().products, vec![]);
+    }
+
+    /// Attention blocks are kept with the products, survive a change of
+    /// the products' knobs (they are not products), are absent from files
+    /// written before them, and a block that would change results (not a
+    /// candidate of the planner's) is refused, naming the entry.
+    #[test]
+    fn attention_blocks_are_kept_and_checked() {
+        use referee_workloads::cpu::planner::AttentionShape;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cpu-plans.json");
+        let att = |t, block| AttentionEntry {
+            shape: AttentionShape {
+                t,
+                heads: 4,
+                dh: 32,
+            },
+            block,
+            timings: vec![(16, 100.0), (block, 90.0)],
+        };
+        let both = Plans {
+            products: vec![entry(64, 256)],
+            attention: vec![att(128, 32), att(100, 128)],
+        };
+        save(&path, &key(2), both.clone()).unwrap();
+        assert_eq!(load(&path, &key(2)).unwrap(), both);
+        let rewrite = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut doc: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            f(&mut doc);
+            std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        };
+        // Products of a planner with other knobs are measured again; the
+        // attention blocks are still served.
+        rewrite(&|d| d["machines"][0]["knobs"] = json!(planner::KNOBS + 1));
+        let got = load(&path, &key(2)).unwrap();
+        assert_eq!(
+            (got.products, got.attention),
+            (vec![], both.attention.clone())
+        );
+        // A file from before attention was planned.
+        save(&path, &key(2), both.clone()).unwrap();
+        rewrite(&|d| {
+            d["machines"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("attention");
+        });
+        assert_eq!(load(&path, &key(2)).unwrap(), plans(both.products.clone()));
+        // 8 queries per block would leave columns to the scalar tail on
+        // AVX-512 (other bits); 256 is no candidate for 128 tokens.
+        for bad in [8, 24, 256] {
+            save(&path, &key(2), both.clone()).unwrap();
+            rewrite(&|d| d["machines"][0]["attention"][1]["block"] = json!(bad));
+            let e = load(&path, &key(2)).unwrap_err();
+            assert!(
+                e.contains("machines[0].attention[1]")
+                    && e.contains(&format!("found {bad}"))
+                    && e.contains("[16, 32, 64, 128]"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

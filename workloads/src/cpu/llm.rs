@@ -377,7 +377,7 @@ fn swiglu_backward(isa: Isa, gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) 
 }
 
 /// Causal attention with RoPE over `[B, T, 3, H, Dh]` projections, on row
-/// blocks of `BLOCK` queries: a block attends to keys up to its last row
+/// blocks of `block` queries (the planner's, [`planner::attention_block`]): a block attends to keys up to its last row
 /// only, so the products skip (most of) the masked upper triangle. The
 /// products read v, dO and write O, dV in place in their `[B, T, …]`
 /// tensors (the indirect kernel takes any row offsets); only the rotated
@@ -387,6 +387,7 @@ struct Attention {
     t: usize,
     h: usize,
     dh: usize,
+    block: usize,
     /// The first Dh values of a row; the Dh rows of a `[Dh, T]` matrix.
     dh_cols: Offsets,
     t_rows: Offsets,
@@ -399,8 +400,6 @@ struct Attention {
     dh_rows_from: Vec<Offsets>,
     hdh_rows_from: Vec<Offsets>,
 }
-
-const BLOCK: usize = 16;
 
 /// Every head's rotated q and k (`[H, T, Dh]`), and the transposes of k and
 /// v (`[H, Dh, T]`), of one sequence; for the backward pass also every
@@ -424,10 +423,11 @@ thread_local! {
 }
 
 impl Attention {
-    fn new(isa: Isa, t: usize, h: usize, dh: usize) -> Self {
+    fn new(isa: Isa, t: usize, h: usize, dh: usize, block: usize) -> Self {
+        let block = block.max(1);
         let blocks: Vec<(usize, usize)> = (0..t)
-            .step_by(BLOCK)
-            .map(|s| (s, (s + BLOCK).min(t)))
+            .step_by(block)
+            .map(|s| (s, (s + block).min(t)))
             .collect();
         let to = |stride: usize| -> Vec<Offsets> {
             blocks
@@ -446,6 +446,7 @@ impl Attention {
             t,
             h,
             dh,
+            block,
             dh_cols: Offsets::dense(dh, 1),
             t_rows: Offsets::dense(dh, t),
             cols_to: to(1),
@@ -459,9 +460,9 @@ impl Attention {
 
     fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
         (0..self.t)
-            .step_by(BLOCK)
+            .step_by(self.block)
             .enumerate()
-            .map(|(b, s)| (b, s, (s + BLOCK).min(self.t)))
+            .map(|(b, s)| (b, s, (s + self.block).min(self.t)))
     }
 
     /// Runs `f` on this thread's [`HeadBufs`], grown to this attention's
@@ -699,6 +700,42 @@ impl Attention {
     }
 }
 
+/// Synthetic projections and gradients of `b` sequences, for timing an
+/// attention's forward and backward pass with a given block of queries.
+struct AttentionProbe {
+    qkv: Vec<f32>,
+    dout: Vec<f32>,
+    out: Vec<f32>,
+    probs: Vec<f32>,
+    dqkv: Vec<f32>,
+    t: usize,
+    h: usize,
+    dh: usize,
+}
+
+impl AttentionProbe {
+    fn new(b: usize, t: usize, h: usize, dh: usize) -> Self {
+        let mut rng = crate::rng::Rng::new(0xa77e_0001);
+        let n = b * t * h * dh;
+        Self {
+            qkv: rng.normal_vec(3 * n, 1.0),
+            dout: rng.normal_vec(n, 1.0),
+            out: vec![0.0; n],
+            probs: vec![0.0; b * h * t * t],
+            dqkv: vec![0.0; 3 * n],
+            t,
+            h,
+            dh,
+        }
+    }
+
+    fn run(&mut self, isa: Isa, rope: &Rope, block: usize) {
+        let a = Attention::new(isa, self.t, self.h, self.dh, block);
+        a.forward(rope, &self.qkv, &mut self.out, &mut self.probs);
+        a.backward(rope, &self.qkv, &self.probs, &self.dout, &mut self.dqkv);
+    }
+}
+
 /// Sum over rows of the cross-entropy of `logits` (rows of `v`) against
 /// `targets`; with `grad`, each row is replaced by `(softmax − onehot) · scale`,
 /// without, by its exponentials (the logits are scratch either way).
@@ -796,13 +833,30 @@ impl Llm {
         Ok(tokens.len() / t)
     }
 
+    /// The attention of `b` sequences, in the planner's blocks of queries (in
+    /// [`planner::Mode::Measure`], a shape's first attention times each
+    /// candidate block on `b` sequences of synthetic projections).
+    fn attention(&self, b: usize) -> Attention {
+        let s = &self.spec;
+        let (t, h, dh) = (s.seq_len, s.heads, s.d / s.heads);
+        let shape = planner::AttentionShape { t, heads: h, dh };
+        let threads = rayon::current_num_threads();
+        let mut probe = None;
+        let block = planner::attention_block(self.isa, threads, shape, &mut |block| {
+            probe
+                .get_or_insert_with(|| AttentionProbe::new(b, t, h, dh))
+                .run(self.isa, &s.rope, block)
+        });
+        Attention::new(self.isa, t, h, dh, block)
+    }
+
     /// Forward pass over `tokens` (whole sequences); leaves the logits in `self.logits`.
     fn run_forward(&mut self, params: &[f32], tokens: &[u32]) -> Result<()> {
         let b = self.check_tokens(tokens, "tokens")?;
+        let attn = self.attention(b);
         let s = &self.spec;
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = b * t;
-        let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
         let embed = &params[s.embed..s.embed + v * d];
         let mut lin = Linear {
             isa: self.isa,
@@ -1025,7 +1079,7 @@ impl Llm {
         let s = &self.spec;
         let (t, d, f, v) = (s.seq_len, s.d, s.ffn, s.vocab);
         let rows = tokens.len();
-        let attn = Attention::new(self.isa, t, s.heads, d / s.heads);
+        let attn = self.attention(rows / t);
         // Head (tied) and loss: dE = dlogitsᵀ·hf; dhf = dlogits·E.
         let total = self.head(params, targets, Some(grads));
         let s = &self.spec;
@@ -1245,6 +1299,33 @@ mod tests {
             "{}: the vectorised row-wise passes changed a result",
             simd.name()
         );
+    }
+
+    /// Every block of queries the planner may choose gives bitwise the
+    /// hand-chosen block's attention, forward (output and probabilities)
+    /// and backward, with every kernel set, for sequences a multiple of the
+    /// largest block long and not (the last block short).
+    #[test]
+    fn every_attention_block_gives_the_same_bits() {
+        let (b, h, dh) = (3, 2, 32);
+        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+            for t in [128, 100, 40] {
+                let rope = Rope::new(dh, t, 10_000.0);
+                let mut probe = AttentionProbe::new(b, t, h, dh);
+                let mut run = |block| {
+                    probe.run(isa, &rope, block);
+                    [&probe.out[..], &probe.probs, &probe.dqkv]
+                        .map(bits)
+                        .concat()
+                };
+                let want = run(planner::ATTENTION_BLOCK);
+                let blocks = planner::attention_blocks(t);
+                assert!(blocks.len() >= 2, "T {t}: {blocks:?}");
+                for block in blocks {
+                    assert!(run(block) == want, "{} T {t}: block {block}", isa.name());
+                }
+            }
+        }
     }
 
     /// The head and the loss in blocks of [`HEAD_ROWS`] rows (the last one

@@ -1,19 +1,22 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
-//! layers and head): for each product shape it chooses how
+//! layers and head) and of the attention's blocks of queries: for each
+//! product shape it chooses how
 //! [`dense::matmul_blocked`] cuts the product ([`Blocking`]: reduction
 //! block, packing of B, loop order, packing of a transposed A, row blocks
 //! per thread, register tile rows) by
 //! timing candidates on the machine at hand, once per shape, in the manner
-//! of FFTW's planner. Every candidate gives bitwise the same product (each
-//! output value is one chain of fused multiply-adds over K in order,
-//! whatever the blocks), so a choice changes the speed only, never a
+//! of FFTW's planner; for each attention shape, how many queries a block
+//! takes ([`attention_block`]). Every candidate gives bitwise the same
+//! product (each output value is one chain of fused multiply-adds over K in
+//! order, whatever the blocks), so a choice changes the speed only, never a
 //! result: calibration and RCPs hold whatever a machine measured, and a
 //! noisy measurement costs time, not correctness.
 //!
 //! Owns: the candidates, their timing, the process's table of choices (per
 //! kernel set and thread count) and its import and export. Does not know:
 //! files (the harness keeps the table between runs, keyed by CPU model too,
-//! and records it in the run's provenance) or which model calls it.
+//! and records it in the run's provenance), which model calls it, or how an
+//! attention runs (its caller runs one for a given block).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -96,15 +99,80 @@ impl Entry {
     }
 }
 
+/// An attention on the pool: sequences of `t` tokens, `heads` heads of
+/// `dh` values each (the number of sequences changes only how they are
+/// shared out, not a block's work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AttentionShape {
+    pub t: usize,
+    pub heads: usize,
+    pub dh: usize,
+}
+
+impl std::fmt::Display for AttentionShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "attention T {} · {}×{}", self.t, self.heads, self.dh)
+    }
+}
+
+/// The choice of queries per block for one attention shape, with the
+/// timings it was chosen on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttentionEntry {
+    pub shape: AttentionShape,
+    pub block: usize,
+    /// (block, best microseconds of a forward and backward pass) for every
+    /// block timed (empty where the entry was given, not measured).
+    #[serde(default)]
+    pub timings: Vec<(usize, f64)>,
+}
+
+impl AttentionEntry {
+    /// The chosen block's time over the hand-chosen one's
+    /// ([`ATTENTION_BLOCK`]), where both were timed.
+    pub fn gain(&self) -> Option<f64> {
+        let time = |b: usize| {
+            self.timings
+                .iter()
+                .filter(|t| t.0 == b)
+                .map(|t| t.1)
+                .reduce(f64::min)
+        };
+        Some(time(self.block)? / time(ATTENTION_BLOCK)?)
+    }
+}
+
+/// The hand-chosen queries per block of an attention.
+pub const ATTENTION_BLOCK: usize = 16;
+
+/// The blocks of queries the planner tries for sequences of `t` tokens:
+/// [`ATTENTION_BLOCK`] first, then its multiples by 2 below `t`, and one
+/// block of the whole sequence. Only multiples of 16 queries: a block's
+/// last key is then a multiple of every kernel set's vector width (or the
+/// sequence's last), so every column of its scores is computed by the same
+/// vector code whatever the block (a block of 8 on AVX-512 would leave
+/// columns 8–15 of its first block to the scalar tail, other bits).
+pub fn attention_blocks(t: usize) -> Vec<usize> {
+    let mut out = vec![ATTENTION_BLOCK];
+    let mut b = ATTENTION_BLOCK;
+    while b < t {
+        b *= 2;
+        out.push(b);
+    }
+    out
+}
+
 struct Table {
     mode: Mode,
     /// (kernel set, threads, choice). A few dozen shapes at most: a list.
     entries: Vec<(Isa, usize, Entry)>,
+    attention: Vec<(Isa, usize, AttentionEntry)>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     mode: Mode::Fixed,
     entries: Vec::new(),
+    attention: Vec::new(),
 });
 
 fn table() -> std::sync::MutexGuard<'static, Table> {
@@ -143,9 +211,96 @@ pub fn export(isa: Isa, threads: usize) -> Vec<Entry> {
         .collect()
 }
 
+/// Adds attention `entries` (as [`import`] does products).
+pub fn import_attention(isa: Isa, threads: usize, entries: Vec<AttentionEntry>) {
+    let mut t = table();
+    for e in entries {
+        t.attention
+            .retain(|(i, n, x)| !(*i == isa && *n == threads && x.shape == e.shape));
+        t.attention.push((isa, threads, e));
+    }
+}
+
+/// The table's attention entries for `isa` on `threads` threads, in the
+/// order they were added.
+pub fn export_attention(isa: Isa, threads: usize) -> Vec<AttentionEntry> {
+    table()
+        .attention
+        .iter()
+        .filter(|(i, n, _)| *i == isa && *n == threads)
+        .map(|(_, _, e)| e.clone())
+        .collect()
+}
+
 /// Empties the table (its mode stays).
 pub fn clear() {
-    table().entries.clear();
+    let mut t = table();
+    t.entries.clear();
+    t.attention.clear();
+}
+
+/// Queries per block for an attention of `shape` on `threads` threads: the
+/// table's, else (in [`Mode::Measure`], measured first: `run(block)` runs
+/// one forward and backward pass with that block, on the pool)
+/// [`ATTENTION_BLOCK`].
+pub fn attention_block(
+    isa: Isa,
+    threads: usize,
+    shape: AttentionShape,
+    run: &mut dyn FnMut(usize),
+) -> usize {
+    let mut t = table();
+    if let Some((_, _, e)) = t
+        .attention
+        .iter()
+        .find(|(i, n, e)| *i == isa && *n == threads && e.shape == shape)
+    {
+        return e.block;
+    }
+    if t.mode == Mode::Fixed || shape.t == 0 {
+        return ATTENTION_BLOCK;
+    }
+    // Measured with the lock held, as a product is.
+    let mut time = repeat_timer(ATTENTION_BLOCK, run);
+    let e = choose_attention(shape, &mut time);
+    let b = e.block;
+    t.attention.push((isa, threads, e));
+    b
+}
+
+/// The block [`attention_block`] keeps for `shape` given `time` (its
+/// microseconds per pass): the fastest of [`attention_blocks`] where it
+/// beats the hand-chosen block by more than [`MARGIN`], twice (in its
+/// rounds and timed against it afresh).
+pub fn choose_attention(
+    shape: AttentionShape,
+    time: &mut dyn FnMut(usize) -> f64,
+) -> AttentionEntry {
+    let cands = attention_blocks(shape.t);
+    let best = best_times(&cands, time);
+    let mut timings: Vec<(usize, f64)> = cands.iter().copied().zip(best.iter().copied()).collect();
+    let (fastest, t) = timings
+        .iter()
+        .copied()
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .unwrap_or((ATTENTION_BLOCK, f64::INFINITY));
+    let mut block = ATTENTION_BLOCK;
+    if t < best[0] * (1.0 - MARGIN) {
+        let (d, c) = confirm(ATTENTION_BLOCK, fastest, time);
+        for (b, x) in [(ATTENTION_BLOCK, d), (fastest, c)] {
+            if let Some(e) = timings.iter_mut().find(|e| e.0 == b) {
+                e.1 = x;
+            }
+        }
+        if c < d * (1.0 - MARGIN) {
+            block = fastest;
+        }
+    }
+    AttentionEntry {
+        shape,
+        block,
+        timings,
+    }
 }
 
 /// `dst (+)= a · b` on the pool (as [`dense::matmul`] with
@@ -233,20 +388,52 @@ pub fn measure(isa: Isa, shape: Shape) -> Entry {
             bl,
         )
     };
-    // Short products are timed a few at a time (a timer's resolution and a
-    // wake-up of the pool are microseconds).
+    let mut time = repeat_timer(Blocking::default_for(a), &mut product);
+    search(isa, shape, rayon::current_num_threads(), &mut time)
+}
+
+/// Microseconds per `run(candidate)`. Short work is timed a few runs at a
+/// time (a timer's resolution and a wake-up of the pool are
+/// microseconds): as many as take [`MIN_TIMED_MICROS`] at `first`'s speed,
+/// which is run once now to find it.
+fn repeat_timer<T: Copy>(first: T, run: &mut dyn FnMut(T)) -> impl FnMut(T) -> f64 + '_ {
     let start = Instant::now();
-    product(Blocking::default_for(a));
+    run(first);
     let once = start.elapsed().as_secs_f64() * 1e6;
     let reps = ((MIN_TIMED_MICROS / once.max(1.0)).ceil() as usize).clamp(1, 64);
-    let mut time = |bl: Blocking| {
+    move |c: T| {
         let t0 = Instant::now();
         for _ in 0..reps {
-            product(bl);
+            run(c);
         }
         t0.elapsed().as_secs_f64() * 1e6 / reps as f64
-    };
-    search(isa, shape, rayon::current_num_threads(), &mut time)
+    }
+}
+
+/// Each of `cands` timed once per round for [`ROUNDS`] rounds
+/// (interleaved, so that a slow spell of a shared machine hits all of
+/// them): each one's best, in order.
+fn best_times<T: Copy>(cands: &[T], time: &mut dyn FnMut(T) -> f64) -> Vec<f64> {
+    let mut best = vec![f64::INFINITY; cands.len()];
+    for _ in 0..ROUNDS {
+        for (c, b) in cands.iter().zip(best.iter_mut()) {
+            *b = b.min(time(*c));
+        }
+    }
+    best
+}
+
+/// `old` and `new` timed afresh against each other ([`ROUNDS`] rounds):
+/// their best times. A choice other than the hand-chosen one must win
+/// again here, so that a slow spell of the machine during its first
+/// rounds does not make a choice kept for good.
+fn confirm<T: Copy>(old: T, new: T, time: &mut dyn FnMut(T) -> f64) -> (f64, f64) {
+    let (mut o, mut n) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..ROUNDS {
+        o = o.min(time(old));
+        n = n.min(time(new));
+    }
+    (o, n)
 }
 
 /// Rounds in which every candidate of a knob is timed once (interleaved, so
@@ -282,12 +469,7 @@ pub fn search(
         if cands.len() < 2 {
             continue;
         }
-        let mut best = vec![f64::INFINITY; cands.len()];
-        for _ in 0..ROUNDS {
-            for (c, b) in cands.iter().zip(best.iter_mut()) {
-                *b = b.min(time(*c));
-            }
-        }
+        let best = best_times(&cands, time);
         let at = |bl: Blocking| cands.iter().position(|c| *c == bl);
         let now = at(cur).map_or(f64::INFINITY, |i| best[i]);
         let (fastest, t) = cands
@@ -309,16 +491,9 @@ pub fn search(
             cur = fastest;
         }
     }
-    // A choice other than the hand-chosen blocking must win again, timed
-    // against it afresh: a slow spell of the machine during one knob's
-    // rounds does not make a choice that is kept for good.
     let def = Blocking::default_for(shape.a);
     if cur != def {
-        let (mut d, mut c) = (f64::INFINITY, f64::INFINITY);
-        for _ in 0..ROUNDS {
-            d = d.min(time(def));
-            c = c.min(time(cur));
-        }
+        let (d, c) = confirm(def, cur, time);
         for (b, t) in [(def, d), (cur, c)] {
             if let Some(x) = timings.iter_mut().find(|x| x.blocking == b) {
                 x.micros = t;
@@ -407,6 +582,13 @@ impl Knob {
 mod tests {
     use super::*;
     use crate::cpu::test_util::each_product_case;
+
+    /// Held by the tests that switch the process's mode, one at a time.
+    static MODE: Mutex<()> = Mutex::new(());
+
+    fn mode_lock() -> std::sync::MutexGuard<'static, ()> {
+        MODE.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     fn shape(m: usize, n: usize, k: usize, a: Layout, b: Layout) -> Shape {
         Shape { m, n, k, a, b }
@@ -578,15 +760,108 @@ mod tests {
         assert_eq!(e.blocking.k_block, 1024);
     }
 
+    /// The attention's candidates: the hand-chosen 16 queries, its
+    /// doublings below the sequence's length and one block of it all.
+    #[test]
+    fn attention_candidates_are_multiples_of_16_up_to_the_sequence() {
+        assert_eq!(attention_blocks(128), vec![16, 32, 64, 128]);
+        assert_eq!(attention_blocks(100), vec![16, 32, 64, 128]);
+        assert_eq!(attention_blocks(40), vec![16, 32, 64]);
+        assert_eq!(attention_blocks(16), vec![16]);
+        assert_eq!(attention_blocks(5), vec![16]);
+        assert!(attention_blocks(4096).iter().all(|b| b % 16 == 0));
+    }
+
+    /// The attention's block changes only where a candidate is more than
+    /// MARGIN faster in its rounds and again against the hand-chosen block.
+    #[test]
+    fn an_attention_block_is_taken_only_when_clearly_faster() {
+        let s = AttentionShape {
+            t: 128,
+            heads: 4,
+            dh: 32,
+        };
+        // 2 % faster: kept at 16.
+        let e = choose_attention(s, &mut |b| if b == 32 { 98.0 } else { 100.0 });
+        assert_eq!(e.block, ATTENTION_BLOCK);
+        assert_eq!(e.gain(), Some(1.0));
+        assert_eq!(e.timings.len(), 4);
+        // 20 % faster at 64: taken, with its times.
+        let e = choose_attention(s, &mut |b| if b == 64 { 80.0 } else { 100.0 });
+        assert_eq!(e.block, 64);
+        assert!((e.gain().unwrap() - 0.8).abs() < 1e-12);
+        // Faster only in its first rounds (a quiet spell): not kept.
+        let mut calls = 0;
+        let e = choose_attention(s, &mut |b| {
+            calls += 1;
+            if b == 64 && calls <= 4 * ROUNDS {
+                80.0
+            } else {
+                100.0
+            }
+        });
+        assert_eq!(e.block, ATTENTION_BLOCK);
+    }
+
+    /// An attention shape is measured once in `Mode::Measure` (its first
+    /// call runs the candidates), then served; `Mode::Fixed` and imported
+    /// entries run nothing.
+    #[test]
+    fn the_table_measures_an_attention_once() {
+        // A shape of its own (no model's), on a thread count no test uses.
+        let _mode = mode_lock();
+        let isa = Isa::detect();
+        let s = AttentionShape {
+            t: 48,
+            heads: 3,
+            dh: 8,
+        };
+        let mine = || {
+            export_attention(isa, 7)
+                .into_iter()
+                .filter(|e| e.shape == s)
+                .collect::<Vec<_>>()
+        };
+        let mut ran = Vec::new();
+        set_mode(Mode::Fixed);
+        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), 16);
+        assert!(ran.is_empty() && mine().is_empty());
+        set_mode(Mode::Measure);
+        let chosen = attention_block(isa, 7, s, &mut |b| ran.push(b));
+        set_mode(Mode::Fixed);
+        for b in attention_blocks(48) {
+            assert!(ran.contains(&b), "{b} never ran: {ran:?}");
+        }
+        assert_eq!(mine().len(), 1);
+        assert_eq!(mine()[0].block, chosen);
+        let n = ran.len();
+        set_mode(Mode::Measure);
+        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), chosen);
+        import_attention(
+            isa,
+            7,
+            vec![AttentionEntry {
+                shape: s,
+                block: 64,
+                timings: vec![],
+            }],
+        );
+        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), 64);
+        set_mode(Mode::Fixed);
+        assert_eq!(ran.len(), n, "served entries ran nothing");
+        assert_eq!(mine().len(), 1);
+    }
+
     /// In `Mode::Measure` a new shape is measured once, then served from
     /// the table; `Mode::Fixed` serves the hand-chosen blocking and adds
     /// nothing. Export and import round-trip the table.
     #[test]
     fn the_table_measures_a_shape_once_and_round_trips() {
-        // The table is the process's: this is the only unit test that
-        // measures (the others call `search` and `Knob` directly), and it
-        // looks at its own shape's entries only (another test's LLM
-        // products may add theirs meanwhile).
+        // The table is the process's: the unit tests that measure switch
+        // the mode under `mode_lock` (the others call `search` and `Knob`
+        // directly), and each looks at its own shape's entries only
+        // (another test's LLM products may add theirs meanwhile).
+        let _mode = mode_lock();
         let isa = Isa::detect();
         let s = shape(256, 64, 300, Layout::Transposed, Layout::Normal);
         let mine = |threads| {
