@@ -377,8 +377,9 @@ fn swiglu_backward(isa: Isa, gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) 
 }
 
 /// Causal attention with RoPE over `[B, T, 3, H, Dh]` projections, on row
-/// blocks of `block` queries (the planner's, [`planner::attention_block`]): a block attends to keys up to its last row
-/// only, so the products skip (most of) the masked upper triangle. The
+/// blocks of `block` queries (the planner's, [`planner::attention_block`]):
+/// a block attends to keys up to its last row only, so the products skip
+/// (most of) the masked upper triangle. The
 /// products read v, dO and write O, dV in place in their `[B, T, …]`
 /// tensors (the indirect kernel takes any row offsets); only the rotated
 /// q, k and the transposed k, v are copied per head.

@@ -1,12 +1,11 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
 //! layers and head) and of the attention's blocks of queries: for each
-//! product shape it chooses how
-//! [`dense::matmul_blocked`] cuts the product ([`Blocking`]: reduction
-//! block, packing of B, loop order, packing of a transposed A, row blocks
-//! per thread, register tile rows) by
-//! timing candidates on the machine at hand, once per shape, in the manner
-//! of FFTW's planner; for each attention shape, how many queries a block
-//! takes ([`attention_block`]). Every candidate gives bitwise the same
+//! product shape it chooses how [`dense::matmul_blocked`] cuts the product
+//! ([`Blocking`]: reduction block, packing of B, loop order, packing of a
+//! transposed A, row blocks per thread, register tile rows), and for each
+//! attention shape how many queries a block takes ([`attention_block`]),
+//! by timing candidates on the machine at hand, once per shape, in the
+//! manner of FFTW's planner. Every candidate gives bitwise the same
 //! product (each output value is one chain of fused multiply-adds over K in
 //! order, whatever the blocks), so a choice changes the speed only, never a
 //! result: calibration and RCPs hold whatever a machine measured, and a
