@@ -15,6 +15,8 @@
 #        CACHE_CLEAR (1: both drop the page cache before each run, as `referee
 #        run` does by default; 0: neither does)  OUT (out/ttt-TIMESTAMP)
 #        REFEREE (target/release/referee)  VENV (/tmp/torchvenv)
+#        ISA (unset: each side on its own best kernels; avx2: both restricted
+#        to AVX2, see scripts/bench-machine.sh)
 # Round r runs referee first when r is odd and PyTorch first when it is even.
 # Run seeds: both derive run seed from the base seed the same way, so a
 # round's two runs start from the same initial weights and data order.
@@ -29,6 +31,7 @@ CACHE_CLEAR=${CACHE_CLEAR:-1}
 REFEREE=${REFEREE:-$PWD/target/release/referee}
 export REFEREE_DATA_DIR=${REFEREE_DATA_DIR:-$PWD/data}
 OUT=${OUT:-out/ttt-$(date +%Y%m%d-%H%M%S)}
+. scripts/bench-machine.sh
 
 benches=() variant=fast sets=()
 while [ $# -gt 0 ]; do
@@ -47,6 +50,7 @@ mkdir -p "$OUT"
 cc_ref=() cc_torch=()
 if [ "$CACHE_CLEAR" != 1 ]; then cc_ref=(--no-cache-clear); cc_torch=(--no-cache-clear); fi
 echo "writing $OUT (RUNS=$RUNS THREADS=$THREADS SEED=$SEED variant=$variant loader=$LOADER/$WORKERS)" >&2
+bench_machine_line | tee "$OUT/machine.txt"
 
 for bench in "${benches[@]}"; do
     # The configuration and target as referee resolves them (a one-step
@@ -68,10 +72,18 @@ for bench in "${benches[@]}"; do
                 --referee-run "$OUT/$bench-config/referee_run.json" "${cc_torch[@]}" \
                 >"$OUT/$bench-torch-$r.json" 2>"$OUT/$bench-torch-$r.err" || true
         }
-        if [ $((r % 2)) = 1 ]; then ref; tor; else tor; ref; fi
+        # Each run's share of the CPUs' time the hypervisor stole.
+        timed() { # impl function
+            local c0
+            c0=$(bench_cpu_sample)
+            "$2"
+            bench_steal_pct "$c0" "$(bench_cpu_sample)" >"$OUT/$bench-$1-$r.steal"
+        }
+        if [ $((r % 2)) = 1 ]; then timed referee ref; timed torch tor; else timed torch tor; timed referee ref; fi
     done
 done
 
+echo "at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 python3 - "$OUT" "$RUNS" "$variant" "${benches[@]}" <<'PY'
 import json, os, sys
 out, runs, variant, benches = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
@@ -81,6 +93,13 @@ def olympic(v):
     if len(v) >= 3:
         v = sorted(v)[1:-1]
     return sum(v) / len(v) if v else None
+
+
+def steal(bench, impl, r):
+    try:
+        return f"{float(open(os.path.join(out, f'{bench}-{impl}-{r}.steal')).read()):>6.1f}"
+    except (OSError, ValueError):
+        return f"{'-':>6}"
 
 
 def load(path, impl):
@@ -97,7 +116,7 @@ def load(path, impl):
 report = {}
 for bench in benches:
     print(f"\n{bench}: {runs} runs each, alternating; PyTorch variant {variant}")
-    print(f"{'round':>5} {'seed':>11} {'referee min':>11} {'samples':>8} {'torch min':>11} {'samples':>8}")
+    print(f"{'round':>5} {'seed':>11} {'referee min':>11} {'samples':>8} {'steal%':>6} {'torch min':>11} {'samples':>8} {'steal%':>6}")
     res = {"referee": [], "torch": []}
     for r in range(1, runs + 1):
         row = []
@@ -111,7 +130,7 @@ for bench in benches:
             else:
                 row.append((f"{x[1]:>11.3f}", f"{x[2]:>8}"))
         seed = next((x[3] for x in (res["referee"][-1], res["torch"][-1]) if x), "")
-        print(f"{r:>5} {seed:>11} {row[0][0]} {row[0][1]} {row[1][0]} {row[1][1]}")
+        print(f"{r:>5} {seed:>11} {row[0][0]} {row[0][1]} {steal(bench, 'referee', r)} {row[1][0]} {row[1][1]} {steal(bench, 'torch', r)}")
     summary = {}
     for impl in ("referee", "torch"):
         ok = [x for x in res[impl] if x and x[0] == "success"]

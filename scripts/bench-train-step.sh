@@ -14,6 +14,8 @@
 #        BUILD (1; 0: do not run cargo, use STEP_BIN if it exists)
 #        STEP_BIN (target/release/examples/bench_step)
 #        COMPILE_MODE (torch.compile mode; default inductor's default)
+#        ISA (unset: each side on its own best kernels; avx2: both restricted
+#        to AVX2, see scripts/bench-machine.sh)
 # Each round runs referee, then every PyTorch variant, one process each, per
 # (model, batch); the table shows per cell the median over rounds of the
 # median ms/step of STEPS steps after WARMUP steps (compiled forms: after
@@ -37,6 +39,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 STEP_BIN=${STEP_BIN:-$CARGO_TARGET_DIR/release/examples/bench_step}
 REFEREE=${REFEREE:-$CARGO_TARGET_DIR/release/referee}
 export REFEREE_DATA_DIR=${REFEREE_DATA_DIR:-$PWD/data}
+. scripts/bench-machine.sh
 
 if [ "$BUILD" = 1 ]; then
     cargo build -q -p referee-workloads --release --example bench_step
@@ -52,6 +55,8 @@ PY=$(scripts/torch-venv.sh)
 OUT=$(mktemp)
 TMPD=$(mktemp -d)
 trap 'rm -rf "$OUT" "$TMPD"' EXIT
+bench_machine_line
+cpu0=$(bench_cpu_sample)
 
 referee_step() { # model batch
     if [ "$REF_SRC" = bench_step ]; then
@@ -89,6 +94,7 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
+echo "at the end: load average $(cut -d' ' -f1-3 /proc/loadavg); $(bench_steal_pct "$cpu0" "$(bench_cpu_sample)") % of the CPUs' time stolen by the hypervisor during the run"
 python3 - "$OUT" "$ROUNDS" "$VARIANTS" "$REF_SRC" <<'PY'
 import json, sys, statistics
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
@@ -128,6 +134,9 @@ for m, b in keys:
     print(f"{m:<12} {b:>5} {thr:>3} {rm if rm is None else round(rm, 1):>10} " + " ".join(cells)
           + f" {best_s:>13} {ratio}")
 print("ref/best < 1 means referee is faster than the fastest PyTorch form of that cell.")
+caps = sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")})
+if caps:
+    print("PyTorch's ATen CPU capability: " + ", ".join(caps))
 if compile_s:
     print("compile time (s, excluded above): " + ", ".join(f"{m} b{b} {v} {s:.0f}" for (m, b, v), s in compile_s.items()))
 for f in sorted(set(failures)):

@@ -440,7 +440,8 @@ def main():
     seeds = tw.run_seeds(base, args.runs)
     print(json.dumps(dict(benchmark=args.benchmark, base_seed=base, seeds=seeds, config=bench["config"],
                           target=bench["target"], direction=bench["direction"], eval_every=bench["eval_every"],
-                          eval_samples=bench["eval_samples"], source=bench["source"])), file=sys.stderr)
+                          eval_samples=bench["eval_samples"], source=bench["source"],
+                          cpu_capability=torch.backends.cpu.get_cpu_capability())), file=sys.stderr)
     ok = True
     for seed in seeds:
         r = run_once(args, bench, seed)

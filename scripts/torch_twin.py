@@ -648,7 +648,7 @@ def main():
         for b in [int(x) for x in (a.batch or default_b).split(",")]:
             for v in variants:
                 row = dict(impl="torch", variant=v, model=m, batch=b, threads=torch.get_num_threads(),
-                           torch=torch.__version__)
+                           torch=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability())
                 try:
                     row.update(bench_variant(m, v, b, a.steps, a.warmup, a.compile_mode))
                     row["ok"] = True

@@ -1,0 +1,45 @@
+# Sourced by the side-by-side benchmarks (bench-train-step.sh,
+# bench-time-to-train.sh): one place for what both record about the machine
+# and for the instruction set both sides may use.
+#
+# ISA ("" by default: each side on its own best kernels)
+#   avx2: both sides restricted to AVX2, to stand in for an AVX2 machine on
+#   one with AVX-512: referee's REFEREE_CPU_KERNELS=avx2; PyTorch's ATen
+#   (ATEN_CPU_CAPABILITY), oneDNN (ONEDNN_MAX_CPU_ISA) and MKL's matrix
+#   products (MKL_ENABLE_INSTRUCTIONS), so that no PyTorch path keeps AVX-512.
+# bench_machine_line prints the CPU (model name, family/model, ISA flags), the
+#   restriction and the load average; bench_cpu_sample and bench_steal_pct
+#   measure the time the hypervisor stole from this VM over an interval (the
+#   `steal` column of /proc/stat): what a "slow spell" of a shared VM is made
+#   of, when it is made of that.
+
+case "${ISA:-}" in
+    "") ;;
+    avx2)
+        export REFEREE_CPU_KERNELS=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+        ;;
+    *)
+        echo "ISA=$ISA: expected avx2 (or unset: each side's own best kernels)" >&2
+        exit 2
+        ;;
+esac
+
+bench_machine_line() {
+    local name fam model isa=""
+    name=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+    fam=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+    model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+    grep -qw avx2 /proc/cpuinfo && isa="avx2"
+    grep -qw avx512f /proc/cpuinfo && isa="$isa avx512f"
+    echo "machine: $name (family $fam model $model; $isa; $(nproc) CPUs); ISA restriction: ${ISA:-none}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# "total steal" jiffies of all CPUs so far.
+bench_cpu_sample() {
+    awk '/^cpu /{t=0; for (i = 2; i <= NF; i++) t += $i; print t, $9; exit}' /proc/stat
+}
+
+# Percent of the CPUs' time stolen between two samples: bench_steal_pct "$before" "$after".
+bench_steal_pct() {
+    echo "$1 $2" | awk '{dt = $3 - $1; printf "%.1f", (dt > 0 ? 100 * ($4 - $2) / dt : 0)}'
+}
