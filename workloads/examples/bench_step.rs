@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
 //!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
-//!     [--plan measure|fixed|compare] [--digest]
+//!     [--plan measure|fixed|compare] [--digest] [--products]
 //! ```
 //! `--plan`: the LLM's products and attention blocks planned by measuring
 //! them first (`measure`, the default, as `referee run` does; its choices
@@ -15,6 +15,10 @@
 //! and `cpu_ms`, the median CPU time of the process per step (all threads;
 //! rayon's idle workers spin a little): with `--threads 1` on a busy
 //! machine, a measure that other processes' preemptions do not inflate.
+//! `--products` (the LLM) also prints (stderr) each product shape's calls
+//! and wall time per timed step, its share of the step and its rate, as
+//! the model ran them (operands where the step left them): where the
+//! step's matrix time goes, which the planner's warm timings do not show.
 //! `--digest` also prints (stderr) the SHA-256 of the parameters after the
 //! last step: a change to the engine that keeps it keeps training bitwise.
 
@@ -29,6 +33,15 @@ fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// The kernel set the trainers run on (`REFEREE_CPU_KERNELS` or the CPU's
+/// fastest): the one whose plans are printed and compared.
+fn kernels(dev: &Device) -> anyhow::Result<referee_workloads::cpu::Isa> {
+    match referee_workloads::Engine::for_device(dev)? {
+        referee_workloads::Engine::Cpu(isa) => Ok(isa),
+        other => anyhow::bail!("bench_step times the CPU engine, not {other:?}"),
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -69,6 +82,7 @@ fn main() -> anyhow::Result<()> {
     let batches: Option<Vec<usize>> =
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let digest = args.iter().any(|a| a == "--digest");
+    let products = args.iter().any(|a| a == "--products");
     let (plan, compare) = match arg(&args, "--plan").as_deref() {
         None | Some("measure") => (Mode::Measure, false),
         Some("fixed") => (Mode::Fixed, false),
@@ -124,10 +138,25 @@ fn main() -> anyhow::Result<()> {
             let mut tr = LlmTrainer::new(&hp, 0, &dev)?;
             tr.prepare(b)?;
             if plan == Mode::Measure {
-                let isa = referee_workloads::cpu::Isa::detect();
+                let isa = kernels(&dev)?;
                 for e in planner::export(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
-                    eprintln!("plan {}: {:?} (time vs default {g})", e.shape, e.blocking);
+                    // The chosen blocking's best time, and its rate.
+                    let took = e
+                        .timings
+                        .iter()
+                        .filter(|t| t.blocking == e.blocking)
+                        .map(|t| t.micros)
+                        .reduce(f64::min)
+                        .map_or("-".into(), |us| {
+                            let (m, n, k) = (e.shape.m, e.shape.n, e.shape.k);
+                            let gf = 2.0 * (m * n * k) as f64 / us / 1e3;
+                            format!("{us:.0} µs, {gf:.0} GFLOP/s")
+                        });
+                    eprintln!(
+                        "plan {}: {:?} (time vs default {g}; {took})",
+                        e.shape, e.blocking
+                    );
                 }
                 for e in planner::export_attention(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
@@ -142,7 +171,7 @@ fn main() -> anyhow::Result<()> {
                 .map(|_| rng.below(hp.vocab_size) as u32)
                 .collect();
             if compare {
-                let isa = referee_workloads::cpu::Isa::detect();
+                let isa = kernels(&dev)?;
                 let planned = planner::export(isa, threads);
                 let attention = planner::export_attention(isa, threads);
                 let mut t = [Vec::new(), Vec::new()];
@@ -172,12 +201,30 @@ fn main() -> anyhow::Result<()> {
             }
             let (mut times, mut cpu) = (Vec::new(), Vec::new());
             for i in 0..warmup + steps {
+                if i == warmup && products {
+                    planner::profile_products(true);
+                }
                 let (t0, c0) = (Instant::now(), cpu_seconds(CpuClock::Process));
                 tr.train_step(&toks[..n], &toks[1..])?;
                 if i >= warmup {
                     times.push(t0.elapsed().as_secs_f64() * 1e3);
                     cpu.push((cpu_seconds(CpuClock::Process) - c0) * 1e3);
                 }
+            }
+            if products {
+                // Each shape's share of the timed steps, as the model ran them.
+                let step_ms: f64 = times.iter().sum();
+                for p in planner::product_times() {
+                    eprintln!(
+                        "products {}: {} per step, {:.2} ms per step ({:.1} % of the step), {:.0} GFLOP/s",
+                        p.shape,
+                        p.calls / steps,
+                        p.seconds * 1e3 / steps as f64,
+                        100.0 * p.seconds * 1e3 / step_ms,
+                        p.gflops()
+                    );
+                }
+                planner::profile_products(false);
             }
             if digest {
                 eprintln!(

@@ -12,7 +12,9 @@
 //! noisy measurement costs time, not correctness.
 //!
 //! Owns: the candidates, their timing, the process's table of choices (per
-//! kernel set and thread count) and its import and export. Does not know:
+//! kernel set and thread count) and its import and export, and the opt-in
+//! profile of the products as the model runs them ([`profile_products`]).
+//! Does not know:
 //! files (the harness keeps the table between runs, keyed by CPU model too,
 //! and records it in the run's provenance), which model calls it, or how an
 //! attention runs (its caller runs one for a given block).
@@ -191,41 +193,61 @@ pub fn mode() -> Mode {
 /// Adds `entries` (measured earlier on this machine, for `isa` on
 /// `threads` threads) to the table, replacing those of the same shapes.
 pub fn import(isa: Isa, threads: usize, entries: Vec<Entry>) {
-    let mut t = table();
-    for e in entries {
-        t.entries
-            .retain(|(i, n, x)| !(*i == isa && *n == threads && x.shape == e.shape));
-        t.entries.push((isa, threads, e));
-    }
+    replace_keyed(&mut table().entries, isa, threads, entries, |a, b| {
+        a.shape == b.shape
+    });
 }
 
 /// The table's entries for `isa` on `threads` threads, in the order they
 /// were added.
 pub fn export(isa: Isa, threads: usize) -> Vec<Entry> {
-    table()
-        .entries
-        .iter()
-        .filter(|(i, n, _)| *i == isa && *n == threads)
-        .map(|(_, _, e)| e.clone())
-        .collect()
+    keyed(&table().entries, isa, threads)
 }
 
 /// Adds attention `entries` (as [`import`] does products).
 pub fn import_attention(isa: Isa, threads: usize, entries: Vec<AttentionEntry>) {
-    let mut t = table();
-    for e in entries {
-        t.attention
-            .retain(|(i, n, x)| !(*i == isa && *n == threads && x.shape == e.shape));
-        t.attention.push((isa, threads, e));
-    }
+    replace_keyed(&mut table().attention, isa, threads, entries, |a, b| {
+        a.shape == b.shape
+    });
 }
 
 /// The table's attention entries for `isa` on `threads` threads, in the
 /// order they were added.
 pub fn export_attention(isa: Isa, threads: usize) -> Vec<AttentionEntry> {
-    table()
-        .attention
-        .iter()
+    keyed(&table().attention, isa, threads)
+}
+
+/// Puts `entries` into `list` under (`isa`, `threads`), each replacing the
+/// one of the same shape (`same`) there.
+fn replace_keyed<E>(
+    list: &mut Vec<(Isa, usize, E)>,
+    isa: Isa,
+    threads: usize,
+    entries: Vec<E>,
+    same: impl Fn(&E, &E) -> bool,
+) {
+    for e in entries {
+        list.retain(|(i, n, x)| !(*i == isa && *n == threads && same(x, &e)));
+        list.push((isa, threads, e));
+    }
+}
+
+/// The entry of `list` under (`isa`, `threads`) that `matches`.
+fn find_keyed<E>(
+    list: &[(Isa, usize, E)],
+    isa: Isa,
+    threads: usize,
+    matches: impl Fn(&E) -> bool,
+) -> Option<&E> {
+    list.iter()
+        .find(|(i, n, e)| *i == isa && *n == threads && matches(e))
+        .map(|(_, _, e)| e)
+}
+
+/// The entries of `list` under (`isa`, `threads`), in the order they were
+/// added.
+fn keyed<E: Clone>(list: &[(Isa, usize, E)], isa: Isa, threads: usize) -> Vec<E> {
+    list.iter()
         .filter(|(i, n, _)| *i == isa && *n == threads)
         .map(|(_, _, e)| e.clone())
         .collect()
@@ -249,11 +271,7 @@ pub fn attention_block(
     run: &mut dyn FnMut(usize),
 ) -> usize {
     let mut t = table();
-    if let Some((_, _, e)) = t
-        .attention
-        .iter()
-        .find(|(i, n, e)| *i == isa && *n == threads && e.shape == shape)
-    {
+    if let Some(e) = find_keyed(&t.attention, isa, threads, |e| e.shape == shape) {
         return e.block;
     }
     if t.mode == Mode::Fixed || shape.t == 0 {
@@ -326,6 +344,9 @@ pub fn matmul(
         b: b_layout,
     };
     let blocking = blocking_for(isa, rayon::current_num_threads(), shape);
+    let t0 = PROFILING
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(Instant::now);
     dense::matmul_blocked(
         isa,
         Threads::All,
@@ -340,17 +361,63 @@ pub fn matmul(
         accumulate,
         blocking,
     );
+    if let Some(t0) = t0 {
+        let took = t0.elapsed().as_secs_f64();
+        let mut p = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+        match p.iter_mut().find(|x| x.shape == shape) {
+            Some(x) => {
+                x.calls += 1;
+                x.seconds += took;
+            }
+            None => p.push(ProductTime {
+                shape,
+                calls: 1,
+                seconds: took,
+            }),
+        }
+    }
+}
+
+/// The products of one shape timed while [`profile_products`] was on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProductTime {
+    pub shape: Shape,
+    pub calls: usize,
+    /// Wall time of every call, seconds.
+    pub seconds: f64,
+}
+
+impl ProductTime {
+    /// The calls' rate, GFLOP/s.
+    pub fn gflops(&self) -> f64 {
+        let Shape { m, n, k, .. } = self.shape;
+        2.0 * (m * n * k) as f64 * self.calls as f64 / self.seconds.max(1e-12) / 1e9
+    }
+}
+
+static PROFILING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static PROFILE: Mutex<Vec<ProductTime>> = Mutex::new(Vec::new());
+
+/// Times every product [`matmul`] runs from now on (`true`), per shape, as
+/// the model runs them (operands where the model left them, not warmed up
+/// as [`measure`] times them), or stops (`false`). Either way, the times so
+/// far are cleared. Off by default: a diagnostic (`bench_step --products`).
+pub fn profile_products(on: bool) {
+    PROFILE.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    PROFILING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The products timed since [`profile_products`]`(true)`, in the order
+/// their shapes first ran.
+pub fn product_times() -> Vec<ProductTime> {
+    PROFILE.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The blocking for `shape`: the table's, else (measuring it first in
 /// [`Mode::Measure`]) the hand-chosen one.
 pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
     let mut t = table();
-    if let Some((_, _, e)) = t
-        .entries
-        .iter()
-        .find(|(i, n, e)| *i == isa && *n == threads && e.shape == shape)
-    {
+    if let Some(e) = find_keyed(&t.entries, isa, threads, |e| e.shape == shape) {
         return e.blocking;
     }
     if t.mode == Mode::Fixed || shape.m == 0 || shape.n == 0 || shape.k == 0 {
@@ -903,5 +970,59 @@ mod tests {
         let json = serde_json::to_string(&mine(2)).unwrap();
         let back: Vec<Entry> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, mine(2));
+    }
+
+    /// While profiling is on, every product `matmul` runs is counted and
+    /// timed under its shape, and its result is the unprofiled product's;
+    /// switching it (on or off) clears the times, and off records nothing.
+    #[test]
+    fn profiled_products_are_counted_per_shape() {
+        let _mode = mode_lock();
+        set_mode(Mode::Fixed);
+        let isa = Isa::detect();
+        // Shapes no other test runs (others' products may be recorded
+        // meanwhile: each assertion looks at these only).
+        let (s1, s2) = (
+            shape(37, 29, 41, Layout::Normal, Layout::Normal),
+            shape(23, 19, 71, Layout::Transposed, Layout::Normal),
+        );
+        let run = |s: Shape| {
+            let mut rng = crate::rng::Rng::new(3);
+            let (a, b) = (
+                rng.normal_vec(s.m * s.k, 1.0),
+                rng.normal_vec(s.k * s.n, 1.0),
+            );
+            let mut got = vec![0f32; s.m * s.n];
+            matmul(isa, s.m, s.n, s.k, &a, s.a, &b, s.b, &mut got, false);
+            let mut want = vec![0f32; s.m * s.n];
+            dense::matmul(
+                isa,
+                Threads::All,
+                s.m,
+                s.n,
+                s.k,
+                &a,
+                s.a,
+                &b,
+                s.b,
+                &mut want,
+                false,
+            );
+            assert!(got == want, "{s}");
+        };
+        let times = |s: Shape| product_times().into_iter().find(|p| p.shape == s);
+        profile_products(true);
+        run(s1);
+        run(s2);
+        run(s1);
+        let (p1, p2) = (times(s1).unwrap(), times(s2).unwrap());
+        assert_eq!((p1.calls, p2.calls), (2, 1));
+        assert!(p1.seconds > 0.0 && p2.seconds > 0.0);
+        let flops = 2.0 * (37 * 29 * 41 * 2) as f64;
+        assert!((p1.gflops() - flops / p1.seconds / 1e9).abs() < 1e-9 * p1.gflops());
+        profile_products(false);
+        assert!(times(s1).is_none() && times(s2).is_none());
+        run(s1);
+        assert!(times(s1).is_none());
     }
 }
