@@ -142,17 +142,10 @@ fn main() -> anyhow::Result<()> {
                 for e in planner::export(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
                     // The chosen blocking's best time, and its rate.
-                    let took = e
-                        .timings
-                        .iter()
-                        .filter(|t| t.blocking == e.blocking)
-                        .map(|t| t.micros)
-                        .reduce(f64::min)
-                        .map_or("-".into(), |us| {
-                            let (m, n, k) = (e.shape.m, e.shape.n, e.shape.k);
-                            let gf = 2.0 * (m * n * k) as f64 / us / 1e3;
-                            format!("{us:.0} µs, {gf:.0} GFLOP/s")
-                        });
+                    let took = e.best_micros(e.blocking).map_or("-".into(), |us| {
+                        let gf = e.shape.flops() / us / 1e3;
+                        format!("{us:.0} µs, {gf:.0} GFLOP/s")
+                    });
                     eprintln!(
                         "plan {}: {:?} (time vs default {g}; {took})",
                         e.shape, e.blocking

@@ -51,6 +51,14 @@ pub struct Shape {
     pub b: Layout,
 }
 
+impl Shape {
+    /// Floating-point operations of one product (a multiply and an add per
+    /// term).
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.m * self.n * self.k) as f64
+    }
+}
+
 impl std::fmt::Display for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let t = |l: Layout| if l == Layout::Transposed { "ᵀ" } else { "" };
@@ -89,14 +97,19 @@ impl Entry {
     /// The chosen blocking's time over the hand-chosen one's, where both
     /// were timed (below 1: the measurement found a faster blocking).
     pub fn gain(&self) -> Option<f64> {
-        let time = |b: Blocking| {
-            self.timings
-                .iter()
-                .filter(|t| t.blocking == b)
-                .map(|t| t.micros)
-                .reduce(f64::min)
-        };
-        Some(time(self.blocking)? / time(Blocking::default_for(self.shape.a))?)
+        Some(
+            self.best_micros(self.blocking)?
+                / self.best_micros(Blocking::default_for(self.shape.a))?,
+        )
+    }
+
+    /// The best time measured with blocking `b`, µs, if it was timed.
+    pub fn best_micros(&self, b: Blocking) -> Option<f64> {
+        self.timings
+            .iter()
+            .filter(|t| t.blocking == b)
+            .map(|t| t.micros)
+            .reduce(f64::min)
     }
 }
 
@@ -390,8 +403,7 @@ pub struct ProductTime {
 impl ProductTime {
     /// The calls' rate, GFLOP/s.
     pub fn gflops(&self) -> f64 {
-        let Shape { m, n, k, .. } = self.shape;
-        2.0 * (m * n * k) as f64 * self.calls as f64 / self.seconds.max(1e-12) / 1e9
+        self.shape.flops() * self.calls as f64 / self.seconds.max(1e-12) / 1e9
     }
 }
 
