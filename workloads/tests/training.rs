@@ -301,6 +301,54 @@ fn lr_schedule_values() {
     assert_eq!(tr.current_lr(), 1e-3);
 }
 
+/// The gradient norm (logged, and the clipping factor) is the same bits on
+/// any number of threads and from call to call: a parallel `sum` adds its
+/// pieces as the threads split them, which differs between 1 and 4 threads
+/// (and now and then between two calls on 2).
+#[test]
+fn gradient_norm_is_the_same_bits_on_any_threads() {
+    let g = Rng::new(5).normal_vec(1_115_264, 1e-3);
+    let norm_on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            (0..8)
+                .map(|_| clip_grad_norm(&mut g.clone(), 1e9).to_bits())
+                .collect::<Vec<_>>()
+        })
+    };
+    let one = norm_on(1);
+    assert!(one.iter().all(|&n| n == one[0]), "1 thread: {one:?}");
+    for threads in [2, 3, 4] {
+        assert_eq!(norm_on(threads), one, "{threads} threads against 1");
+    }
+    let exact: f64 = g.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+    assert!((f64::from_bits(one[0]) - exact.sqrt()).abs() < 1e-12);
+}
+
+/// A NaN or an infinity anywhere in a gradient (the scan runs in parallel
+/// blocks: first, middle and last) is refused before any parameter moves.
+#[test]
+fn non_finite_gradients_are_refused_wherever_they_are() {
+    let mut tr = LlmTrainer::new(&LlmHparams::default(), 0, &Device::Cpu).unwrap();
+    let before = tr.flat_parameters().to_vec();
+    let n = before.len();
+    assert!(n > 100_000, "a gradient of several blocks ({n} values)");
+    for at in [0, n / 2 + 7, n - 1] {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut g = vec![1e-4f32; n];
+            g[at] = bad;
+            let e = tr.apply_gradients(&g).unwrap_err();
+            assert!(e.to_string().contains("non-finite"), "{at} {bad}: {e}");
+            assert!(tr.flat_parameters() == &before[..], "{at} {bad}: moved");
+        }
+    }
+    tr.apply_gradients(&vec![1e-4f32; n]).unwrap();
+    assert!(tr.flat_parameters() != &before[..]);
+}
+
 #[test]
 fn clipping_caps_global_norm() {
     let mut g = vec![3.0f32, 4.0, 0.0, 0.0]; // norm 5
