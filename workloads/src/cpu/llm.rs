@@ -15,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use super::dense::{Layout, transpose_into};
+use super::dense::{Layout, transpose_into, transpose_into_par};
 use super::kernels::{AMat, BMat, Isa, Offsets, grow, igemm};
 use super::math;
 use super::planner;
@@ -1009,7 +1009,7 @@ impl Llm {
         let (d, v, rows) = (s.d, s.vocab, targets.len());
         let embed = &params[s.embed..s.embed + v * d];
         self.et.resize(d * v, 0.0);
-        transpose_into(embed, v, d, d, &mut self.et, v);
+        transpose_into_par(embed, v, d, d, &mut self.et, v);
         let mut lin = Linear {
             isa: self.isa,
             bf16: s.bf16,
