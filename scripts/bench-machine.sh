@@ -12,6 +12,13 @@
 #   measure the time the hypervisor stole from this VM over an interval (the
 #   `steal` column of /proc/stat): what a "slow spell" of a shared VM is made
 #   of, when it is made of that.
+# TORCHINDUCTOR_CACHE_DIR (default: one per ISA setting, below)
+
+# Each restriction compiles PyTorch's inductor kernels into its own cache:
+# with one cache for both, the unrestricted compiled forms aborted (`free():
+# invalid pointer`, exit 134 and 139) on 2026-11-29 after AVX2-restricted
+# runs had filled it, and ran with a cache of their own.
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor-$(id -un)-${ISA:-native}}"
 
 case "${ISA:-}" in
     "") ;;

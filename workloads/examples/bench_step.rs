@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
 //!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
-//!     [--plan measure|fixed|compare] [--digest] [--products]
+//!     [--plan measure|fixed|compare] [--digest] [--products] [--passes]
 //! ```
 //! `--plan`: the LLM's products and attention blocks planned by measuring
 //! them first (`measure`, the default, as `referee run` does; its choices
@@ -19,11 +19,15 @@
 //! and wall time per timed step, its share of the step and its rate, as
 //! the model ran them (operands where the step left them): where the
 //! step's matrix time goes, which the planner's warm timings do not show.
+//! `--passes` (the LLM) prints (stderr) the same for the step's other
+//! passes (norms, attention, SwiGLU, cross-entropy, transposes, the
+//! optimiser; `cpu::passes`).
 //! `--digest` also prints (stderr) the SHA-256 of the parameters after the
 //! last step: a change to the engine that keeps it keeps training bitwise.
 
 use std::time::Instant;
 
+use referee_workloads::cpu::passes as cpu_passes;
 use referee_workloads::cpu::planner::{self, Mode};
 use referee_workloads::rng::Rng;
 use referee_workloads::runtime::{CpuClock, cpu_seconds};
@@ -83,6 +87,7 @@ fn main() -> anyhow::Result<()> {
         arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let digest = args.iter().any(|a| a == "--digest");
     let products = args.iter().any(|a| a == "--products");
+    let passes = args.iter().any(|a| a == "--passes");
     let (plan, compare) = match arg(&args, "--plan").as_deref() {
         None | Some("measure") => (Mode::Measure, false),
         Some("fixed") => (Mode::Fixed, false),
@@ -197,6 +202,9 @@ fn main() -> anyhow::Result<()> {
                 if i == warmup && products {
                     planner::profile_products(true);
                 }
+                if i == warmup && passes {
+                    cpu_passes::profile_passes(true);
+                }
                 let (t0, c0) = (Instant::now(), cpu_seconds(CpuClock::Process));
                 tr.train_step(&toks[..n], &toks[1..])?;
                 if i >= warmup {
@@ -218,6 +226,19 @@ fn main() -> anyhow::Result<()> {
                     );
                 }
                 planner::profile_products(false);
+            }
+            if passes {
+                let step_ms: f64 = times.iter().sum();
+                for p in cpu_passes::pass_times() {
+                    eprintln!(
+                        "passes {}: {} per step, {:.2} ms per step ({:.1} % of the step)",
+                        p.pass.name(),
+                        p.calls / steps as u64,
+                        p.seconds * 1e3 / steps as f64,
+                        100.0 * p.seconds * 1e3 / step_ms,
+                    );
+                }
+                cpu_passes::profile_passes(false);
             }
             if digest {
                 eprintln!(

@@ -470,8 +470,10 @@ impl LlmTrainer {
     /// flat vector).
     fn apply_in_place(&mut self, g: &mut [f32]) -> Result<()> {
         let lr = self.current_lr();
-        self.last_grad_norm = clip_grad_norm(g, self.hp.grad_clip);
-        self.opt.step(&mut self.params, g, lr)?;
+        cpu::passes::timed(cpu::passes::Pass::Optimiser, || {
+            self.last_grad_norm = clip_grad_norm(g, self.hp.grad_clip);
+            self.opt.step(&mut self.params, g, lr)
+        })?;
         self.step += 1;
         Ok(())
     }

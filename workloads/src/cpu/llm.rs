@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::dense::{Layout, transpose_into, transpose_into_par};
 use super::kernels::{AMat, BMat, Isa, Offsets, grow, igemm};
 use super::math;
+use super::passes::{self, Pass};
 use super::planner;
 use crate::rope::Rope;
 use crate::{Result, err};
@@ -181,7 +182,9 @@ impl Linear<'_> {
         match wl {
             Layout::Normal => {
                 s.wt.resize(k * n, 0.0);
-                transpose_into(w, k, n, n, &mut s.wt, k);
+                passes::timed(Pass::Transposes, || {
+                    transpose_into(w, k, n, n, &mut s.wt, k)
+                });
                 if self.bf16 {
                     s.wt.iter_mut().for_each(|v| *v = math::round_bf16(*v));
                 }
@@ -877,15 +880,17 @@ impl Llm {
             std::mem::swap(&mut sv.x, &mut self.x_out);
             sv.r1.resize(rows, 0.0);
             sv.h.resize(rows * d, 0.0);
-            rms_forward(
-                self.isa,
-                &sv.x,
-                d,
-                &params[ls.attn_norm..ls.attn_norm + d],
-                s.norm_eps,
-                &mut sv.h,
-                &mut sv.r1,
-            );
+            passes::timed(Pass::RmsNormForward, || {
+                rms_forward(
+                    self.isa,
+                    &sv.x,
+                    d,
+                    &params[ls.attn_norm..ls.attn_norm + d],
+                    s.norm_eps,
+                    &mut sv.h,
+                    &mut sv.r1,
+                )
+            });
             sv.qkv.resize(rows * 3 * d, 0.0);
             lin.forward(
                 rows,
@@ -899,7 +904,9 @@ impl Llm {
             );
             sv.att.resize(rows * d, 0.0);
             sv.probs.resize(b * s.heads * t * t, 0.0);
-            attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs);
+            passes::timed(Pass::AttentionForward, || {
+                attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs)
+            });
             sv.xm.resize(rows * d, 0.0);
             sv.xm.copy_from_slice(&sv.x);
             lin.forward(
@@ -914,15 +921,17 @@ impl Llm {
             );
             sv.r2.resize(rows, 0.0);
             sv.h2.resize(rows * d, 0.0);
-            rms_forward(
-                self.isa,
-                &sv.xm,
-                d,
-                &params[ls.mlp_norm..ls.mlp_norm + d],
-                s.norm_eps,
-                &mut sv.h2,
-                &mut sv.r2,
-            );
+            passes::timed(Pass::RmsNormForward, || {
+                rms_forward(
+                    self.isa,
+                    &sv.xm,
+                    d,
+                    &params[ls.mlp_norm..ls.mlp_norm + d],
+                    s.norm_eps,
+                    &mut sv.h2,
+                    &mut sv.r2,
+                )
+            });
             sv.gu.resize(rows * 2 * f, 0.0);
             lin.forward(
                 rows,
@@ -935,7 +944,9 @@ impl Llm {
                 false,
             );
             sv.m.resize(rows * f, 0.0);
-            swiglu_forward(self.isa, &sv.gu, f, &mut sv.m);
+            passes::timed(Pass::SwigluForward, || {
+                swiglu_forward(self.isa, &sv.gu, f, &mut sv.m)
+            });
             // The next layer's input (or the final stream): xm + m·Wdown.
             self.x_out.resize(rows * d, 0.0);
             self.x_out.copy_from_slice(&sv.xm);
@@ -952,15 +963,17 @@ impl Llm {
         }
         self.rf.resize(rows, 0.0);
         self.hf.resize(rows * d, 0.0);
-        rms_forward(
-            self.isa,
-            &self.x_out,
-            d,
-            &params[s.final_norm..s.final_norm + d],
-            s.norm_eps,
-            &mut self.hf,
-            &mut self.rf,
-        );
+        passes::timed(Pass::RmsNormForward, || {
+            rms_forward(
+                self.isa,
+                &self.x_out,
+                d,
+                &params[s.final_norm..s.final_norm + d],
+                s.norm_eps,
+                &mut self.hf,
+                &mut self.rf,
+            )
+        });
         Ok(())
     }
 
@@ -1009,7 +1022,9 @@ impl Llm {
         let (d, v, rows) = (s.d, s.vocab, targets.len());
         let embed = &params[s.embed..s.embed + v * d];
         self.et.resize(d * v, 0.0);
-        transpose_into_par(embed, v, d, d, &mut self.et, v);
+        passes::timed(Pass::Transposes, || {
+            transpose_into_par(embed, v, d, d, &mut self.et, v)
+        });
         let mut lin = Linear {
             isa: self.isa,
             bf16: s.bf16,
@@ -1028,7 +1043,9 @@ impl Llm {
             let hf = &self.hf[r0 * d..(r0 + r) * d];
             lin.forward(r, d, v, hf, &self.et, Layout::Normal, logits, false);
             let tg = &targets[r0..r0 + r];
-            total += cross_entropy(self.isa, logits, v, tg, grads.is_some().then_some(scale));
+            total += passes::timed(Pass::CrossEntropy, || {
+                cross_entropy(self.isa, logits, v, tg, grads.is_some().then_some(scale))
+            });
             if let Some(g) = grads.as_deref_mut() {
                 lin.backward_rows(
                     r0 == 0,
@@ -1091,16 +1108,18 @@ impl Llm {
         };
         self.dx.resize(rows * d, 0.0);
         self.dx.fill(0.0);
-        rms_backward(
-            self.isa,
-            &self.x_out,
-            d,
-            &params[s.final_norm..s.final_norm + d],
-            &self.rf,
-            &self.dh,
-            &mut self.dx,
-            &mut grads[s.final_norm..s.final_norm + d],
-        );
+        passes::timed(Pass::RmsNormBackward, || {
+            rms_backward(
+                self.isa,
+                &self.x_out,
+                d,
+                &params[s.final_norm..s.final_norm + d],
+                &self.rf,
+                &self.dh,
+                &mut self.dx,
+                &mut grads[s.final_norm..s.final_norm + d],
+            )
+        });
         self.dm.resize(rows * f, 0.0);
         self.dwide.resize(rows * (3 * d).max(2 * f), 0.0);
         self.datt.resize(rows * d, 0.0);
@@ -1164,7 +1183,9 @@ fn mlp_backward(
         &mut grads[w_down],
     );
     let dgu = &mut g.dwide[..rows * 2 * f];
-    swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu);
+    passes::timed(Pass::SwigluBackward, || {
+        swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu)
+    });
     let w_gate_up = ls.w_gate_up..ls.w_gate_up + 2 * f * d;
     lin.backward(
         rows,
@@ -1178,16 +1199,18 @@ fn mlp_backward(
         false,
         &mut grads[w_gate_up],
     );
-    rms_backward(
-        lin.isa,
-        &sv.xm,
-        d,
-        &params[ls.mlp_norm..ls.mlp_norm + d],
-        &sv.r2,
-        g.dh,
-        g.dx,
-        &mut grads[ls.mlp_norm..ls.mlp_norm + d],
-    );
+    passes::timed(Pass::RmsNormBackward, || {
+        rms_backward(
+            lin.isa,
+            &sv.xm,
+            d,
+            &params[ls.mlp_norm..ls.mlp_norm + d],
+            &sv.r2,
+            g.dh,
+            g.dx,
+            &mut grads[ls.mlp_norm..ls.mlp_norm + d],
+        )
+    });
 }
 
 /// The attention of one layer, backward: x' = x + Attn(RMSNorm(x)·Wqkv)·Wo.
@@ -1218,7 +1241,9 @@ fn attention_backward(
         &mut grads[w_o],
     );
     let dqkv = &mut g.dwide[..rows * 3 * d];
-    attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv);
+    passes::timed(Pass::AttentionBackward, || {
+        attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv)
+    });
     let w_qkv = ls.w_qkv..ls.w_qkv + 3 * d * d;
     lin.backward(
         rows,
@@ -1232,16 +1257,18 @@ fn attention_backward(
         false,
         &mut grads[w_qkv],
     );
-    rms_backward(
-        lin.isa,
-        &sv.x,
-        d,
-        &params[ls.attn_norm..ls.attn_norm + d],
-        &sv.r1,
-        g.dh,
-        g.dx,
-        &mut grads[ls.attn_norm..ls.attn_norm + d],
-    );
+    passes::timed(Pass::RmsNormBackward, || {
+        rms_backward(
+            lin.isa,
+            &sv.x,
+            d,
+            &params[ls.attn_norm..ls.attn_norm + d],
+            &sv.r1,
+            g.dh,
+            g.dx,
+            &mut grads[ls.attn_norm..ls.attn_norm + d],
+        )
+    });
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //! and gradients are the trainers' flat vectors, and a convolution reads its
 //! zero-padded input in place ([`kernels`]). How the dense products are cut
 //! into pieces (which never changes a result) is measured per shape on the
-//! machine at hand ([`planner`]).
+//! machine at hand ([`planner`]); where a step's time goes, product by
+//! product and pass by pass, is an opt-in profile
+//! ([`planner::profile_products`], [`passes`]).
 
 pub mod conv;
 pub mod dense;
@@ -18,6 +20,7 @@ pub mod kernels;
 pub mod llm;
 pub mod math;
 pub mod norm;
+pub mod passes;
 pub mod planner;
 pub mod resnet;
 
