@@ -3,22 +3,16 @@
 //! tests' steps would add to it.
 
 use referee_workloads::cpu::passes::{Pass, pass_times, profile_passes};
-use referee_workloads::{Device, LlmHparams, LlmTrainer};
+use referee_workloads::{Device, LlmTrainer};
+
+mod common;
+use common::tiny_llm;
 
 /// Each pass is counted once per call, as many times a step as the model
 /// runs it; off, nothing is recorded; switching clears the counts.
 #[test]
 fn every_pass_of_a_step_is_counted_as_the_model_runs_it() {
-    let hp = LlmHparams {
-        vocab_size: 16,
-        seq_len: 8,
-        d_model: 16,
-        n_layers: 2,
-        n_heads: 2,
-        ffn_hidden: 32,
-        batch_size: 4,
-        ..Default::default()
-    };
+    let hp = tiny_llm();
     let mut tr = LlmTrainer::new(&hp, 0, &Device::Cpu).unwrap();
     let tokens: Vec<u32> = (0..hp.batch_size * hp.seq_len + 1)
         .map(|i| (i * 7 % 16) as u32)

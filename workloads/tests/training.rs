@@ -7,6 +7,9 @@ use referee_workloads::{
     device_from_str,
 };
 
+mod common;
+use common::tiny_llm;
+
 const S: usize = 8; // tiny image side
 
 fn tiny_resnet() -> ResnetHparams {
@@ -38,23 +41,6 @@ fn image_batch(seed: u64, n: usize) -> (Vec<f32>, Vec<u32>) {
         }
     }
     (px, lb)
-}
-
-fn tiny_llm() -> LlmHparams {
-    LlmHparams {
-        vocab_size: 16,
-        seq_len: 8,
-        d_model: 16,
-        n_layers: 2,
-        n_heads: 2,
-        ffn_hidden: 32,
-        batch_size: 4,
-        base_lr: 1e-2,
-        end_lr: 1e-3,
-        warmup_steps: 2,
-        total_steps: 100,
-        ..Default::default()
-    }
 }
 
 /// Token sequences following `x[t+1] = (x[t] + 3) mod 16` from a random start.

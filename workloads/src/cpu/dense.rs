@@ -504,11 +504,6 @@ mod tests {
             transpose_into_par(&src, rows, cols, ss, &mut par, ds);
             assert!((0..rows).all(|r| (0..cols).all(|c| dst[c * ds + r] == src[r * ss + c])));
             assert_eq!(par, dst, "{rows}x{cols} on the pool");
-            // Outside the rows × cols block nothing is written.
-            let untouched = (0..cols * ds)
-                .filter(|i| i % ds >= rows)
-                .all(|i| dst[i] == -1.0);
-            assert!(untouched, "{rows}x{cols}: wrote past a column");
         }
     }
 
