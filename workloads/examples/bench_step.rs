@@ -212,31 +212,27 @@ fn main() -> anyhow::Result<()> {
                     cpu.push((cpu_seconds(CpuClock::Process) - c0) * 1e3);
                 }
             }
+            // Each profiled piece's share of the timed steps, as the model ran it.
+            let step_ms: f64 = times.iter().sum();
+            let per_step = |calls: usize, seconds: f64| {
+                format!(
+                    "{} per step, {:.2} ms per step ({:.1} % of the step)",
+                    calls / steps,
+                    seconds * 1e3 / steps as f64,
+                    100.0 * seconds * 1e3 / step_ms
+                )
+            };
             if products {
-                // Each shape's share of the timed steps, as the model ran them.
-                let step_ms: f64 = times.iter().sum();
                 for p in planner::product_times() {
-                    eprintln!(
-                        "products {}: {} per step, {:.2} ms per step ({:.1} % of the step), {:.0} GFLOP/s",
-                        p.shape,
-                        p.calls / steps,
-                        p.seconds * 1e3 / steps as f64,
-                        100.0 * p.seconds * 1e3 / step_ms,
-                        p.gflops()
-                    );
+                    let share = per_step(p.calls, p.seconds);
+                    eprintln!("products {}: {share}, {:.0} GFLOP/s", p.shape, p.gflops());
                 }
                 planner::profile_products(false);
             }
             if passes {
-                let step_ms: f64 = times.iter().sum();
                 for p in cpu_passes::pass_times() {
-                    eprintln!(
-                        "passes {}: {} per step, {:.2} ms per step ({:.1} % of the step)",
-                        p.pass.name(),
-                        p.calls / steps as u64,
-                        p.seconds * 1e3 / steps as f64,
-                        100.0 * p.seconds * 1e3 / step_ms,
-                    );
+                    let share = per_step(p.calls as usize, p.seconds);
+                    eprintln!("passes {}: {share}", p.pass.name());
                 }
                 cpu_passes::profile_passes(false);
             }

@@ -331,8 +331,15 @@ pub fn transpose_into(
     dst: &mut [f32],
     dst_stride: usize,
 ) {
-    let simd = cfg!(target_arch = "x86_64") && Isa::Avx2.available();
-    transpose_blocks(src, rows, cols, src_stride, dst, dst_stride, simd);
+    transpose_blocks(
+        src,
+        rows,
+        cols,
+        src_stride,
+        dst,
+        dst_stride,
+        Isa::Avx2.available(),
+    );
 }
 
 /// [`transpose_into`] on the rayon pool, in blocks of 64 of `src`'s columns
@@ -349,7 +356,7 @@ pub fn transpose_into_par(
     dst_stride: usize,
 ) {
     const COLS: usize = 64;
-    let simd = cfg!(target_arch = "x86_64") && Isa::Avx2.available();
+    let simd = Isa::Avx2.available();
     let len = (cols * dst_stride).min(dst.len());
     let dst = &mut dst[..len];
     dst.par_chunks_mut(COLS * dst_stride)
@@ -373,6 +380,8 @@ fn transpose_blocks(
     dst_stride: usize,
     simd: bool,
 ) {
+    // (Off x86-64 `simd` is never true: `Isa::Avx2.available()` is false.)
+    let _ = simd;
     const B: usize = 8;
     for r0 in (0..rows).step_by(B) {
         for c0 in (0..cols).step_by(B) {
@@ -399,7 +408,6 @@ fn transpose_blocks(
                     };
                     continue;
                 }
-                let _ = simd;
                 let mut blk = [[0f32; B]; B];
                 for (i, row) in blk.iter_mut().enumerate() {
                     let s = s + i * src_stride;

@@ -264,6 +264,7 @@ const ROWS_PER_TASK: usize = 32;
 
 /// RMSNorm forward: `y = x · r · g`, `r = 1/sqrt(mean(x²) + eps)` per row (kept).
 fn rms_forward(isa: Isa, x: &[f32], d: usize, g: &[f32], eps: f32, y: &mut [f32], r: &mut [f32]) {
+    let _timer = passes::start(Pass::RmsNormForward);
     y.par_chunks_mut(d * ROWS_PER_TASK)
         .zip(r.par_chunks_mut(ROWS_PER_TASK))
         .zip(x.par_chunks(d * ROWS_PER_TASK))
@@ -296,6 +297,7 @@ fn rms_backward(
     dx: &mut [f32],
     dg: &mut [f32],
 ) {
+    let _timer = passes::start(Pass::RmsNormBackward);
     let parts: Vec<Vec<f32>> = dx
         .par_chunks_mut(d * ROWS_PER_TASK)
         .zip(x.par_chunks(d * ROWS_PER_TASK))
@@ -335,6 +337,7 @@ fn rms_backward(
 
 /// SwiGLU on rows of `[gate | up]` (2f wide): `m = silu(gate) · up`.
 fn swiglu_forward(isa: Isa, gu: &[f32], f: usize, m: &mut [f32]) {
+    let _timer = passes::start(Pass::SwigluForward);
     m.par_chunks_mut(f * ROWS_PER_TASK)
         .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
         .for_each(|(mb, gb)| {
@@ -354,6 +357,7 @@ fn swiglu_forward(isa: Isa, gu: &[f32], f: usize, m: &mut [f32]) {
 
 /// SwiGLU backward into `dgu` (overwrites).
 fn swiglu_backward(isa: Isa, gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
+    let _timer = passes::start(Pass::SwigluBackward);
     dgu.par_chunks_mut(2 * f * ROWS_PER_TASK)
         .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
         .zip(dm.par_chunks(f * ROWS_PER_TASK))
@@ -565,6 +569,7 @@ impl Attention {
     /// `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`; the probabilities
     /// `[B, H, T, T]` (zero above the diagonal) are kept in `probs`.
     fn forward(&self, rope: &Rope, qkv: &[f32], out: &mut [f32], probs: &mut [f32]) {
+        let _timer = passes::start(Pass::AttentionForward);
         let (t, h, dh) = (self.t, self.h, self.dh);
         let scale = 1.0 / (dh as f32).sqrt();
         out.par_chunks_mut(t * h * dh)
@@ -606,6 +611,7 @@ impl Attention {
 
     /// Backward of [`Attention::forward`]: `dqkv` (overwritten) from `dout`.
     fn backward(&self, rope: &Rope, qkv: &[f32], probs: &[f32], dout: &[f32], dqkv: &mut [f32]) {
+        let _timer = passes::start(Pass::AttentionBackward);
         let (t, h, dh) = (self.t, self.h, self.dh);
         let scale = 1.0 / (dh as f32).sqrt();
         dqkv.par_chunks_mut(t * 3 * h * dh)
@@ -750,6 +756,7 @@ fn cross_entropy(
     targets: &[u32],
     grad: Option<f32>,
 ) -> f64 {
+    let _timer = passes::start(Pass::CrossEntropy);
     logits
         .par_chunks_mut(v * ROWS_PER_TASK)
         .zip(targets.par_chunks(ROWS_PER_TASK))
@@ -880,17 +887,15 @@ impl Llm {
             std::mem::swap(&mut sv.x, &mut self.x_out);
             sv.r1.resize(rows, 0.0);
             sv.h.resize(rows * d, 0.0);
-            passes::timed(Pass::RmsNormForward, || {
-                rms_forward(
-                    self.isa,
-                    &sv.x,
-                    d,
-                    &params[ls.attn_norm..ls.attn_norm + d],
-                    s.norm_eps,
-                    &mut sv.h,
-                    &mut sv.r1,
-                )
-            });
+            rms_forward(
+                self.isa,
+                &sv.x,
+                d,
+                &params[ls.attn_norm..ls.attn_norm + d],
+                s.norm_eps,
+                &mut sv.h,
+                &mut sv.r1,
+            );
             sv.qkv.resize(rows * 3 * d, 0.0);
             lin.forward(
                 rows,
@@ -904,9 +909,7 @@ impl Llm {
             );
             sv.att.resize(rows * d, 0.0);
             sv.probs.resize(b * s.heads * t * t, 0.0);
-            passes::timed(Pass::AttentionForward, || {
-                attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs)
-            });
+            attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs);
             sv.xm.resize(rows * d, 0.0);
             sv.xm.copy_from_slice(&sv.x);
             lin.forward(
@@ -921,17 +924,15 @@ impl Llm {
             );
             sv.r2.resize(rows, 0.0);
             sv.h2.resize(rows * d, 0.0);
-            passes::timed(Pass::RmsNormForward, || {
-                rms_forward(
-                    self.isa,
-                    &sv.xm,
-                    d,
-                    &params[ls.mlp_norm..ls.mlp_norm + d],
-                    s.norm_eps,
-                    &mut sv.h2,
-                    &mut sv.r2,
-                )
-            });
+            rms_forward(
+                self.isa,
+                &sv.xm,
+                d,
+                &params[ls.mlp_norm..ls.mlp_norm + d],
+                s.norm_eps,
+                &mut sv.h2,
+                &mut sv.r2,
+            );
             sv.gu.resize(rows * 2 * f, 0.0);
             lin.forward(
                 rows,
@@ -944,9 +945,7 @@ impl Llm {
                 false,
             );
             sv.m.resize(rows * f, 0.0);
-            passes::timed(Pass::SwigluForward, || {
-                swiglu_forward(self.isa, &sv.gu, f, &mut sv.m)
-            });
+            swiglu_forward(self.isa, &sv.gu, f, &mut sv.m);
             // The next layer's input (or the final stream): xm + m·Wdown.
             self.x_out.resize(rows * d, 0.0);
             self.x_out.copy_from_slice(&sv.xm);
@@ -963,17 +962,15 @@ impl Llm {
         }
         self.rf.resize(rows, 0.0);
         self.hf.resize(rows * d, 0.0);
-        passes::timed(Pass::RmsNormForward, || {
-            rms_forward(
-                self.isa,
-                &self.x_out,
-                d,
-                &params[s.final_norm..s.final_norm + d],
-                s.norm_eps,
-                &mut self.hf,
-                &mut self.rf,
-            )
-        });
+        rms_forward(
+            self.isa,
+            &self.x_out,
+            d,
+            &params[s.final_norm..s.final_norm + d],
+            s.norm_eps,
+            &mut self.hf,
+            &mut self.rf,
+        );
         Ok(())
     }
 
@@ -1043,9 +1040,7 @@ impl Llm {
             let hf = &self.hf[r0 * d..(r0 + r) * d];
             lin.forward(r, d, v, hf, &self.et, Layout::Normal, logits, false);
             let tg = &targets[r0..r0 + r];
-            total += passes::timed(Pass::CrossEntropy, || {
-                cross_entropy(self.isa, logits, v, tg, grads.is_some().then_some(scale))
-            });
+            total += cross_entropy(self.isa, logits, v, tg, grads.is_some().then_some(scale));
             if let Some(g) = grads.as_deref_mut() {
                 lin.backward_rows(
                     r0 == 0,
@@ -1108,18 +1103,16 @@ impl Llm {
         };
         self.dx.resize(rows * d, 0.0);
         self.dx.fill(0.0);
-        passes::timed(Pass::RmsNormBackward, || {
-            rms_backward(
-                self.isa,
-                &self.x_out,
-                d,
-                &params[s.final_norm..s.final_norm + d],
-                &self.rf,
-                &self.dh,
-                &mut self.dx,
-                &mut grads[s.final_norm..s.final_norm + d],
-            )
-        });
+        rms_backward(
+            self.isa,
+            &self.x_out,
+            d,
+            &params[s.final_norm..s.final_norm + d],
+            &self.rf,
+            &self.dh,
+            &mut self.dx,
+            &mut grads[s.final_norm..s.final_norm + d],
+        );
         self.dm.resize(rows * f, 0.0);
         self.dwide.resize(rows * (3 * d).max(2 * f), 0.0);
         self.datt.resize(rows * d, 0.0);
@@ -1183,9 +1176,7 @@ fn mlp_backward(
         &mut grads[w_down],
     );
     let dgu = &mut g.dwide[..rows * 2 * f];
-    passes::timed(Pass::SwigluBackward, || {
-        swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu)
-    });
+    swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu);
     let w_gate_up = ls.w_gate_up..ls.w_gate_up + 2 * f * d;
     lin.backward(
         rows,
@@ -1199,18 +1190,16 @@ fn mlp_backward(
         false,
         &mut grads[w_gate_up],
     );
-    passes::timed(Pass::RmsNormBackward, || {
-        rms_backward(
-            lin.isa,
-            &sv.xm,
-            d,
-            &params[ls.mlp_norm..ls.mlp_norm + d],
-            &sv.r2,
-            g.dh,
-            g.dx,
-            &mut grads[ls.mlp_norm..ls.mlp_norm + d],
-        )
-    });
+    rms_backward(
+        lin.isa,
+        &sv.xm,
+        d,
+        &params[ls.mlp_norm..ls.mlp_norm + d],
+        &sv.r2,
+        g.dh,
+        g.dx,
+        &mut grads[ls.mlp_norm..ls.mlp_norm + d],
+    );
 }
 
 /// The attention of one layer, backward: x' = x + Attn(RMSNorm(x)·Wqkv)·Wo.
@@ -1241,9 +1230,7 @@ fn attention_backward(
         &mut grads[w_o],
     );
     let dqkv = &mut g.dwide[..rows * 3 * d];
-    passes::timed(Pass::AttentionBackward, || {
-        attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv)
-    });
+    attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv);
     let w_qkv = ls.w_qkv..ls.w_qkv + 3 * d * d;
     lin.backward(
         rows,
@@ -1257,18 +1244,16 @@ fn attention_backward(
         false,
         &mut grads[w_qkv],
     );
-    passes::timed(Pass::RmsNormBackward, || {
-        rms_backward(
-            lin.isa,
-            &sv.x,
-            d,
-            &params[ls.attn_norm..ls.attn_norm + d],
-            &sv.r1,
-            g.dh,
-            g.dx,
-            &mut grads[ls.attn_norm..ls.attn_norm + d],
-        )
-    });
+    rms_backward(
+        lin.isa,
+        &sv.x,
+        d,
+        &params[ls.attn_norm..ls.attn_norm + d],
+        &sv.r1,
+        g.dh,
+        g.dx,
+        &mut grads[ls.attn_norm..ls.attn_norm + d],
+    );
 }
 
 #[cfg(test)]

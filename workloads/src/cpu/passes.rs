@@ -5,13 +5,14 @@
 //! atomic load.
 //!
 //! Owns: the list of passes and their times. Does not know: what a pass
-//! computes, or which model runs it (the CPU engine's LLM and its trainer
-//! wrap each pass in [`timed`]).
+//! computes, or which model runs it (the CPU engine's LLM starts a
+//! [`Timer`] at the top of each pass's function; the weights' transposes
+//! and the trainer's optimiser step are wrapped in [`timed`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-/// A pass of the LLM step timed by [`timed`].
+/// A pass of the LLM step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pass {
     RmsNormForward,
@@ -70,18 +71,34 @@ pub fn profile_passes(on: bool) {
     ON.store(on, Ordering::Relaxed);
 }
 
-/// Runs `f`, adding its wall time to `pass` while profiling is on.
+/// Starts timing `pass` while profiling is on: the time until the guard is
+/// dropped is added to it (at the top of a pass's function: its whole
+/// body).
+#[inline(always)]
+pub fn start(pass: Pass) -> Timer {
+    Timer(ON.load(Ordering::Relaxed).then(|| (pass, Instant::now())))
+}
+
+/// Runs `f`, adding its wall time to `pass` while profiling is on (for a
+/// pass that is part of a function shared with other work).
 #[inline(always)]
 pub fn timed<R>(pass: Pass, f: impl FnOnce() -> R) -> R {
-    if !ON.load(Ordering::Relaxed) {
-        return f();
+    let _timer = start(pass);
+    f()
+}
+
+/// What [`start`] returns; records on drop.
+#[must_use = "the pass is timed until the guard is dropped"]
+pub struct Timer(Option<(Pass, Instant)>);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some((pass, t)) = self.0 {
+            let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            NANOS[pass as usize].fetch_add(ns, Ordering::Relaxed);
+            CALLS[pass as usize].fetch_add(1, Ordering::Relaxed);
+        }
     }
-    let t = Instant::now();
-    let r = f();
-    let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    NANOS[pass as usize].fetch_add(ns, Ordering::Relaxed);
-    CALLS[pass as usize].fetch_add(1, Ordering::Relaxed);
-    r
 }
 
 /// One pass's calls and wall time since [`profile_passes`]`(true)`.
