@@ -3,7 +3,7 @@
 //! CPU. Uses the rayon pool: `RAYON_NUM_THREADS=1` for one thread.
 //!
 //! ```text
-//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold]
+//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold] [--split]
 //! ```
 //! `--one`: the calling thread only (`Threads::One`), timed by its CPU
 //! time, which a busy machine's preemptions do not inflate.
@@ -11,9 +11,13 @@
 //! the operands come from memory as in a training step (where every
 //! product reads what an earlier pass wrote several MiB ago) rather than
 //! from the caches the last repetition filled.
+//! `--split`: each shape's product on the pool split by rows (the
+//! hand-chosen blocking) and by columns (`split_columns`), alternating
+//! repetition by repetition in this one process; both rates and their
+//! ratio.
 use std::time::Instant;
 
-use referee_workloads::cpu::dense::{Layout, Threads, matmul};
+use referee_workloads::cpu::dense::{Blocking, Layout, Threads, matmul_blocked};
 use referee_workloads::cpu::kernels::Isa;
 use referee_workloads::runtime::{CpuClock, cpu_seconds};
 
@@ -33,6 +37,7 @@ fn main() {
     let reps: usize = get("--reps").and_then(|v| v.parse().ok()).unwrap_or(5);
     let one = args.iter().any(|a| a == "--one");
     let cold = args.iter().any(|a| a == "--cold");
+    let split = args.iter().any(|a| a == "--split");
     let mut flush = if cold {
         vec![0u8; 64 << 20]
     } else {
@@ -55,22 +60,48 @@ fn main() {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let mut c = vec![0f32; m * n];
-        let mut best = f64::MAX;
+        let rows = Blocking::default_for(la);
+        let blockings = if split {
+            vec![
+                rows,
+                Blocking {
+                    split_columns: true,
+                    ..rows
+                },
+            ]
+        } else {
+            vec![rows]
+        };
+        let mut best = vec![f64::MAX; blockings.len()];
         for rep in 0..reps {
-            flush
-                .iter_mut()
-                .for_each(|v| *v = v.wrapping_add(rep as u8 | 1));
-            std::hint::black_box(&flush);
-            let (t, c0) = (Instant::now(), cpu_seconds(CpuClock::Thread));
-            matmul(isa, threads, m, n, k, &a, la, &b, lb, &mut c, false);
-            let took = if one {
-                cpu_seconds(CpuClock::Thread) - c0
-            } else {
-                t.elapsed().as_secs_f64()
-            };
-            best = best.min(took);
+            for (bl, best) in blockings.iter().zip(best.iter_mut()) {
+                flush
+                    .iter_mut()
+                    .for_each(|v| *v = v.wrapping_add(rep as u8 | 1));
+                std::hint::black_box(&flush);
+                let (t, c0) = (Instant::now(), cpu_seconds(CpuClock::Thread));
+                matmul_blocked(isa, threads, m, n, k, &a, la, &b, lb, &mut c, false, *bl);
+                let took = if one {
+                    cpu_seconds(CpuClock::Thread) - c0
+                } else {
+                    t.elapsed().as_secs_f64()
+                };
+                *best = best.min(took);
+            }
         }
-        let gf = 2.0 * (m * n * k) as f64 / best / 1e9;
-        println!("{} {m}x{n}x{k} {la:?} {lb:?}: {gf:.1} GFLOP/s", isa.name());
+        let gf = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
+        print!(
+            "{} {m}x{n}x{k} {la:?} {lb:?}: {:.1} GFLOP/s",
+            isa.name(),
+            gf(best[0])
+        );
+        if split {
+            print!(
+                ", by columns {:.1} GFLOP/s ({:.2}x the time)",
+                gf(best[1]),
+                best[1] / best[0]
+            );
+        }
+        println!();
     }
 }

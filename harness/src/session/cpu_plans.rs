@@ -476,8 +476,8 @@ mod tests {
         assert_eq!(load(&path, &key(2)).unwrap().products, vec![entry(64, 512)]);
     }
 
-    /// A file written before the later knobs (no `knobs`, `tile_rows` or
-    /// `pack_b`) reads, but its choices, made without those knobs, are not
+    /// A file written before the later knobs (no `knobs`, `tile_rows`,
+    /// `pack_b` or `split_columns`) reads, but its choices, made without those knobs, are not
     /// served: the products are measured again and saved over them. One
     /// written by a planner with other knobs than this one's is the same.
     #[test]
@@ -497,7 +497,7 @@ mod tests {
         fn drop_keys(v: &mut serde_json::Value) {
             match v {
                 serde_json::Value::Object(m) => {
-                    for k in ["knobs", "tile_rows", "pack_b"] {
+                    for k in ["knobs", "tile_rows", "pack_b", "split_columns"] {
                         m.remove(k);
                     }
                     m.values_mut().for_each(drop_keys);
@@ -508,7 +508,10 @@ mod tests {
         }
         let old = rewrite(&drop_keys);
         assert!(
-            !old.contains("knobs") && !old.contains("pack_b") && old.contains("k_block"),
+            !old.contains("knobs")
+                && !old.contains("pack_b")
+                && !old.contains("split_columns")
+                && old.contains("k_block"),
             "{old}"
         );
         assert_eq!(load(&path, &key(2)).unwrap().products, vec![]);

@@ -83,6 +83,14 @@ pub struct Blocking {
     /// as, is the hand-chosen rule.
     #[serde(default = "yes")]
     pub pack_b: bool,
+    /// On the pool, give each thread a block of whole columns (every row)
+    /// rather than of whole rows (every column): a weight gradient of few
+    /// rows and a long reduction (`xᵀ·dy`, 128 rows, K = 2,048 tokens)
+    /// then streams each column of B through one thread only, where a row
+    /// split streams all of B (several MiB) through every thread. False,
+    /// and what a blocking written before this knob existed reads as: rows.
+    #[serde(default)]
+    pub split_columns: bool,
 }
 
 fn yes() -> bool {
@@ -103,15 +111,22 @@ impl Blocking {
             blocks_per_thread: 4,
             tile_rows: 0,
             pack_b: true,
+            split_columns: false,
         }
+    }
+
+    /// Whether `threads` threads split a product of `n` columns by columns:
+    /// where the blocking asks and there are columns for two blocks or more.
+    fn splits_columns(self, n: usize, threads: usize) -> bool {
+        self.split_columns && column_blocks(n, threads) > 1
     }
 
     /// What this blocking decides at a product of `m` rows, `n` columns,
     /// reduction `k` and A stored as `a_layout`, on `threads` threads with
     /// the kernels of `isa`: the reduction block's length, the loop order,
-    /// whether A is packed, the number of row blocks, the register tile's
-    /// rows, whether B is packed. Two blockings with the same cut run the
-    /// same pieces.
+    /// whether A is packed, the number of row blocks (0 where the threads
+    /// split the columns), the register tile's rows, whether B is packed.
+    /// Two blockings with the same cut run the same pieces.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn cut(
         self,
@@ -123,11 +138,17 @@ impl Blocking {
         threads: usize,
     ) -> (usize, bool, bool, usize, usize, bool) {
         let kb = reduction_blocks(k, self.k_block).1;
+        let by_columns = self.splits_columns(n, threads);
         let a_row_stride = match a_layout {
             Layout::Normal => k,
             Layout::Transposed => 1,
         };
-        let tallest = register_tile_rows(isa, n, a_row_stride, kb);
+        let cols = if by_columns {
+            column_width(n, threads)
+        } else {
+            n
+        };
+        let tallest = register_tile_rows(isa, cols, a_row_stride, kb);
         let tile = match self.tile_rows {
             0 => tallest,
             t => t.min(tallest),
@@ -137,10 +158,15 @@ impl Blocking {
             self.rows_outer,
             // Only a transposed A with columns far apart is ever packed.
             self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
-            row_blocks(m, threads, self.blocks_per_thread),
+            if by_columns {
+                0
+            } else {
+                row_blocks(m, threads, self.blocks_per_thread)
+            },
             tile,
             // B (as the kernels read it: `k × n`, rows `n` apart) is packed
-            // only with rows far apart and enough rows of A to reuse it.
+            // only with rows far apart and enough rows of A to reuse it
+            // (split by columns, each thread packs its own columns).
             self.pack_b && packs_b(m, n),
         )
     }
@@ -161,6 +187,19 @@ fn row_blocks(m: usize, threads: usize, per_thread: usize) -> usize {
     (m / MIN_BLOCK_ROWS)
         .clamp(1, per_thread * t)
         .next_multiple_of(t)
+}
+
+/// Columns of each thread's block where `threads` threads split `n`
+/// columns: whole AVX-512 vectors (16 columns, so that every block's
+/// columns start a vector on any kernel set), as even as they allow.
+fn column_width(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads.max(1)).next_multiple_of(16)
+}
+
+/// How many column blocks [`column_width`] makes (1: the split would give
+/// one thread everything).
+fn column_blocks(n: usize, threads: usize) -> usize {
+    n.div_ceil(column_width(n, threads).max(1))
 }
 
 /// [`matmul`] cut into pieces as `blocking` says (bitwise the same result
@@ -225,9 +264,12 @@ pub fn matmul_blocked(
             &bkoff
         },
     };
+    let pool = rayon::current_num_threads();
+    let by_columns = threads == Threads::All && blocking.splits_columns(n, pool);
     // On the pool, B (each reduction block of it, rows `n` apart) is packed
-    // once here and shared by every row block, rather than packed by each.
-    let share_b = threads == Threads::All && blocking.pack_b && packs_b(m, n);
+    // once here and shared by every row block, rather than packed by each
+    // (split by columns, each thread packs its own columns).
+    let share_b = threads == Threads::All && !by_columns && blocking.pack_b && packs_b(m, n);
     let mut packed = if share_b { PACKED.take() } else { Vec::new() };
     let shared = share_b && {
         // Never shortened: a panel dropped here would be allocated and
@@ -242,7 +284,9 @@ pub fn matmul_blocked(
             .enumerate()
             .all(|(j, p)| p.pack(isa, &b_block(j), n))
     };
-    let block = |r0: usize, rows: usize, out: &mut [f32]| {
+    // Rows `r0..r0 + rows` and columns `c0..c0 + cols` of the product into
+    // `out` (rows `out_stride` apart), every reduction block in order.
+    let block = |r0: usize, rows: usize, c0: usize, cols: usize, out: &mut [f32], out_stride| {
         for j in 0..kblocks {
             let ko = if j + 1 == kblocks { &koff_last } else { &koff };
             let am = AMat {
@@ -250,6 +294,10 @@ pub fn matmul_blocked(
                 base: r0 * row_stride + j * kb * k_stride,
                 row_stride,
                 koff: ko,
+            };
+            let bm = BMat {
+                base: b_block(j).base + c0,
+                ..b_block(j)
             };
             let plan = Plan {
                 packed_b: packed.get(j).filter(|_| shared),
@@ -261,11 +309,11 @@ pub fn matmul_blocked(
             igemm_planned(
                 isa,
                 rows,
-                n,
+                cols,
                 am,
-                b_block(j),
+                bm,
                 out,
-                n,
+                out_stride,
                 accumulate || j > 0,
                 plan,
             );
@@ -273,14 +321,44 @@ pub fn matmul_blocked(
     };
     let dst = &mut dst[..m * n];
     match threads {
-        Threads::One => block(0, m, dst),
+        Threads::One => block(0, m, 0, n, dst, n),
+        Threads::All if by_columns => {
+            // Blocks of whole columns, each computed into a scratch block of
+            // its own (`m × w`, then copied into place: a column block of
+            // `dst` is not a slice), which starts as `dst`'s values where
+            // the product accumulates. The copies are `m·n` values against
+            // the product's `m·n·k` multiply-adds.
+            let w = column_width(n, pool);
+            let mut scratch = SCRATCH.take();
+            grow(&mut scratch, m * n);
+            // Block `i` holds columns `i·w..`, `m` rows of `cols` values.
+            scratch[..m * n]
+                .par_chunks_mut(m * w)
+                .enumerate()
+                .for_each(|(i, part)| {
+                    let (c0, cols) = (i * w, part.len() / m);
+                    if accumulate {
+                        for (o, d) in part.chunks_exact_mut(cols).zip(dst.chunks_exact(n)) {
+                            o.copy_from_slice(&d[c0..c0 + cols]);
+                        }
+                    }
+                    block(0, m, c0, cols, part, cols);
+                });
+            for (i, part) in scratch[..m * n].chunks(m * w).enumerate() {
+                let (c0, cols) = (i * w, part.len() / m);
+                for (d, o) in dst.chunks_exact_mut(n).zip(part.chunks_exact(cols)) {
+                    d[c0..c0 + cols].copy_from_slice(o);
+                }
+            }
+            SCRATCH.set(scratch);
+        }
         Threads::All => {
             // Blocks of whole rows.
-            let blocks = row_blocks(m, rayon::current_num_threads(), blocking.blocks_per_thread);
+            let blocks = row_blocks(m, pool, blocking.blocks_per_thread);
             let per = m.div_ceil(blocks);
             dst.par_chunks_mut(per * n)
                 .enumerate()
-                .for_each(|(i, out)| block(i * per, out.len() / n, out));
+                .for_each(|(i, out)| block(i * per, out.len() / n, 0, n, out, n));
         }
     }
     if !packed.is_empty() {
@@ -292,6 +370,9 @@ thread_local! {
     /// The calling thread's packed B of its last product, reused (taken
     /// while a product runs, so a nested product packs its own).
     static PACKED: std::cell::Cell<Vec<PackedB>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The calling thread's column blocks of its last product split by
+    /// columns, reused (taken while a product runs).
+    static SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Rows per block of the output the split aims for (fewer where the product
@@ -533,19 +614,46 @@ mod tests {
     }
 
     /// On the pool, a product is split into row blocks, with B packed once
-    /// for all of them: every sum is the calling thread's alone, bit for bit,
-    /// for every layout and kernel set, overwriting and accumulating, with 2
-    /// and 3 threads.
+    /// for all of them, or into column blocks, each thread packing its own:
+    /// every sum is the calling thread's alone, bit for bit, for every
+    /// layout and kernel set, overwriting and accumulating, with 2 and 3
+    /// threads (column blocks of 16 columns and more, the last narrower:
+    /// 517 on 3 threads is 176 + 176 + 165, a SIMD tail in the last).
     #[test]
     fn splitting_on_the_pool_gives_bitwise_the_single_thread_product() {
         let shapes = [(200, 130, 1100), (12, 200, 40), (130, 70, 20), (3, 517, 9)];
         each_product_case(5, &shapes, &[2, 3], |c| {
-            let blocking = Blocking::default_for(c.a_layout);
-            assert!(
-                c.run(Threads::All, blocking) == c.run(Threads::One, blocking),
-                "{c}"
-            );
+            let rows = Blocking::default_for(c.a_layout);
+            let columns = Blocking {
+                split_columns: true,
+                ..rows
+            };
+            let want = c.run(Threads::One, rows);
+            assert!(c.run(Threads::All, rows) == want, "{c}");
+            assert!(c.run(Threads::All, columns) == want, "{c} by columns");
         });
+    }
+
+    /// A column split gives each thread whole vectors of columns, as many
+    /// blocks as threads where the columns allow, and none where one block
+    /// would hold every column (then the rows are split as before: the cut
+    /// says so).
+    #[test]
+    fn columns_are_split_into_whole_vectors_per_thread() {
+        assert_eq!((column_width(768, 2), column_blocks(768, 2)), (384, 2));
+        assert_eq!((column_width(517, 3), column_blocks(517, 3)), (176, 3));
+        assert_eq!((column_width(40, 2), column_blocks(40, 2)), (32, 2));
+        assert_eq!(column_blocks(16, 2), 1);
+        assert_eq!(column_blocks(768, 1), 1);
+        let rows = Blocking::default_for(Layout::Transposed);
+        let columns = Blocking {
+            split_columns: true,
+            ..rows
+        };
+        let cut = |b: Blocking, n: usize| b.cut(Isa::Avx2, 128, n, 2048, Layout::Transposed, 2);
+        assert_eq!(cut(columns, 768).3, 0, "split by columns");
+        assert_eq!(cut(rows, 768).3, 2, "split by rows");
+        assert_eq!(cut(columns, 16), cut(rows, 16), "too narrow to split");
     }
 
     fn products_agree(m: usize, n: usize, k: usize) {

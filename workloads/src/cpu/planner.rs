@@ -528,7 +528,7 @@ const MIN_TIMED_MICROS: f64 = 400.0;
 const MARGIN: f64 = 0.03;
 
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
-/// (reduction block, packing of B, loop order, packing of A, row blocks
+/// (threads' blocks of rows or of columns, reduction block, packing of B, loop order, packing of A, row blocks
 /// per thread, register tile rows), the values that make a difference at
 /// this shape are timed in [`ROUNDS`] interleaved rounds, and the fastest
 /// replaces the current value if it beats it by more than [`MARGIN`]. The result is then timed against the
@@ -595,6 +595,7 @@ pub const KNOBS: usize = Knob::ALL.len();
 
 #[derive(Debug, Clone, Copy)]
 enum Knob {
+    SplitColumns,
     KBlock,
     PackB,
     RowsOuter,
@@ -605,7 +606,8 @@ enum Knob {
 
 impl Knob {
     /// Every knob, in the order the search takes them.
-    const ALL: [Knob; 6] = [
+    const ALL: [Knob; 7] = [
+        Knob::SplitColumns,
         Knob::KBlock,
         Knob::PackB,
         Knob::RowsOuter,
@@ -619,6 +621,10 @@ impl Knob {
     /// the knob changes nothing.
     fn candidates(self, isa: Isa, shape: Shape, threads: usize, cur: Blocking) -> Vec<Blocking> {
         let values: Vec<Blocking> = match self {
+            Knob::SplitColumns => vec![Blocking {
+                split_columns: !cur.split_columns,
+                ..cur
+            }],
             Knob::KBlock => [128, 256, 512, 1024]
                 .map(|k_block| Blocking { k_block, ..cur })
                 .to_vec(),
@@ -697,6 +703,7 @@ mod tests {
                 blocks_per_thread: 1,
                 tile_rows: 4,
                 pack_b: !def.pack_b,
+                split_columns: !def.split_columns,
             };
             let want = c.run(Threads::All, def);
             for knob in Knob::ALL {
