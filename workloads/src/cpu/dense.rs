@@ -344,12 +344,20 @@ pub fn matmul_blocked(
                     }
                     block(0, m, c0, cols, part, cols);
                 });
-            for (i, part) in scratch[..m * n].chunks(m * w).enumerate() {
-                let (c0, cols) = (i * w, part.len() / m);
-                for (d, o) in dst.chunks_exact_mut(n).zip(part.chunks_exact(cols)) {
-                    d[c0..c0 + cols].copy_from_slice(o);
-                }
-            }
+            // Copied into place on the pool too, in blocks of whole rows.
+            let scratch_ref = &scratch[..m * n];
+            let rows = m.div_ceil(pool);
+            dst.par_chunks_mut(rows * n)
+                .enumerate()
+                .for_each(|(r, d)| {
+                    for (i, part) in scratch_ref.chunks(m * w).enumerate() {
+                        let (c0, cols) = (i * w, part.len() / m);
+                        let from = &part[r * rows * cols..][..d.len() / n * cols];
+                        for (d, o) in d.chunks_exact_mut(n).zip(from.chunks_exact(cols)) {
+                            d[c0..c0 + cols].copy_from_slice(o);
+                        }
+                    }
+                });
             SCRATCH.set(scratch);
         }
         Threads::All => {
