@@ -347,17 +347,15 @@ pub fn matmul_blocked(
             // Copied into place on the pool too, in blocks of whole rows.
             let scratch_ref = &scratch[..m * n];
             let rows = m.div_ceil(pool);
-            dst.par_chunks_mut(rows * n)
-                .enumerate()
-                .for_each(|(r, d)| {
-                    for (i, part) in scratch_ref.chunks(m * w).enumerate() {
-                        let (c0, cols) = (i * w, part.len() / m);
-                        let from = &part[r * rows * cols..][..d.len() / n * cols];
-                        for (d, o) in d.chunks_exact_mut(n).zip(from.chunks_exact(cols)) {
-                            d[c0..c0 + cols].copy_from_slice(o);
-                        }
+            dst.par_chunks_mut(rows * n).enumerate().for_each(|(r, d)| {
+                for (i, part) in scratch_ref.chunks(m * w).enumerate() {
+                    let (c0, cols) = (i * w, part.len() / m);
+                    let from = &part[r * rows * cols..][..d.len() / n * cols];
+                    for (d, o) in d.chunks_exact_mut(n).zip(from.chunks_exact(cols)) {
+                        d[c0..c0 + cols].copy_from_slice(o);
                     }
-                });
+                }
+            });
             SCRATCH.set(scratch);
         }
         Threads::All => {

@@ -73,7 +73,7 @@ impl Isa {
     /// and the CPU has both, else as built (the x86-64 baseline: SSE2).
     /// The element-wise passes (norms, SwiGLU, softmax, cross-entropy,
     /// RoPE) are plain loops written to vectorise; inlined here, they do so
-    /// 8 lanes wide. Results are bitwise those of the baseline build: Rust
+    /// 8 lanes wide (16 for two of them: [`Isa::vectorised_wide`]). Results are bitwise those of the baseline build: Rust
     /// never fuses a multiply and an add it was not asked to (`fma` only
     /// makes the instructions available), and vectorising keeps every
     /// operation and its order.
@@ -89,6 +89,27 @@ impl Isa {
             return unsafe { avx2(f) };
         }
         f()
+    }
+
+    /// [`Isa::vectorised`], but compiled for AVX-512 (16 lanes) where these
+    /// are the AVX-512 kernels and the CPU has them: for the passes that
+    /// run long rows of `exp` and divisions (SwiGLU, the cross-entropy),
+    /// which gain from the wider vectors even where the units are 256 bits
+    /// wide (Zen 4). The attention's rows (16 to 128 keys) and RMSNorm's
+    /// lose to the longer scalar remainders, so they stay on
+    /// [`Isa::vectorised`]. The same bits either way (see there).
+    #[inline(always)]
+    pub fn vectorised_wide<R>(self, f: impl FnOnce() -> R) -> R {
+        #[cfg(target_arch = "x86_64")]
+        if self == Isa::Avx512 && self.available() && Isa::Avx2.available() {
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            fn avx512<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            // SAFETY: the CPU has AVX-512F, AVX2 and FMA (checked just above).
+            return unsafe { avx512(f) };
+        }
+        self.vectorised(f)
     }
 
     /// The fastest kind this CPU runs.
