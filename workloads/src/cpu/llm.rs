@@ -60,6 +60,9 @@ struct Saved {
     r1: Vec<f32>,
     h: Vec<f32>,
     qkv: Vec<f32>,
+    /// Every head's rotated q and k (`[B, 2, H, T, Dh]`): the attention's
+    /// backward reads them rather than rotating `qkv` again.
+    qk: Vec<f32>,
     /// Attention probabilities `[B, H, T, T]`.
     probs: Vec<f32>,
     att: Vec<f32>,
@@ -409,14 +412,13 @@ struct Attention {
     hdh_rows_from: Vec<Offsets>,
 }
 
-/// Every head's rotated q and k (`[H, T, Dh]`), and the transposes of k and
-/// v (`[H, Dh, T]`), of one sequence; for the backward pass also every
-/// head's dQ and dK (`[H, T, Dh]`) and one head's dS (`[T, T]`). Every value
-/// is written before it is read.
+/// The transposes of every head's k (forward) or v (backward) of one
+/// sequence (`[H, Dh, T]`); for the backward pass also every head's dQ and
+/// dK (`[H, T, Dh]`) and one head's dS (`[T, T]`). Every value is written
+/// before it is read. (The rotated q and k are the layer's, kept from the
+/// forward pass for the backward: `Saved::qk`.)
 #[derive(Default)]
 struct HeadBufs {
-    q: Vec<f32>,
-    k: Vec<f32>,
     kt: Vec<f32>,
     vt: Vec<f32>,
     dq: Vec<f32>,
@@ -483,7 +485,7 @@ impl Attention {
     fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
         let n = self.h * self.t * self.dh;
         HEAD_BUFS.with_borrow_mut(|b| {
-            for v in [&mut b.q, &mut b.k, &mut b.kt, &mut b.vt] {
+            for v in [&mut b.kt, &mut b.vt] {
                 grow(v, n);
             }
             if backward {
@@ -501,28 +503,36 @@ impl Attention {
     }
 
     /// Rotated q and k of every head of one sequence (`seq`: `[T, 3, H,
-    /// Dh]`), with kᵀ, and vᵀ if `with_v`. The sequence is read a row at a
-    /// time, in order, for every head at once, rather than once per head
-    /// with its rows 3·H·Dh floats apart (the whole step measured the same
-    /// either way).
+    /// Dh]`) into `qk` (`[2, H, T, Dh]`: q, then k), and kᵀ into `kt`. The
+    /// sequence is read a row at a time, in order, for every head at once,
+    /// rather than once per head with its rows 3·H·Dh floats apart (the
+    /// whole step measured the same either way).
     #[inline(always)]
-    fn gather(&self, rope: &Rope, seq: &[f32], b: &mut HeadBufs, with_v: bool) {
+    fn gather(&self, rope: &Rope, seq: &[f32], qk: &mut [f32], kt: &mut [f32]) {
         let (t, h, dh, rs) = (self.t, self.h, self.dh, 3 * self.h * self.dh);
         let n = t * dh;
+        let (q, k) = qk.split_at_mut(h * n);
         for (p, row) in seq.chunks_exact(rs).take(t).enumerate() {
             for hd in 0..h {
                 let o = hd * n + p * dh;
-                rope.rotate(p, &row[self.part(0, hd)..], &mut b.q[o..o + dh], false);
-                rope.rotate(p, &row[self.part(1, hd)..], &mut b.k[o..o + dh], false);
+                rope.rotate(p, &row[self.part(0, hd)..], &mut q[o..o + dh], false);
+                rope.rotate(p, &row[self.part(1, hd)..], &mut k[o..o + dh], false);
             }
         }
         for hd in 0..h {
-            let kt = &mut b.kt[hd * n..(hd + 1) * n];
-            transpose_into(&b.k[hd * n..(hd + 1) * n], t, dh, dh, kt, t);
-            if with_v {
-                let vt = &mut b.vt[hd * n..(hd + 1) * n];
-                transpose_into(&seq[self.part(2, hd)..], t, dh, rs, vt, t);
-            }
+            let kt = &mut kt[hd * n..(hd + 1) * n];
+            transpose_into(&k[hd * n..(hd + 1) * n], t, dh, dh, kt, t);
+        }
+    }
+
+    /// vᵀ of every head of one sequence (`seq`: `[T, 3, H, Dh]`) into `vt`.
+    #[inline(always)]
+    fn gather_v(&self, seq: &[f32], vt: &mut [f32]) {
+        let (t, h, dh, rs) = (self.t, self.h, self.dh, 3 * self.h * self.dh);
+        let n = t * dh;
+        for hd in 0..h {
+            let vt = &mut vt[hd * n..(hd + 1) * n];
+            transpose_into(&seq[self.part(2, hd)..], t, dh, rs, vt, t);
         }
     }
 
@@ -567,24 +577,33 @@ impl Attention {
     }
 
     /// `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`; the probabilities
-    /// `[B, H, T, T]` (zero above the diagonal) are kept in `probs`.
-    fn forward(&self, rope: &Rope, qkv: &[f32], out: &mut [f32], probs: &mut [f32]) {
+    /// `[B, H, T, T]` (zero above the diagonal) are kept in `probs`, the
+    /// rotated q and k (`[B, 2, H, T, Dh]`) in `qk`.
+    fn forward(
+        &self,
+        rope: &Rope,
+        qkv: &[f32],
+        out: &mut [f32],
+        probs: &mut [f32],
+        qk: &mut [f32],
+    ) {
         let _timer = passes::start(Pass::AttentionForward);
         let (t, h, dh) = (self.t, self.h, self.dh);
         let scale = 1.0 / (dh as f32).sqrt();
         out.par_chunks_mut(t * h * dh)
             .zip(probs.par_chunks_mut(h * t * t))
             .zip(qkv.par_chunks(t * 3 * h * dh))
-            .for_each(|((o, pr), seq)| {
+            .zip(qk.par_chunks_mut(2 * h * t * dh))
+            .for_each(|(((o, pr), seq), qk)| {
                 self.with_bufs(false, |hb| {
                     self.isa.vectorised(
                         #[inline(always)]
                         || {
-                            self.gather(rope, seq, hb, false);
+                            self.gather(rope, seq, qk, &mut hb.kt);
                             let n = t * dh;
                             for hd in 0..h {
                                 let p = &mut pr[hd * t * t..(hd + 1) * t * t];
-                                let (q, kt) = (&hb.q[hd * n..], &hb.kt[hd * n..]);
+                                let (q, kt) = (&qk[hd * n..], &hb.kt[hd * n..]);
                                 for (bi, s, e) in self.blocks() {
                                     // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
                                     let q = (q, 0, dh, &self.dh_cols);
@@ -609,8 +628,18 @@ impl Attention {
             });
     }
 
-    /// Backward of [`Attention::forward`]: `dqkv` (overwritten) from `dout`.
-    fn backward(&self, rope: &Rope, qkv: &[f32], probs: &[f32], dout: &[f32], dqkv: &mut [f32]) {
+    /// Backward of [`Attention::forward`] (`qk` and `probs` as it left
+    /// them): `dqkv` (overwritten) from `dout`.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        rope: &Rope,
+        qkv: &[f32],
+        qk: &[f32],
+        probs: &[f32],
+        dout: &[f32],
+        dqkv: &mut [f32],
+    ) {
         let _timer = passes::start(Pass::AttentionBackward);
         let (t, h, dh) = (self.t, self.h, self.dh);
         let scale = 1.0 / (dh as f32).sqrt();
@@ -618,18 +647,19 @@ impl Attention {
             .zip(qkv.par_chunks(t * 3 * h * dh))
             .zip(dout.par_chunks(t * h * dh))
             .zip(probs.par_chunks(h * t * t))
-            .for_each(|(((dseq, seq), dys), pr)| {
+            .zip(qk.par_chunks(2 * h * t * dh))
+            .for_each(|((((dseq, seq), dys), pr), qk)| {
                 self.with_bufs(true, |hb| {
                     self.isa.vectorised(
                         #[inline(always)]
                         || {
-                            self.gather(rope, seq, hb, true);
+                            self.gather_v(seq, &mut hb.vt);
                             let n = t * dh;
                             let ds = &mut hb.ds[..t * t];
+                            let (qs, ks) = qk.split_at(h * n);
                             for hd in 0..h {
                                 let p = &pr[hd * t * t..(hd + 1) * t * t];
-                                let (q, k, vt) =
-                                    (&hb.q[hd * n..], &hb.k[hd * n..], &hb.vt[hd * n..]);
+                                let (q, k, vt) = (&qs[hd * n..], &ks[hd * n..], &hb.vt[hd * n..]);
                                 // This head's dQ and dK, in the rotated frame.
                                 let dq = &mut hb.dq[hd * n..(hd + 1) * n];
                                 let dk = &mut hb.dk[hd * n..(hd + 1) * n];
@@ -717,6 +747,7 @@ struct AttentionProbe {
     dout: Vec<f32>,
     out: Vec<f32>,
     probs: Vec<f32>,
+    qk: Vec<f32>,
     dqkv: Vec<f32>,
     t: usize,
     h: usize,
@@ -732,6 +763,7 @@ impl AttentionProbe {
             dout: rng.normal_vec(n, 1.0),
             out: vec![0.0; n],
             probs: vec![0.0; b * h * t * t],
+            qk: vec![0.0; 2 * n],
             dqkv: vec![0.0; 3 * n],
             t,
             h,
@@ -741,8 +773,15 @@ impl AttentionProbe {
 
     fn run(&mut self, isa: Isa, rope: &Rope, block: usize) {
         let a = Attention::new(isa, self.t, self.h, self.dh, block);
-        a.forward(rope, &self.qkv, &mut self.out, &mut self.probs);
-        a.backward(rope, &self.qkv, &self.probs, &self.dout, &mut self.dqkv);
+        a.forward(
+            rope,
+            &self.qkv,
+            &mut self.out,
+            &mut self.probs,
+            &mut self.qk,
+        );
+        let (qkv, qk, probs) = (&self.qkv, &self.qk, &self.probs);
+        a.backward(rope, qkv, qk, probs, &self.dout, &mut self.dqkv);
     }
 }
 
@@ -909,7 +948,8 @@ impl Llm {
             );
             sv.att.resize(rows * d, 0.0);
             sv.probs.resize(b * s.heads * t * t, 0.0);
-            attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs);
+            sv.qk.resize(2 * rows * d, 0.0);
+            attn.forward(&s.rope, &sv.qkv, &mut sv.att, &mut sv.probs, &mut sv.qk);
             sv.xm.resize(rows * d, 0.0);
             sv.xm.copy_from_slice(&sv.x);
             lin.forward(
@@ -1230,7 +1270,7 @@ fn attention_backward(
         &mut grads[w_o],
     );
     let dqkv = &mut g.dwide[..rows * 3 * d];
-    attn.backward(rope, &sv.qkv, &sv.probs, g.datt, dqkv);
+    attn.backward(rope, &sv.qkv, &sv.qk, &sv.probs, g.datt, dqkv);
     let w_qkv = ls.w_qkv..ls.w_qkv + 3 * d * d;
     lin.backward(
         rows,
