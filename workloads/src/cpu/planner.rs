@@ -1,8 +1,9 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
 //! layers and head) and of the attention's blocks of queries: for each
 //! product shape it chooses how [`dense::matmul_blocked`] cuts the product
-//! ([`Blocking`]: reduction block, packing of B, loop order, packing of a
-//! transposed A, row blocks per thread, register tile rows), and for each
+//! ([`Blocking`]: threads' blocks of rows or of columns, reduction block,
+//! packing of B, loop order, packing of a transposed A, row blocks per
+//! thread, register tile rows), and for each
 //! attention shape how many queries a block takes ([`attention_block`]),
 //! by timing candidates on the machine at hand, once per shape, in the
 //! manner of FFTW's planner. Every candidate gives bitwise the same
