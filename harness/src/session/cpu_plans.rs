@@ -477,8 +477,9 @@ mod tests {
     }
 
     /// A file written before the later knobs (no `knobs`, `tile_rows`,
-    /// `pack_b` or `split_columns`) reads, but its choices, made without those knobs, are not
-    /// served: the products are measured again and saved over them. One
+    /// `pack_b` or `split_columns`) reads, but its choices, made without
+    /// those knobs, are not served: the products are measured again and
+    /// saved over them. One
     /// written by a planner with other knobs than this one's is the same.
     #[test]
     fn choices_made_with_fewer_knobs_are_measured_again() {

@@ -73,10 +73,10 @@ impl Isa {
     /// and the CPU has both, else as built (the x86-64 baseline: SSE2).
     /// The element-wise passes (norms, SwiGLU, softmax, cross-entropy,
     /// RoPE) are plain loops written to vectorise; inlined here, they do so
-    /// 8 lanes wide (16 for two of them: [`Isa::vectorised_wide`]). Results are bitwise those of the baseline build: Rust
-    /// never fuses a multiply and an add it was not asked to (`fma` only
-    /// makes the instructions available), and vectorising keeps every
-    /// operation and its order.
+    /// 8 lanes wide (16 for two of them: [`Isa::vectorised_wide`]). Results
+    /// are bitwise those of the baseline build: Rust never fuses a multiply
+    /// and an add it was not asked to (`fma` only makes the instructions
+    /// available), and vectorising keeps every operation and its order.
     #[inline(always)]
     pub fn vectorised<R>(self, f: impl FnOnce() -> R) -> R {
         #[cfg(target_arch = "x86_64")]
