@@ -531,11 +531,12 @@ const MARGIN: f64 = 0.03;
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
 /// (threads' blocks of rows or of columns, reduction block, packing of B,
 /// loop order, packing of A, row blocks per thread, register tile rows),
-/// the values that make a difference at
-/// this shape are timed in [`ROUNDS`] interleaved rounds, and the fastest
-/// replaces the current value if it beats it by more than [`MARGIN`]. The result is then timed against the
-/// hand-chosen blocking once more and kept only if it wins by the margin
-/// again; the entry's timings are those of the last rounds each took part in.
+/// the values that make a difference at this shape are timed in
+/// [`ROUNDS`] interleaved rounds, and the fastest replaces the current
+/// value if it beats it by more than [`MARGIN`]. The result is then timed
+/// against the hand-chosen blocking once more and kept only if it wins by
+/// the margin again; the entry's timings are those of the last rounds each
+/// took part in.
 pub fn search(
     isa: Isa,
     shape: Shape,
