@@ -476,7 +476,8 @@ impl Attention {
     }
 
     /// Runs `f` on this thread's [`HeadBufs`], grown to this attention's
-    /// sizes (with the backward pass's buffers where `backward`). Call it
+    /// sizes (kᵀ for the forward pass; vᵀ and the other buffers of the
+    /// backward pass where `backward`). Call it
     /// outside [`Isa::vectorised`], with `f` entering it: the thread-local's
     /// access is a function of its own, so a closure it calls is compiled
     /// for the x86-64 baseline, not for the caller's AVX2 context (the
@@ -485,9 +486,7 @@ impl Attention {
     fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
         let n = self.h * self.t * self.dh;
         HEAD_BUFS.with_borrow_mut(|b| {
-            for v in [&mut b.kt, &mut b.vt] {
-                grow(v, n);
-            }
+            grow(if backward { &mut b.vt } else { &mut b.kt }, n);
             if backward {
                 grow(&mut b.dq, n);
                 grow(&mut b.dk, n);
