@@ -501,6 +501,8 @@ fn cpu_plans_are_measured_once_and_recorded() {
     assert_eq!(doc["machines"][0]["threads"], 1);
     assert_eq!(doc["machines"][0]["products"].as_array().unwrap().len(), n);
     assert_eq!(doc["machines"][0]["attention"][0]["block"], att["block"]);
+    assert!(att["narrow"].is_boolean(), "{first}");
+    assert_eq!(doc["machines"][0]["attention"][0]["narrow"], att["narrow"]);
 
     // Read, not measured again; the file is left as it was.
     let (second, _) = run("second", None);

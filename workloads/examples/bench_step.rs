@@ -158,8 +158,14 @@ fn main() -> anyhow::Result<()> {
                 }
                 for e in planner::export_attention(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
+                    let kernels = if e.narrow { ", AVX2 kernels" } else { "" };
+                    let narrow = if e.narrow_timings.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; AVX2 kernels {:?}", e.narrow_timings)
+                    };
                     eprintln!(
-                        "plan {}: {} queries per block (time vs default {g}; {:?})",
+                        "plan {}: {} queries per block{kernels} (time vs default {g}; {:?}{narrow})",
                         e.shape, e.block, e.timings
                     );
                 }

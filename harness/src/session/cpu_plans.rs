@@ -122,8 +122,13 @@ struct Machine {
     #[serde(default)]
     knobs: usize,
     products: Vec<Entry>,
-    /// Queries per block of each attention shape (none in files from
-    /// before attention was planned: measured at first use).
+    /// How many knobs the attention's planner that chose these had
+    /// ([`planner::ATTENTION_KNOBS`]; 0 in files from before this field):
+    /// choices made without a later knob are measured again.
+    #[serde(default)]
+    attention_knobs: usize,
+    /// Queries per block (and kernels) of each attention shape (none in
+    /// files from before attention was planned: measured at first use).
     #[serde(default)]
     attention: Vec<AttentionEntry>,
 }
@@ -136,8 +141,8 @@ pub struct Plans {
 }
 
 /// Reads `path`'s choices for `key`: none where the file does not exist or
-/// lists no such machine; no products where a planner with other knobs
-/// made them (measured again, then saved over them); an error (naming the
+/// lists no such machine; no products (no attentions) where a planner with
+/// other knobs made them (measured again, then saved over them); an error (naming the
 /// file, line and column) where it cannot be read or parsed.
 pub fn load(path: &Path, key: &MachineKey) -> Result<Plans, String> {
     let text = match std::fs::read_to_string(path) {
@@ -156,7 +161,11 @@ pub fn load(path: &Path, key: &MachineKey) -> Result<Plans, String> {
             } else {
                 Vec::new()
             },
-            attention: m.attention,
+            attention: if m.attention_knobs == planner::ATTENTION_KNOBS {
+                m.attention
+            } else {
+                Vec::new()
+            },
         })
         .unwrap_or_default())
 }
@@ -207,6 +216,7 @@ pub fn save(path: &Path, key: &MachineKey, plans: Plans) -> Result<(), String> {
     machines.push(Machine {
         key: key.clone(),
         knobs: planner::KNOBS,
+        attention_knobs: planner::ATTENTION_KNOBS,
         products: plans.products,
         attention: plans.attention,
     });
@@ -328,6 +338,7 @@ impl CpuPlanRun {
                     "shape": e.shape.to_string(),
                     "from": from(read_attention(e)),
                     "block": e.block,
+                    "narrow": e.narrow,
                     "time_vs_default": e.gain(),
                 })
             })
@@ -477,7 +488,7 @@ mod tests {
     }
 
     /// A file written before the later knobs (no `knobs`, `tile_rows`,
-    /// `pack_b` or `split_columns`) reads, but its choices, made without
+    /// `pack_b`, `split_columns` or `narrow`) reads, but its choices, made without
     /// those knobs, are not served: the products are measured again and
     /// saved over them. One
     /// written by a planner with other knobs than this one's is the same.
@@ -498,7 +509,14 @@ mod tests {
         fn drop_keys(v: &mut serde_json::Value) {
             match v {
                 serde_json::Value::Object(m) => {
-                    for k in ["knobs", "tile_rows", "pack_b", "split_columns"] {
+                    for k in [
+                        "knobs",
+                        "attention_knobs",
+                        "tile_rows",
+                        "pack_b",
+                        "split_columns",
+                        "narrow",
+                    ] {
                         m.remove(k);
                     }
                     m.values_mut().for_each(drop_keys);
@@ -512,6 +530,7 @@ mod tests {
             !old.contains("knobs")
                 && !old.contains("pack_b")
                 && !old.contains("split_columns")
+                && !old.contains("narrow")
                 && old.contains("k_block"),
             "{old}"
         );
@@ -525,7 +544,8 @@ mod tests {
 
     /// Attention blocks are kept with the products, survive a change of
     /// the products' knobs (they are not products), are absent from files
-    /// written before them, and a block that would change results (not a
+    /// written before them, are measured again where chosen without the
+    /// kernels' knob, and a block that would change results (not a
     /// candidate of the planner's) is refused, naming the entry.
     #[test]
     fn attention_blocks_are_kept_and_checked() {
@@ -539,7 +559,9 @@ mod tests {
                 dh: 32,
             },
             block,
+            narrow: block == 128,
             timings: vec![(16, 100.0), (block, 90.0)],
+            narrow_timings: vec![],
         };
         let both = Plans {
             products: vec![entry(64, 256)],
@@ -568,6 +590,19 @@ mod tests {
                 .as_object_mut()
                 .unwrap()
                 .remove("attention");
+        });
+        assert_eq!(load(&path, &key(2)).unwrap(), plans(both.products.clone()));
+        // A file from before the attention's kernels were planned: its
+        // blocks were chosen on the set's own kernels only.
+        save(&path, &key(2), both.clone()).unwrap();
+        rewrite(&|d| {
+            let m = d["machines"][0].as_object_mut().unwrap();
+            m.remove("attention_knobs");
+            for e in m["attention"].as_array_mut().unwrap() {
+                let e = e.as_object_mut().unwrap();
+                e.remove("narrow");
+                e.remove("narrow_timings");
+            }
         });
         assert_eq!(load(&path, &key(2)).unwrap(), plans(both.products.clone()));
         // 8 queries per block would leave columns to the scalar tail on

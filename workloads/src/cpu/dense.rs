@@ -91,6 +91,16 @@ pub struct Blocking {
     /// and what a blocking written before this knob existed reads as: rows.
     #[serde(default)]
     pub split_columns: bool,
+    /// Run the product on the AVX2 kernels (8 lanes) though the kernel set
+    /// is AVX-512 (16): where the machine's 512-bit units are no faster, or
+    /// slower (a core that runs AVX-512 at a lower clock, units 256 bits
+    /// wide), at this shape. Bitwise the same product, since each output
+    /// value is one chain of fused multiply-adds over `k` in order on
+    /// either set; taken only where both sets leave the same columns to the
+    /// portable tail ([`Blocking::kernels`]). False, and what a blocking
+    /// written before this knob existed reads as: the set's own kernels.
+    #[serde(default)]
+    pub narrow: bool,
 }
 
 fn yes() -> bool {
@@ -112,6 +122,27 @@ impl Blocking {
             tile_rows: 0,
             pack_b: true,
             split_columns: false,
+            narrow: false,
+        }
+    }
+
+    /// The kernels a product of `n` columns runs on with the kernel set
+    /// `isa`: the AVX2 ones where the blocking asks for them ([`narrow`]),
+    /// the set is AVX-512, and both sets give the same columns to their
+    /// SIMD kernels (`n mod 16 < 8`; the portable tail sums with separate
+    /// multiplies and adds, so a column there on one set and in a vector
+    /// on the other would get other bits); else `isa`.
+    ///
+    /// [`narrow`]: Blocking::narrow
+    pub fn kernels(self, isa: Isa, n: usize) -> Isa {
+        if self.narrow
+            && isa == Isa::Avx512
+            && Isa::Avx2.available()
+            && isa.simd_cols(n) == Isa::Avx2.simd_cols(n)
+        {
+            Isa::Avx2
+        } else {
+            isa
         }
     }
 
@@ -123,10 +154,8 @@ impl Blocking {
 
     /// What this blocking decides at a product of `m` rows, `n` columns,
     /// reduction `k` and A stored as `a_layout`, on `threads` threads with
-    /// the kernels of `isa`: the reduction block's length, the loop order,
-    /// whether A is packed, the number of row blocks (0 where the threads
-    /// split the columns), the register tile's rows, whether B is packed.
-    /// Two blockings with the same cut run the same pieces.
+    /// the kernel set `isa`. Two blockings with the same cut run the same
+    /// pieces on the same kernels.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn cut(
         self,
@@ -136,7 +165,8 @@ impl Blocking {
         k: usize,
         a_layout: Layout,
         threads: usize,
-    ) -> (usize, bool, bool, usize, usize, bool) {
+    ) -> Cut {
+        let isa = self.kernels(isa, n);
         let kb = reduction_blocks(k, self.k_block).1;
         let by_columns = self.splits_columns(n, threads);
         let a_row_stride = match a_layout {
@@ -153,23 +183,42 @@ impl Blocking {
             0 => tallest,
             t => t.min(tallest),
         };
-        (
-            kb,
-            self.rows_outer,
+        Cut {
+            kernels: isa,
+            k_block: kb,
+            rows_outer: self.rows_outer,
             // Only a transposed A with columns far apart is ever packed.
-            self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
-            if by_columns {
+            pack_a: self.pack_a && a_layout == Layout::Transposed && m >= PACK_A_MIN_STRIDE,
+            row_blocks: if by_columns {
                 0
             } else {
                 row_blocks(m, threads, self.blocks_per_thread)
             },
-            tile,
+            tile_rows: tile,
             // B (as the kernels read it: `k × n`, rows `n` apart) is packed
             // only with rows far apart and enough rows of A to reuse it
             // (split by columns, each thread packs its own columns).
-            self.pack_b && packs_b(m, n),
-        )
+            pack_b: self.pack_b && packs_b(m, n),
+        }
     }
+}
+
+/// What a [`Blocking`] decides at one product ([`Blocking::cut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cut {
+    /// The kernels the product runs on.
+    pub kernels: Isa,
+    /// The reduction block's length.
+    pub k_block: usize,
+    pub rows_outer: bool,
+    /// Whether A is packed.
+    pub pack_a: bool,
+    /// Row blocks on the pool (0 where the threads split the columns).
+    pub row_blocks: usize,
+    /// The register tile's rows.
+    pub tile_rows: usize,
+    /// Whether B is packed.
+    pub pack_b: bool,
 }
 
 /// The number and length of the reduction blocks of a reduction over `k`
@@ -234,6 +283,7 @@ pub fn matmul_blocked(
         "matmul: operand too short"
     );
     assert!(dst.len() >= m * n, "matmul: destination too short");
+    let isa = blocking.kernels(isa, n);
     let bt;
     let b = match b_layout {
         Layout::Normal => b,
@@ -640,6 +690,55 @@ mod tests {
         });
     }
 
+    /// Under an AVX-512 kernel set, a blocking that asks for the AVX2
+    /// kernels gets them only where both sets give the same columns to
+    /// their vectors (`n mod 16 < 8`), and the product is then bitwise the
+    /// set's own: widths with no tail, a tail of 1–7 columns, one of 8–15
+    /// (the set's own kernels, since AVX2 would take 8 of them into a
+    /// vector), on 1 and 2 threads, split by rows and by columns.
+    #[test]
+    fn the_avx2_kernels_under_an_avx512_set_give_bitwise_its_product() {
+        let wide = Blocking::default_for(Layout::Normal);
+        let narrow = Blocking {
+            narrow: true,
+            ..wide
+        };
+        assert_eq!(narrow.kernels(Isa::Avx2, 32), Isa::Avx2);
+        assert_eq!(narrow.kernels(Isa::Portable, 32), Isa::Portable);
+        assert_eq!(wide.kernels(Isa::Avx512, 32), Isa::Avx512);
+        if !(Isa::Avx512.available() && Isa::Avx2.available()) {
+            eprintln!("skipped: this CPU has no AVX-512 kernel set");
+            return;
+        }
+        assert_eq!(narrow.kernels(Isa::Avx512, 32), Isa::Avx2);
+        assert_eq!(narrow.kernels(Isa::Avx512, 37), Isa::Avx2, "tail of 5");
+        assert_eq!(narrow.kernels(Isa::Avx512, 40), Isa::Avx512, "tail of 8");
+        assert_eq!(narrow.kernels(Isa::Avx512, 31), Isa::Avx512, "tail of 15");
+        let shapes = [(70, 32, 600), (9, 37, 40), (40, 40, 33), (20, 95, 7)];
+        each_product_case(11, &shapes, &[1, 2], |c| {
+            if c.isa != Isa::Avx512 {
+                return;
+            }
+            for base in [
+                wide,
+                Blocking {
+                    split_columns: true,
+                    ..wide
+                },
+            ] {
+                let want = c.run(Threads::All, base);
+                let got = c.run(
+                    Threads::All,
+                    Blocking {
+                        narrow: true,
+                        ..base
+                    },
+                );
+                assert!(got == want, "{c}: {base:?}");
+            }
+        });
+    }
+
     /// A column split gives each thread whole vectors of columns, as many
     /// blocks as threads where the columns allow, and none where one block
     /// would hold every column (then the rows are split as before: the cut
@@ -657,8 +756,8 @@ mod tests {
             ..rows
         };
         let cut = |b: Blocking, n: usize| b.cut(Isa::Avx2, 128, n, 2048, Layout::Transposed, 2);
-        assert_eq!(cut(columns, 768).3, 0, "split by columns");
-        assert_eq!(cut(rows, 768).3, 2, "split by rows");
+        assert_eq!(cut(columns, 768).row_blocks, 0, "split by columns");
+        assert_eq!(cut(rows, 768).row_blocks, 2, "split by rows");
         assert_eq!(cut(columns, 16), cut(rows, 16), "too narrow to split");
     }
 

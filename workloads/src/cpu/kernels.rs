@@ -60,6 +60,12 @@ impl Isa {
     /// The SIMD kernels' vector width in f32 lanes, and the leading columns
     /// of `cols` they take (whole vectors; the tail goes to the portable
     /// loop): (0, 0) for the portable kernels or kernels this CPU lacks.
+    /// How many of `cols` columns these kernels take in whole vectors (the
+    /// rest go to the portable tail).
+    pub fn simd_cols(self, cols: usize) -> usize {
+        self.simd_split(cols).1
+    }
+
     fn simd_split(self, cols: usize) -> (usize, usize) {
         let lanes = match self {
             Isa::Avx512 if self.available() => 16,

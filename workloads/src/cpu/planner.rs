@@ -1,14 +1,15 @@
 //! The measured planner of the dense products on the pool (the LLM's linear
-//! layers and head) and of the attention's blocks of queries: for each
-//! product shape it chooses how [`dense::matmul_blocked`] cuts the product
-//! ([`Blocking`]: threads' blocks of rows or of columns, reduction block,
-//! packing of B, loop order, packing of a transposed A, row blocks per
-//! thread, register tile rows), and for each
-//! attention shape how many queries a block takes ([`attention_block`]),
-//! by timing candidates on the machine at hand, once per shape, in the
-//! manner of FFTW's planner. Every candidate gives bitwise the same
-//! product (each output value is one chain of fused multiply-adds over K in
-//! order, whatever the blocks), so a choice changes the speed only, never a
+//! layers and head) and of the attention: for each product shape it
+//! chooses how [`dense::matmul_blocked`] cuts the product ([`Blocking`]:
+//! under an AVX-512 kernel set, its own kernels or the AVX2 ones; threads'
+//! blocks of rows or of columns, reduction block, packing of B, loop
+//! order, packing of a transposed A, row blocks per thread, register tile
+//! rows), and for each attention shape how many queries a block takes and
+//! on which kernels ([`attention_plan`]), by timing candidates on the
+//! machine at hand, once per shape, in the manner of FFTW's planner. Every
+//! candidate gives bitwise the same product (each output value is one
+//! chain of fused multiply-adds over K in order, whatever the blocks and
+//! the vectors' width), so a choice changes the speed only, never a
 //! result: calibration and RCPs hold whatever a machine measured, and a
 //! noisy measurement costs time, not correctness.
 //!
@@ -18,7 +19,7 @@
 //! Does not know:
 //! files (the harness keeps the table between runs, keyed by CPU model too,
 //! and records it in the run's provenance), which model calls it, or how an
-//! attention runs (its caller runs one for a given block).
+//! attention runs (its caller runs one for a given plan).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -130,32 +131,93 @@ impl std::fmt::Display for AttentionShape {
     }
 }
 
-/// The choice of queries per block for one attention shape, with the
-/// timings it was chosen on.
+/// How an attention runs: its queries per block, and (under an AVX-512
+/// kernel set) whether its products run on the AVX2 kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionPlan {
+    pub block: usize,
+    pub narrow: bool,
+}
+
+impl AttentionPlan {
+    /// The hand-chosen plan: [`ATTENTION_BLOCK`] on the set's own kernels.
+    pub const DEFAULT: AttentionPlan = AttentionPlan {
+        block: ATTENTION_BLOCK,
+        narrow: false,
+    };
+
+    /// The kernels this plan's products run on under the kernel set `isa`
+    /// at `shape`: the AVX2 ones where it asks for them and every product
+    /// of the attention gives them the same columns as the set's own
+    /// kernels ([`dense::Blocking::kernels`] for their widths: `dh`, and
+    /// the keys up to a block's end, a multiple of 16 or `t`), so that the
+    /// attention is bitwise the same; else `isa`.
+    pub fn kernels(self, isa: Isa, shape: AttentionShape) -> Isa {
+        let b = dense::Blocking {
+            narrow: self.narrow,
+            ..dense::Blocking::default_for(Layout::Normal)
+        };
+        if b.kernels(isa, shape.dh) != isa && b.kernels(isa, shape.t) != isa {
+            b.kernels(isa, shape.dh)
+        } else {
+            isa
+        }
+    }
+}
+
+/// The choice of queries per block (and kernels) for one attention shape,
+/// with the timings it was chosen on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttentionEntry {
     pub shape: AttentionShape,
     pub block: usize,
+    /// The products on the AVX2 kernels under an AVX-512 set
+    /// ([`AttentionPlan::kernels`]); false in files from before this knob.
+    #[serde(default)]
+    pub narrow: bool,
     /// (block, best microseconds of a forward and backward pass) for every
-    /// block timed (empty where the entry was given, not measured).
+    /// block timed on the set's own kernels (empty where the entry was
+    /// given, not measured).
     #[serde(default)]
     pub timings: Vec<(usize, f64)>,
+    /// The same on the AVX2 kernels, where they were an alternative.
+    #[serde(default)]
+    pub narrow_timings: Vec<(usize, f64)>,
 }
 
 impl AttentionEntry {
-    /// The chosen block's time over the hand-chosen one's
-    /// ([`ATTENTION_BLOCK`]), where both were timed.
-    pub fn gain(&self) -> Option<f64> {
-        let time = |b: usize| {
-            self.timings
-                .iter()
-                .filter(|t| t.0 == b)
-                .map(|t| t.1)
-                .reduce(f64::min)
+    /// The plan chosen.
+    pub fn plan(&self) -> AttentionPlan {
+        AttentionPlan {
+            block: self.block,
+            narrow: self.narrow,
+        }
+    }
+
+    /// The best time measured with `plan`, µs, if it was timed.
+    pub fn best_micros(&self, plan: AttentionPlan) -> Option<f64> {
+        let list = if plan.narrow {
+            &self.narrow_timings
+        } else {
+            &self.timings
         };
-        Some(time(self.block)? / time(ATTENTION_BLOCK)?)
+        list.iter()
+            .filter(|t| t.0 == plan.block)
+            .map(|t| t.1)
+            .reduce(f64::min)
+    }
+
+    /// The chosen plan's time over the hand-chosen one's
+    /// ([`AttentionPlan::DEFAULT`]), where both were timed.
+    pub fn gain(&self) -> Option<f64> {
+        Some(self.best_micros(self.plan())? / self.best_micros(AttentionPlan::DEFAULT)?)
     }
 }
+
+/// How many knobs the attention's planner turns (queries per block,
+/// kernels): a table kept between processes records it, so that choices
+/// made before a knob existed are measured again.
+pub const ATTENTION_KNOBS: usize = 2;
 
 /// The hand-chosen queries per block of an attention.
 pub const ATTENTION_BLOCK: usize = 16;
@@ -274,63 +336,98 @@ pub fn clear() {
     t.attention.clear();
 }
 
-/// Queries per block for an attention of `shape` on `threads` threads: the
-/// table's, else (in [`Mode::Measure`], measured first: `run(block)` runs
-/// one forward and backward pass with that block, on the pool)
-/// [`ATTENTION_BLOCK`].
-pub fn attention_block(
+/// The plan of an attention of `shape` on `threads` threads: the table's,
+/// else (in [`Mode::Measure`], measured first: `run(plan)` runs one
+/// forward and backward pass so, on the pool) [`AttentionPlan::DEFAULT`].
+pub fn attention_plan(
     isa: Isa,
     threads: usize,
     shape: AttentionShape,
-    run: &mut dyn FnMut(usize),
-) -> usize {
+    run: &mut dyn FnMut(AttentionPlan),
+) -> AttentionPlan {
     let mut t = table();
     if let Some(e) = find_keyed(&t.attention, isa, threads, |e| e.shape == shape) {
-        return e.block;
+        return e.plan();
     }
     if t.mode == Mode::Fixed || shape.t == 0 {
-        return ATTENTION_BLOCK;
+        return AttentionPlan::DEFAULT;
     }
     // Measured with the lock held, as a product is.
-    let mut time = repeat_timer(ATTENTION_BLOCK, run);
-    let e = choose_attention(shape, &mut time);
-    let b = e.block;
+    let mut time = repeat_timer(AttentionPlan::DEFAULT, run);
+    let e = choose_attention(isa, shape, &mut time);
+    let p = e.plan();
     t.attention.push((isa, threads, e));
-    b
+    p
 }
 
-/// The block [`attention_block`] keeps for `shape` given `time` (its
-/// microseconds per pass): the fastest of [`attention_blocks`] where it
-/// beats the hand-chosen block by more than [`MARGIN`], twice (in its
+/// The plans the attention's planner times for `shape` under the kernel
+/// set `isa`: every block of [`attention_blocks`] on the set's own
+/// kernels ([`AttentionPlan::DEFAULT`] first), then on the AVX2 kernels
+/// where they are an alternative ([`AttentionPlan::kernels`]).
+pub fn attention_candidates(isa: Isa, shape: AttentionShape) -> Vec<AttentionPlan> {
+    let blocks = attention_blocks(shape.t);
+    let narrow = AttentionPlan {
+        narrow: true,
+        ..AttentionPlan::DEFAULT
+    };
+    let kernels = if narrow.kernels(isa, shape) != isa {
+        vec![false, true]
+    } else {
+        vec![false]
+    };
+    kernels
+        .into_iter()
+        .flat_map(|narrow| {
+            blocks
+                .iter()
+                .map(move |&block| AttentionPlan { block, narrow })
+        })
+        .collect()
+}
+
+/// The plan [`attention_plan`] keeps for `shape` given `time` (its
+/// microseconds per pass): the fastest of [`attention_candidates`] where
+/// it beats the hand-chosen plan by more than [`MARGIN`], twice (in its
 /// rounds and timed against it afresh).
 pub fn choose_attention(
+    isa: Isa,
     shape: AttentionShape,
-    time: &mut dyn FnMut(usize) -> f64,
+    time: &mut dyn FnMut(AttentionPlan) -> f64,
 ) -> AttentionEntry {
-    let cands = attention_blocks(shape.t);
-    let best = best_times(&cands, time);
-    let mut timings: Vec<(usize, f64)> = cands.iter().copied().zip(best.iter().copied()).collect();
-    let (fastest, t) = timings
+    let cands = attention_candidates(isa, shape);
+    let mut best = best_times(&cands, time);
+    let (fastest, t) = cands
         .iter()
         .copied()
+        .zip(best.iter().copied())
         .min_by(|x, y| x.1.total_cmp(&y.1))
-        .unwrap_or((ATTENTION_BLOCK, f64::INFINITY));
-    let mut block = ATTENTION_BLOCK;
+        .unwrap_or((AttentionPlan::DEFAULT, f64::INFINITY));
+    let mut plan = AttentionPlan::DEFAULT;
     if t < best[0] * (1.0 - MARGIN) {
-        let (d, c) = confirm(ATTENTION_BLOCK, fastest, time);
-        for (b, x) in [(ATTENTION_BLOCK, d), (fastest, c)] {
-            if let Some(e) = timings.iter_mut().find(|e| e.0 == b) {
-                e.1 = x;
+        let (d, c) = confirm(AttentionPlan::DEFAULT, fastest, time);
+        for (p, x) in [(AttentionPlan::DEFAULT, d), (fastest, c)] {
+            if let Some(i) = cands.iter().position(|c| *c == p) {
+                best[i] = x;
             }
         }
         if c < d * (1.0 - MARGIN) {
-            block = fastest;
+            plan = fastest;
         }
     }
+    let timed = |narrow: bool| -> Vec<(usize, f64)> {
+        cands
+            .iter()
+            .zip(&best)
+            .filter(|(c, _)| c.narrow == narrow)
+            .map(|(c, t)| (c.block, *t))
+            .collect()
+    };
     AttentionEntry {
         shape,
-        block,
-        timings,
+        block: plan.block,
+        narrow: plan.narrow,
+        timings: timed(false),
+        narrow_timings: timed(true),
     }
 }
 
@@ -529,7 +626,8 @@ const MIN_TIMED_MICROS: f64 = 400.0;
 const MARGIN: f64 = 0.03;
 
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
-/// (threads' blocks of rows or of columns, reduction block, packing of B,
+/// (the AVX2 kernels under an AVX-512 set, threads' blocks of rows or of
+/// columns, reduction block, packing of B,
 /// loop order, packing of A, row blocks per thread, register tile rows),
 /// the values that make a difference at this shape are timed in
 /// [`ROUNDS`] interleaved rounds, and the fastest replaces the current
@@ -598,6 +696,7 @@ pub const KNOBS: usize = Knob::ALL.len();
 
 #[derive(Debug, Clone, Copy)]
 enum Knob {
+    Narrow,
     SplitColumns,
     KBlock,
     PackB,
@@ -609,7 +708,8 @@ enum Knob {
 
 impl Knob {
     /// Every knob, in the order the search takes them.
-    const ALL: [Knob; 7] = [
+    const ALL: [Knob; 8] = [
+        Knob::Narrow,
         Knob::SplitColumns,
         Knob::KBlock,
         Knob::PackB,
@@ -624,6 +724,10 @@ impl Knob {
     /// the knob changes nothing.
     fn candidates(self, isa: Isa, shape: Shape, threads: usize, cur: Blocking) -> Vec<Blocking> {
         let values: Vec<Blocking> = match self {
+            Knob::Narrow => vec![Blocking {
+                narrow: !cur.narrow,
+                ..cur
+            }],
             Knob::SplitColumns => vec![Blocking {
                 split_columns: !cur.split_columns,
                 ..cur
@@ -707,6 +811,7 @@ mod tests {
                 tile_rows: 4,
                 pack_b: !def.pack_b,
                 split_columns: !def.split_columns,
+                narrow: !def.narrow,
             };
             let want = c.run(Threads::All, def);
             for knob in Knob::ALL {
@@ -751,6 +856,14 @@ mod tests {
         assert_eq!(per(128), vec![4]);
         // 2,048 rows: 2, 4, 8 or 16 blocks.
         assert_eq!(per(2048), vec![4, 1, 2, 8]);
+        // The AVX2 kernels are an alternative only under an AVX-512 set,
+        // and only where they take the same columns into vectors.
+        let nw = |isa, n| Knob::Narrow.candidates(isa, nn(2048, n, 128), 2, def).len();
+        assert_eq!(nw(Isa::Avx2, 768), 1);
+        if Isa::Avx512.available() && Isa::Avx2.available() {
+            assert_eq!(nw(Isa::Avx512, 768), 2);
+            assert_eq!(nw(Isa::Avx512, 40), 1);
+        }
         // A is packed only where it is transposed with columns far apart.
         let pa = |m, a| {
             Knob::PackA
@@ -787,6 +900,39 @@ mod tests {
     /// The search keeps the hand-chosen blocking unless a candidate is more
     /// than MARGIN faster; then it takes the fastest, knob after knob, and
     /// records every time it measured.
+    /// A machine whose AVX-512 kernels run a shape slower than its AVX2
+    /// ones (a core that lowers its clock for 512-bit work) gets the AVX2
+    /// kernels for that shape under the AVX-512 set, and the later knobs
+    /// are timed on them; under the AVX2 set the knob is never timed.
+    #[test]
+    fn search_takes_the_avx2_kernels_where_avx512_is_slower() {
+        let s = shape(128, 768, 2048, Layout::Transposed, Layout::Normal);
+        let slow_wide = |b: Blocking| {
+            if b.kernels(Isa::Avx512, s.n) == Isa::Avx2 {
+                80.0
+            } else {
+                100.0
+            }
+        };
+        let e = search(Isa::Avx2, s, 2, &mut |b| slow_wide(b));
+        assert!(e.timings.iter().all(|t| !t.blocking.narrow), "{e:?}");
+        if !(Isa::Avx512.available() && Isa::Avx2.available()) {
+            eprintln!("skipped the AVX-512 half: this CPU has no AVX-512 kernel set");
+            return;
+        }
+        let mut narrow_timed_with = Vec::new();
+        let e = search(Isa::Avx512, s, 2, &mut |b| {
+            if b.narrow {
+                narrow_timed_with.push(b.tile_rows);
+            }
+            slow_wide(b)
+        });
+        assert!(e.blocking.narrow, "{e:?}");
+        assert!((e.gain().unwrap() - 0.8).abs() < 1e-12);
+        // The tile rows were tried with the AVX2 kernels (their tallest is 6).
+        assert!(narrow_timed_with.contains(&4), "{narrow_timed_with:?}");
+    }
+
     #[test]
     fn search_takes_only_a_clearly_faster_candidate() {
         let s = shape(2048, 768, 2048, Layout::Normal, Layout::Normal);
@@ -869,26 +1015,52 @@ mod tests {
             heads: 4,
             dh: 32,
         };
+        let isa = Isa::Avx2;
+        let at = |block| AttentionPlan {
+            block,
+            narrow: false,
+        };
         // 2 % faster: kept at 16.
-        let e = choose_attention(s, &mut |b| if b == 32 { 98.0 } else { 100.0 });
-        assert_eq!(e.block, ATTENTION_BLOCK);
+        let e = choose_attention(isa, s, &mut |p| if p == at(32) { 98.0 } else { 100.0 });
+        assert_eq!(e.plan(), AttentionPlan::DEFAULT);
         assert_eq!(e.gain(), Some(1.0));
-        assert_eq!(e.timings.len(), 4);
+        assert_eq!((e.timings.len(), e.narrow_timings.len()), (4, 0));
         // 20 % faster at 64: taken, with its times.
-        let e = choose_attention(s, &mut |b| if b == 64 { 80.0 } else { 100.0 });
-        assert_eq!(e.block, 64);
+        let e = choose_attention(isa, s, &mut |p| if p == at(64) { 80.0 } else { 100.0 });
+        assert_eq!(e.plan(), at(64));
         assert!((e.gain().unwrap() - 0.8).abs() < 1e-12);
         // Faster only in its first rounds (a quiet spell): not kept.
         let mut calls = 0;
-        let e = choose_attention(s, &mut |b| {
+        let e = choose_attention(isa, s, &mut |p| {
             calls += 1;
-            if b == 64 && calls <= 4 * ROUNDS {
+            if p == at(64) && calls <= 4 * ROUNDS {
                 80.0
             } else {
                 100.0
             }
         });
-        assert_eq!(e.block, ATTENTION_BLOCK);
+        assert_eq!(e.plan(), AttentionPlan::DEFAULT);
+        // Under an AVX-512 set, the AVX2 kernels are timed at every block
+        // and taken where clearly faster.
+        if Isa::Avx512.available() && Isa::Avx2.available() {
+            let e = choose_attention(Isa::Avx512, s, &mut |p| {
+                if p.narrow && p.block == 32 {
+                    70.0
+                } else {
+                    100.0
+                }
+            });
+            assert_eq!((e.timings.len(), e.narrow_timings.len()), (4, 4));
+            assert_eq!(
+                e.plan(),
+                AttentionPlan {
+                    block: 32,
+                    narrow: true
+                }
+            );
+            assert!((e.gain().unwrap() - 0.7).abs() < 1e-12);
+            assert_eq!(e.plan().kernels(Isa::Avx512, s), Isa::Avx2);
+        }
     }
 
     /// An attention shape is measured once in `Mode::Measure` (its first
@@ -912,29 +1084,34 @@ mod tests {
         };
         let mut ran = Vec::new();
         set_mode(Mode::Fixed);
-        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), 16);
+        assert_eq!(
+            attention_plan(isa, 7, s, &mut |p| ran.push(p)),
+            AttentionPlan::DEFAULT
+        );
         assert!(ran.is_empty() && mine().is_empty());
         set_mode(Mode::Measure);
-        let chosen = attention_block(isa, 7, s, &mut |b| ran.push(b));
+        let chosen = attention_plan(isa, 7, s, &mut |p| ran.push(p));
         set_mode(Mode::Fixed);
-        for b in attention_blocks(48) {
-            assert!(ran.contains(&b), "{b} never ran: {ran:?}");
+        for p in attention_candidates(isa, s) {
+            assert!(ran.contains(&p), "{p:?} never ran: {ran:?}");
         }
         assert_eq!(mine().len(), 1);
-        assert_eq!(mine()[0].block, chosen);
+        assert_eq!(mine()[0].plan(), chosen);
         let n = ran.len();
         set_mode(Mode::Measure);
-        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), chosen);
+        assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)), chosen);
         import_attention(
             isa,
             7,
             vec![AttentionEntry {
                 shape: s,
                 block: 64,
+                narrow: false,
                 timings: vec![],
+                narrow_timings: vec![],
             }],
         );
-        assert_eq!(attention_block(isa, 7, s, &mut |b| ran.push(b)), 64);
+        assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)).block, 64);
         set_mode(Mode::Fixed);
         assert_eq!(ran.len(), n, "served entries ran nothing");
         assert_eq!(mine().len(), 1);
