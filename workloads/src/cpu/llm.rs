@@ -60,7 +60,7 @@ struct Saved {
     r1: Vec<f32>,
     h: Vec<f32>,
     qkv: Vec<f32>,
-    /// Every head's rotated q and k (`[B, 2, H, T, Dh]`): the attention's
+    /// Every head's rotated q and k (`[B, H, 2, T, Dh]`): the attention's
     /// backward reads them rather than rotating `qkv` again.
     qk: Vec<f32>,
     /// Attention probabilities `[B, H, T, T]`.
@@ -399,6 +399,9 @@ struct Attention {
     h: usize,
     dh: usize,
     block: usize,
+    /// A task per (sequence, head) (`Some(true)`) or per sequence
+    /// (`Some(false)`); `None`: as [`Attention::splits_heads`] decides.
+    split: Option<bool>,
     /// The first Dh values of a row; the Dh rows of a `[Dh, T]` matrix.
     dh_cols: Offsets,
     t_rows: Offsets,
@@ -412,11 +415,10 @@ struct Attention {
     hdh_rows_from: Vec<Offsets>,
 }
 
-/// The transposes of every head's k (forward) or v (backward) of one
-/// sequence (`[H, Dh, T]`); for the backward pass also every head's dQ and
-/// dK (`[H, T, Dh]`) and one head's dS (`[T, T]`). Every value is written
-/// before it is read. (The rotated q and k are the layer's, kept from the
-/// forward pass for the backward: `Saved::qk`.)
+/// One head's kᵀ (forward) or vᵀ (backward) (`[Dh, T]`); for the
+/// backward pass also its dQ and dK (`[T, Dh]`) and dS (`[T, T]`). Every
+/// value is written before it is read. (The rotated q and k are the
+/// layer's, kept from the forward pass for the backward: `Saved::qk`.)
 #[derive(Default)]
 struct HeadBufs {
     kt: Vec<f32>,
@@ -457,6 +459,7 @@ impl Attention {
             h,
             dh,
             block,
+            split: None,
             dh_cols: Offsets::dense(dh, 1),
             t_rows: Offsets::dense(dh, t),
             cols_to: to(1),
@@ -484,7 +487,7 @@ impl Attention {
     /// attention's softmax, RoPE and copies ran 4 lanes wide that way, 13 %
     /// of the LLM step on Zen 4 against 1.4 % since).
     fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
-        let n = self.h * self.t * self.dh;
+        let n = self.t * self.dh;
         HEAD_BUFS.with_borrow_mut(|b| {
             grow(if backward { &mut b.vt } else { &mut b.kt }, n);
             if backward {
@@ -501,38 +504,19 @@ impl Attention {
         (part * self.h + hd) * self.dh
     }
 
-    /// Rotated q and k of every head of one sequence (`seq`: `[T, 3, H,
-    /// Dh]`) into `qk` (`[2, H, T, Dh]`: q, then k), and kᵀ into `kt`. The
-    /// sequence is read a row at a time, in order, for every head at once,
-    /// rather than once per head with its rows 3·H·Dh floats apart (the
-    /// whole step measured the same either way).
+    /// Head `hd`'s rotated q and k of one sequence (`seq`: `[T, 3, H,
+    /// Dh]`) into `qk` (`[2, T, Dh]`: q, then k), and kᵀ into `kt`.
     #[inline(always)]
-    fn gather(&self, rope: &Rope, seq: &[f32], qk: &mut [f32], kt: &mut [f32]) {
-        let (t, h, dh, rs) = (self.t, self.h, self.dh, 3 * self.h * self.dh);
+    fn gather(&self, rope: &Rope, seq: &[f32], hd: usize, qk: &mut [f32], kt: &mut [f32]) {
+        let (t, dh, rs) = (self.t, self.dh, 3 * self.h * self.dh);
         let n = t * dh;
-        let (q, k) = qk.split_at_mut(h * n);
+        let (q, k) = qk[..2 * n].split_at_mut(n);
         for (p, row) in seq.chunks_exact(rs).take(t).enumerate() {
-            for hd in 0..h {
-                let o = hd * n + p * dh;
-                rope.rotate(p, &row[self.part(0, hd)..], &mut q[o..o + dh], false);
-                rope.rotate(p, &row[self.part(1, hd)..], &mut k[o..o + dh], false);
-            }
+            let o = p * dh;
+            rope.rotate(p, &row[self.part(0, hd)..], &mut q[o..o + dh], false);
+            rope.rotate(p, &row[self.part(1, hd)..], &mut k[o..o + dh], false);
         }
-        for hd in 0..h {
-            let kt = &mut kt[hd * n..(hd + 1) * n];
-            transpose_into(&k[hd * n..(hd + 1) * n], t, dh, dh, kt, t);
-        }
-    }
-
-    /// vᵀ of every head of one sequence (`seq`: `[T, 3, H, Dh]`) into `vt`.
-    #[inline(always)]
-    fn gather_v(&self, seq: &[f32], vt: &mut [f32]) {
-        let (t, h, dh, rs) = (self.t, self.h, self.dh, 3 * self.h * self.dh);
-        let n = t * dh;
-        for hd in 0..h {
-            let vt = &mut vt[hd * n..(hd + 1) * n];
-            transpose_into(&seq[self.part(2, hd)..], t, dh, rs, vt, t);
-        }
+        transpose_into(k, t, dh, dh, &mut kt[..n], t);
     }
 
     /// `out[row s.., 0..cols] = X · Y` for query rows `s..e`:
@@ -575,9 +559,28 @@ impl Attention {
         }
     }
 
+    /// Whether `b` sequences go to the pool a (sequence, head) pair per
+    /// task rather than a sequence per task: where a task per sequence
+    /// would leave threads idle for a fifth of the pass or more (fewer
+    /// sequences than threads, or a last round of tasks only partly full:
+    /// 16 sequences on 32 threads, 3 on 2) and pairs fill the rounds
+    /// better. The pairs' results go through a staging buffer (a copy of
+    /// the outputs); every value is computed as a task per sequence
+    /// computes it, so the results are bitwise the same.
+    fn splits_heads(&self, b: usize) -> bool {
+        match self.split {
+            Some(heads) => heads,
+            None => {
+                let threads = rayon::current_num_threads().max(1);
+                let full = |tasks: usize| tasks as f64 / (tasks.div_ceil(threads) * threads) as f64;
+                full(b) < 0.8 && full(b * self.h) > full(b)
+            }
+        }
+    }
+
     /// `qkv` `[B, T, 3, H, Dh]` → `out` `[B, T, H·Dh]`; the probabilities
     /// `[B, H, T, T]` (zero above the diagonal) are kept in `probs`, the
-    /// rotated q and k (`[B, 2, H, T, Dh]`) in `qk`.
+    /// rotated q and k (`[B, H, 2, T, Dh]`) in `qk`.
     fn forward(
         &self,
         rope: &Rope,
@@ -588,43 +591,94 @@ impl Attention {
     ) {
         let _timer = passes::start(Pass::AttentionForward);
         let (t, h, dh) = (self.t, self.h, self.dh);
-        let scale = 1.0 / (dh as f32).sqrt();
-        out.par_chunks_mut(t * h * dh)
-            .zip(probs.par_chunks_mut(h * t * t))
-            .zip(qkv.par_chunks(t * 3 * h * dh))
-            .zip(qk.par_chunks_mut(2 * h * t * dh))
-            .for_each(|(((o, pr), seq), qk)| {
+        let (n, seq_len) = (t * dh, t * 3 * h * dh);
+        let b = qkv.len() / seq_len;
+        if !self.splits_heads(b) {
+            out.par_chunks_mut(t * h * dh)
+                .zip(probs.par_chunks_mut(h * t * t))
+                .zip(qkv.par_chunks(seq_len))
+                .zip(qk.par_chunks_mut(2 * h * n))
+                .for_each(|(((o, pr), seq), qk)| {
+                    self.with_bufs(false, |hb| {
+                        self.isa.vectorised(
+                            #[inline(always)]
+                            || {
+                                let pairs =
+                                    pr.chunks_exact_mut(t * t).zip(qk.chunks_exact_mut(2 * n));
+                                for (hd, (p, qk)) in pairs.enumerate() {
+                                    let o = (&mut o[..], hd * dh, h * dh);
+                                    self.head_forward(rope, seq, hd, qk, &mut hb.kt, p, o);
+                                }
+                            },
+                        )
+                    })
+                });
+            return;
+        }
+        // A task per (sequence, head): each head's output `[T, Dh]` into a
+        // staging buffer `[B, H, T, Dh]`, then into `out` a sequence at a time.
+        let mut staged = vec![0f32; b * h * n];
+        staged
+            .par_chunks_mut(n)
+            .zip(probs.par_chunks_mut(t * t))
+            .zip(qk.par_chunks_mut(2 * n))
+            .enumerate()
+            .for_each(|(i, ((o, p), qk))| {
+                let (seq, hd) = (&qkv[i / h * seq_len..][..seq_len], i % h);
                 self.with_bufs(false, |hb| {
                     self.isa.vectorised(
                         #[inline(always)]
-                        || {
-                            self.gather(rope, seq, qk, &mut hb.kt);
-                            let n = t * dh;
-                            for hd in 0..h {
-                                let p = &mut pr[hd * t * t..(hd + 1) * t * t];
-                                let (q, kt) = (&qk[hd * n..], &hb.kt[hd * n..]);
-                                for (bi, s, e) in self.blocks() {
-                                    // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
-                                    let q = (q, 0, dh, &self.dh_cols);
-                                    self.product((s, e), e, q, (kt, 0, &self.t_rows), p, 0, t);
-                                    for i in s..e {
-                                        let row = &mut p[i * t..(i + 1) * t];
-                                        let mx = math::max(&row[..=i]);
-                                        let inv =
-                                            1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
-                                        row[..=i].iter_mut().for_each(|x| *x *= inv);
-                                        row[i + 1..].fill(0.0);
-                                    }
-                                    // O = P V over keys 0..e, into this head's columns of `out`.
-                                    let pm = (&p[..], 0, t, &self.cols_to[bi]);
-                                    let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
-                                    self.product((s, e), dh, pm, v, o, hd * dh, h * dh);
-                                }
-                            }
-                        },
+                        || self.head_forward(rope, seq, hd, qk, &mut hb.kt, p, (o, 0, dh)),
                     )
                 })
             });
+        out.par_chunks_mut(t * h * dh)
+            .zip(staged.par_chunks(h * n))
+            .for_each(|(o, st)| {
+                for (p, row) in o.chunks_exact_mut(h * dh).enumerate() {
+                    for (hd, v) in row.chunks_exact_mut(dh).enumerate() {
+                        v.copy_from_slice(&st[hd * n + p * dh..][..dh]);
+                    }
+                }
+            });
+    }
+
+    /// One head `hd` of one sequence's forward pass: its rotated q and k
+    /// into `qk` (`[2, T, Dh]`), kᵀ into `kt`, its probabilities into `p`
+    /// (`[T, T]`), its output into `o` (`(data, base, row stride)`: row `r`
+    /// at `data[base + r·stride..][..Dh]`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn head_forward(
+        &self,
+        rope: &Rope,
+        seq: &[f32],
+        hd: usize,
+        qk: &mut [f32],
+        kt: &mut [f32],
+        p: &mut [f32],
+        o: (&mut [f32], usize, usize),
+    ) {
+        let (t, dh) = (self.t, self.dh);
+        let scale = 1.0 / (dh as f32).sqrt();
+        self.gather(rope, seq, hd, qk, kt);
+        let (o, o_base, o_rs) = o;
+        for (bi, s, e) in self.blocks() {
+            // S = q kᵀ over keys 0..e, then a causal softmax of scale·S.
+            let q = (&qk[..], 0, dh, &self.dh_cols);
+            self.product((s, e), e, q, (&kt[..], 0, &self.t_rows), p, 0, t);
+            for i in s..e {
+                let row = &mut p[i * t..(i + 1) * t];
+                let mx = math::max(&row[..=i]);
+                let inv = 1.0 / math::exp_in_place(&mut row[..=i], mx, scale);
+                row[..=i].iter_mut().for_each(|x| *x *= inv);
+                row[i + 1..].fill(0.0);
+            }
+            // O = P V over keys 0..e, into this head's rows of `o`.
+            let pm = (&p[..], 0, t, &self.cols_to[bi]);
+            let v = (seq, self.part(2, hd), &self.qkv_rows_to[bi]);
+            self.product((s, e), dh, pm, v, o, o_base, o_rs);
+        }
     }
 
     /// Backward of [`Attention::forward`] (`qk` and `probs` as it left
@@ -641,101 +695,137 @@ impl Attention {
     ) {
         let _timer = passes::start(Pass::AttentionBackward);
         let (t, h, dh) = (self.t, self.h, self.dh);
-        let scale = 1.0 / (dh as f32).sqrt();
-        dqkv.par_chunks_mut(t * 3 * h * dh)
-            .zip(qkv.par_chunks(t * 3 * h * dh))
-            .zip(dout.par_chunks(t * h * dh))
-            .zip(probs.par_chunks(h * t * t))
-            .zip(qk.par_chunks(2 * h * t * dh))
-            .for_each(|((((dseq, seq), dys), pr), qk)| {
+        let (n, seq_len) = (t * dh, t * 3 * h * dh);
+        let b = qkv.len() / seq_len;
+        if !self.splits_heads(b) {
+            dqkv.par_chunks_mut(seq_len)
+                .zip(qkv.par_chunks(seq_len))
+                .zip(dout.par_chunks(t * h * dh))
+                .zip(probs.par_chunks(h * t * t))
+                .zip(qk.par_chunks(2 * h * n))
+                .for_each(|((((dseq, seq), dys), pr), qk)| {
+                    self.with_bufs(true, |hb| {
+                        self.isa.vectorised(
+                            #[inline(always)]
+                            || {
+                                let pairs = pr.chunks_exact(t * t).zip(qk.chunks_exact(2 * n));
+                                for (hd, (p, qk)) in pairs.enumerate() {
+                                    let parts = [0, 1, 2].map(|i| self.part(i, hd));
+                                    let d = (&mut dseq[..], parts, 3 * h * dh);
+                                    self.head_backward(rope, seq, dys, hd, p, qk, hb, d);
+                                }
+                            },
+                        )
+                    })
+                });
+            return;
+        }
+        // A task per (sequence, head): each head's dq, dk, dv (`[3, T,
+        // Dh]`) into a staging buffer `[B, H, 3, T, Dh]`, then into `dqkv`
+        // a sequence at a time.
+        let mut staged = vec![0f32; b * h * 3 * n];
+        staged
+            .par_chunks_mut(3 * n)
+            .zip(probs.par_chunks(t * t))
+            .zip(qk.par_chunks(2 * n))
+            .enumerate()
+            .for_each(|(i, ((d, p), qk))| {
+                let (bi, hd) = (i / h, i % h);
+                let seq = &qkv[bi * seq_len..][..seq_len];
+                let dys = &dout[bi * t * h * dh..][..t * h * dh];
                 self.with_bufs(true, |hb| {
                     self.isa.vectorised(
                         #[inline(always)]
                         || {
-                            self.gather_v(seq, &mut hb.vt);
-                            let n = t * dh;
-                            let ds = &mut hb.ds[..t * t];
-                            let (qs, ks) = qk.split_at(h * n);
-                            for hd in 0..h {
-                                let p = &pr[hd * t * t..(hd + 1) * t * t];
-                                let (q, k, vt) = (&qs[hd * n..], &ks[hd * n..], &hb.vt[hd * n..]);
-                                // This head's dQ and dK, in the rotated frame.
-                                let dq = &mut hb.dq[hd * n..(hd + 1) * n];
-                                let dk = &mut hb.dk[hd * n..(hd + 1) * n];
-                                for (bi, s, e) in self.blocks() {
-                                    // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
-                                    let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
-                                    self.product((s, e), e, d_o, (vt, 0, &self.t_rows), ds, 0, t);
-                                    for i in s..e {
-                                        let (pr_, dr) =
-                                            (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
-                                        let dot = math::dot(&pr_[..=i], &dr[..=i]);
-                                        for j in 0..=i {
-                                            dr[j] = pr_[j] * (dr[j] - dot) * scale;
-                                        }
-                                        dr[i + 1..].fill(0.0);
-                                    }
-                                    // dQ = dS K over keys 0..e (in the rotated frame).
-                                    let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
-                                    self.product(
-                                        (s, e),
-                                        dh,
-                                        dsm,
-                                        (k, 0, &self.dh_rows_to[bi]),
-                                        dq,
-                                        0,
-                                        dh,
-                                    );
-                                }
-                                // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
-                                for (bi, s, e) in self.blocks() {
-                                    let d_o = BMat {
-                                        data: dys,
-                                        base: s * h * dh + hd * dh,
-                                        koff: &self.hdh_rows_from[bi],
-                                    };
-                                    let dv = &mut dseq[s * 3 * h * dh + self.part(2, hd)..];
-                                    igemm(
-                                        self.isa,
-                                        e - s,
-                                        dh,
-                                        self.transposed_from(p, bi, s),
-                                        d_o,
-                                        dv,
-                                        3 * h * dh,
-                                        false,
-                                    );
-                                    let q = BMat {
-                                        data: q,
-                                        base: s * dh,
-                                        koff: &self.dh_rows_from[bi],
-                                    };
-                                    let a = self.transposed_from(ds, bi, s);
-                                    igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
-                                }
-                            }
-                            // Back to the sequence's frame, a row at a time (as gather reads).
-                            for (p, row) in dseq.chunks_exact_mut(3 * h * dh).take(t).enumerate() {
-                                for hd in 0..h {
-                                    let o = hd * n + p * dh;
-                                    rope.rotate(
-                                        p,
-                                        &hb.dq[o..o + dh],
-                                        &mut row[self.part(0, hd)..],
-                                        true,
-                                    );
-                                    rope.rotate(
-                                        p,
-                                        &hb.dk[o..o + dh],
-                                        &mut row[self.part(1, hd)..],
-                                        true,
-                                    );
-                                }
-                            }
+                            let d = (d, [0, n, 2 * n], dh);
+                            self.head_backward(rope, seq, dys, hd, p, qk, hb, d)
                         },
                     )
                 })
             });
+        dqkv.par_chunks_mut(seq_len)
+            .zip(staged.par_chunks(h * 3 * n))
+            .for_each(|(dseq, st)| {
+                for (p, row) in dseq.chunks_exact_mut(3 * h * dh).enumerate() {
+                    for hd in 0..h {
+                        for i in 0..3 {
+                            let from = &st[(hd * 3 + i) * n + p * dh..][..dh];
+                            row[self.part(i, hd)..][..dh].copy_from_slice(from);
+                        }
+                    }
+                }
+            });
+    }
+
+    /// One head `hd` of one sequence's backward pass (`seq`, `dys` its
+    /// `[T, 3·H·Dh]` projections and `[T, H·Dh]` output gradient; `p`, `qk`
+    /// what [`Attention::head_forward`] left): its dq, dk and dv into `d`
+    /// (`(data, [q, k, v] bases, row stride)`: row `r` of dq at
+    /// `data[bases[0] + r·stride..][..Dh]`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn head_backward(
+        &self,
+        rope: &Rope,
+        seq: &[f32],
+        dys: &[f32],
+        hd: usize,
+        p: &[f32],
+        qk: &[f32],
+        hb: &mut HeadBufs,
+        d: (&mut [f32], [usize; 3], usize),
+    ) {
+        let (t, h, dh) = (self.t, self.h, self.dh);
+        let n = t * dh;
+        let scale = 1.0 / (dh as f32).sqrt();
+        let (dst, base, rs) = d;
+        let (q, k) = qk[..2 * n].split_at(n);
+        let vt = &mut hb.vt[..n];
+        transpose_into(&seq[self.part(2, hd)..], t, dh, 3 * h * dh, vt, t);
+        let ds = &mut hb.ds[..t * t];
+        // dQ and dK in the rotated frame.
+        let dq = &mut hb.dq[..n];
+        let dk = &mut hb.dk[..n];
+        for (bi, s, e) in self.blocks() {
+            // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
+            let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
+            self.product((s, e), e, d_o, (&vt[..], 0, &self.t_rows), ds, 0, t);
+            for i in s..e {
+                let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
+                let dot = math::dot(&pr_[..=i], &dr[..=i]);
+                for j in 0..=i {
+                    dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                }
+                dr[i + 1..].fill(0.0);
+            }
+            // dQ = dS K over keys 0..e (in the rotated frame).
+            let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
+            self.product((s, e), dh, dsm, (k, 0, &self.dh_rows_to[bi]), dq, 0, dh);
+        }
+        // dV = Pᵀ dO and dK = dSᵀ Q: key j sums over queries j..T.
+        for (bi, s, e) in self.blocks() {
+            let d_o = BMat {
+                data: dys,
+                base: s * h * dh + hd * dh,
+                koff: &self.hdh_rows_from[bi],
+            };
+            let dv = &mut dst[base[2] + s * rs..];
+            let pt = self.transposed_from(p, bi, s);
+            igemm(self.isa, e - s, dh, pt, d_o, dv, rs, false);
+            let q = BMat {
+                data: q,
+                base: s * dh,
+                koff: &self.dh_rows_from[bi],
+            };
+            let a = self.transposed_from(ds, bi, s);
+            igemm(self.isa, e - s, dh, a, q, &mut dk[s * dh..], dh, false);
+        }
+        // Back to the sequence's frame.
+        for r in 0..t {
+            let o = r * dh;
+            rope.rotate(r, &dq[o..o + dh], &mut dst[base[0] + r * rs..], true);
+            rope.rotate(r, &dk[o..o + dh], &mut dst[base[1] + r * rs..], true);
+        }
     }
 }
 
@@ -772,18 +862,31 @@ impl AttentionProbe {
 
     /// One forward and backward pass under the kernel set `isa` as `plan` says.
     fn run(&mut self, isa: Isa, rope: &Rope, plan: planner::AttentionPlan) {
+        self.run_split(isa, rope, plan, None)
+    }
+
+    /// [`AttentionProbe::run`] with the tasks split as `split` says (see
+    /// [`Attention::split`]).
+    fn run_split(
+        &mut self,
+        isa: Isa,
+        rope: &Rope,
+        plan: planner::AttentionPlan,
+        split: Option<bool>,
+    ) {
         let shape = planner::AttentionShape {
             t: self.t,
             heads: self.h,
             dh: self.dh,
         };
-        let a = Attention::new(
+        let mut a = Attention::new(
             plan.kernels(isa, shape),
             self.t,
             self.h,
             self.dh,
             plan.block,
         );
+        a.split = split;
         a.forward(
             rope,
             &self.qkv,
@@ -1399,6 +1502,68 @@ mod tests {
                 assert!(plans.len() >= 2, "T {t}: {plans:?}");
                 for plan in plans {
                     assert!(run(plan) == want, "{} T {t}: {plan:?}", isa.name());
+                }
+            }
+        }
+    }
+
+    /// A task per (sequence, head) gives bitwise what a task per sequence
+    /// gives (output, probabilities, rotated q and k, and the gradient),
+    /// with every kernel set, on 1 to 3 threads, for 1 and 3 sequences and
+    /// a last block of queries short; and the pairs are taken where a task
+    /// per sequence would leave threads idle (16 sequences on 32 threads,
+    /// 1 or 3 on 2), not where sequences fill every round (16 on 2).
+    #[test]
+    fn attention_by_heads_is_bitwise_attention_by_sequences() {
+        let (h, dh) = (3, 16);
+        let a = Attention::new(Isa::Portable, 40, 4, 32, 16);
+        let on = |threads: usize, b: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| a.splits_heads(b))
+        };
+        assert!(!on(2, 16) && !on(2, 4) && !on(1, 3));
+        assert!(on(32, 16) && on(2, 1) && on(2, 3));
+        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+            for (b, t) in [(1, 40), (3, 40), (3, 64)] {
+                let rope = Rope::new(dh, t, 10_000.0);
+                let mut probe = AttentionProbe::new(b, t, h, dh);
+                for threads in 1..=3 {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let mut run = |split| {
+                        // Anything left unwritten shows as NaN.
+                        for v in [
+                            &mut probe.out,
+                            &mut probe.probs,
+                            &mut probe.qk,
+                            &mut probe.dqkv,
+                        ] {
+                            v.fill(f32::NAN);
+                        }
+                        pool.install(|| {
+                            probe.run_split(
+                                isa,
+                                &rope,
+                                planner::AttentionPlan::DEFAULT,
+                                Some(split),
+                            )
+                        });
+                        [&probe.out[..], &probe.probs, &probe.qk, &probe.dqkv]
+                            .map(bits)
+                            .concat()
+                    };
+                    let want = run(false);
+                    let got = run(true);
+                    assert!(
+                        got == want,
+                        "{} b {b} T {t} on {threads} threads",
+                        isa.name()
+                    );
                 }
             }
         }

@@ -149,18 +149,17 @@ impl AttentionPlan {
     /// The kernels this plan's products run on under the kernel set `isa`
     /// at `shape`: the AVX2 ones where it asks for them and every product
     /// of the attention gives them the same columns as the set's own
-    /// kernels ([`dense::Blocking::kernels`] for their widths: `dh`, and
+    /// kernels ([`Blocking::kernels`] for their widths: `dh`, and
     /// the keys up to a block's end, a multiple of 16 or `t`), so that the
     /// attention is bitwise the same; else `isa`.
     pub fn kernels(self, isa: Isa, shape: AttentionShape) -> Isa {
-        let b = dense::Blocking {
+        let b = Blocking {
             narrow: self.narrow,
-            ..dense::Blocking::default_for(Layout::Normal)
+            ..Blocking::default_for(Layout::Normal)
         };
-        if b.kernels(isa, shape.dh) != isa && b.kernels(isa, shape.t) != isa {
-            b.kernels(isa, shape.dh)
-        } else {
-            isa
+        match (b.kernels(isa, shape.dh), b.kernels(isa, shape.t)) {
+            (dh, t) if dh == t => dh,
+            _ => isa,
         }
     }
 }
