@@ -3,14 +3,17 @@
 //! ```text
 //! cargo run -p referee-workloads --release --example bench_step -- \
 //!     [--model resnet|llm|all] [--batch N[,N..]] [--steps N] [--warmup N] [--threads N]
-//!     [--plan measure|fixed|compare] [--digest] [--products] [--passes]
+//!     [--plan measure|fixed|compare|compare-narrow] [--digest] [--products] [--passes]
 //! ```
 //! `--plan`: the LLM's products and attention blocks planned by measuring
 //! them first (`measure`, the default, as `referee run` does; its choices
 //! on stderr) or the hand-chosen ones (`fixed`); both train bitwise the same. `compare`
 //! plans, then alternates the planned and the hand-chosen blocking every
 //! two steps in this one process (4 × `--steps` steps after 4 untimed) and
-//! prints both medians and their ratio (stderr) before the usual line.
+//! prints both medians and their ratio (stderr) before the usual line;
+//! `compare-narrow` alternates the planned choices with the same choices on
+//! the AVX-512 set's own kernels (`narrow` cleared), to see what the AVX2
+//! kernels the planner took under that set bring to the step.
 //! Prints one JSON object per (model, batch): median / min ms per step and samples/s,
 //! and `cpu_ms`, the median CPU time of the process per step (all threads;
 //! rayon's idle workers spin a little): with `--threads 1` on a busy
@@ -37,6 +40,16 @@ fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// What `--plan compare…` alternates the planned blocking with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Baseline {
+    /// The hand-chosen blocking and attention block (`compare`).
+    HandChosen,
+    /// The planned choices with `narrow` cleared: the AVX-512 set's own
+    /// kernels everywhere (`compare-narrow`).
+    NotNarrow,
 }
 
 /// The kernel set the trainers run on (`REFEREE_CPU_KERNELS` or the CPU's
@@ -89,10 +102,13 @@ fn main() -> anyhow::Result<()> {
     let products = args.iter().any(|a| a == "--products");
     let passes = args.iter().any(|a| a == "--passes");
     let (plan, compare) = match arg(&args, "--plan").as_deref() {
-        None | Some("measure") => (Mode::Measure, false),
-        Some("fixed") => (Mode::Fixed, false),
-        Some("compare") => (Mode::Measure, true),
-        Some(other) => anyhow::bail!("--plan {other}: expected measure, fixed or compare"),
+        None | Some("measure") => (Mode::Measure, None),
+        Some("fixed") => (Mode::Fixed, None),
+        Some("compare") => (Mode::Measure, Some(Baseline::HandChosen)),
+        Some("compare-narrow") => (Mode::Measure, Some(Baseline::NotNarrow)),
+        Some(other) => {
+            anyhow::bail!("--plan {other}: expected measure, fixed, compare or compare-narrow")
+        }
     };
     planner::set_mode(plan);
     let dev = Device::Cpu;
@@ -174,19 +190,26 @@ fn main() -> anyhow::Result<()> {
             let toks: Vec<u32> = (0..n + 1)
                 .map(|_| rng.below(hp.vocab_size) as u32)
                 .collect();
-            if compare {
+            if let Some(baseline) = compare {
                 let isa = kernels(&dev)?;
                 let planned = planner::export(isa, threads);
                 let attention = planner::export_attention(isa, threads);
                 let mut t = [Vec::new(), Vec::new()];
                 planner::set_mode(Mode::Fixed);
                 for r in 0..4 + 4 * steps {
-                    // Steps 0, 1: the hand-chosen blocking; 2, 3: planned; …
+                    // Steps 0, 1: the baseline; 2, 3: planned; …
                     let which = (r / 2) % 2;
                     planner::clear();
                     if which == 1 {
                         planner::import(isa, threads, planned.clone());
                         planner::import_attention(isa, threads, attention.clone());
+                    } else if baseline == Baseline::NotNarrow {
+                        let mut p = planned.clone();
+                        p.iter_mut().for_each(|e| e.blocking.narrow = false);
+                        let mut a = attention.clone();
+                        a.iter_mut().for_each(|e| e.narrow = false);
+                        planner::import(isa, threads, p);
+                        planner::import_attention(isa, threads, a);
                     }
                     let t0 = Instant::now();
                     tr.train_step(&toks[..n], &toks[1..])?;
@@ -195,8 +218,12 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
                 let (f, p) = (median(&mut t[0]), median(&mut t[1]));
+                let base = match baseline {
+                    Baseline::HandChosen => "hand-chosen",
+                    Baseline::NotNarrow => "planned without the AVX2 kernels",
+                };
                 eprintln!(
-                    "mini_llm b{b}: hand-chosen {f:.1} ms, planned {p:.1} ms per step (medians of {} each): {:.3}",
+                    "mini_llm b{b}: {base} {f:.1} ms, planned {p:.1} ms per step (medians of {} each): {:.3}",
                     t[0].len(),
                     p / f
                 );

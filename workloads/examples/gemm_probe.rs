@@ -3,7 +3,7 @@
 //! CPU. Uses the rayon pool: `RAYON_NUM_THREADS=1` for one thread.
 //!
 //! ```text
-//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold] [--split]
+//! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold] [--split | --narrow]
 //! ```
 //! `--one`: the calling thread only (`Threads::One`), timed by its CPU
 //! time, which a busy machine's preemptions do not inflate.
@@ -15,6 +15,8 @@
 //! hand-chosen blocking) and by columns (`split_columns`), alternating
 //! repetition by repetition in this one process; both rates and their
 //! ratio.
+//! `--narrow`: the same with the AVX-512 set's own kernels and the AVX2
+//! ones (`narrow`, which the planner may choose under that set).
 use std::time::Instant;
 
 use referee_workloads::cpu::dense::{Blocking, Layout, Threads, matmul_blocked};
@@ -38,6 +40,13 @@ fn main() {
     let one = args.iter().any(|a| a == "--one");
     let cold = args.iter().any(|a| a == "--cold");
     let split = args.iter().any(|a| a == "--split");
+    let narrow = args.iter().any(|a| a == "--narrow");
+    if narrow && isa != Isa::Avx512 {
+        eprintln!(
+            "--narrow compares the AVX-512 set's kernels with the AVX2 ones: run it with --isa avx512"
+        );
+        std::process::exit(2)
+    }
     let mut flush = if cold {
         vec![0u8; 64 << 20]
     } else {
@@ -69,6 +78,14 @@ fn main() {
                     ..rows
                 },
             ]
+        } else if narrow {
+            vec![
+                rows,
+                Blocking {
+                    narrow: true,
+                    ..rows
+                },
+            ]
         } else {
             vec![rows]
         };
@@ -95,9 +112,10 @@ fn main() {
             isa.name(),
             gf(best[0])
         );
-        if split {
+        if split || narrow {
             print!(
-                ", by columns {:.1} GFLOP/s ({:.2}x the time)",
+                ", {} {:.1} GFLOP/s ({:.2}x the time)",
+                if split { "by columns" } else { "AVX2 kernels" },
                 gf(best[1]),
                 best[1] / best[0]
             );
