@@ -337,7 +337,8 @@ pub fn clear() {
 
 /// The plan of an attention of `shape` on `threads` threads: the table's,
 /// else (in [`Mode::Measure`], measured first: `run(plan)` runs one
-/// forward and backward pass so, on the pool) [`AttentionPlan::DEFAULT`].
+/// forward and backward pass as `plan` says, on the pool)
+/// [`AttentionPlan::DEFAULT`].
 pub fn attention_plan(
     isa: Isa,
     threads: usize,
