@@ -432,6 +432,10 @@ thread_local! {
     /// Each thread's [`HeadBufs`], kept from call to call rather than
     /// allocated and zeroed for every sequence.
     static HEAD_BUFS: std::cell::RefCell<HeadBufs> = std::cell::RefCell::default();
+    /// The calling thread's staging buffer of an attention a task per
+    /// (sequence, head), kept for the next (taken while a pass runs; every
+    /// value it passes on is written first).
+    static STAGED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl Attention {
@@ -617,8 +621,9 @@ impl Attention {
         }
         // A task per (sequence, head): each head's output `[T, Dh]` into a
         // staging buffer `[B, H, T, Dh]`, then into `out` a sequence at a time.
-        let mut staged = vec![0f32; b * h * n];
-        staged
+        let mut staged = STAGED.take();
+        grow(&mut staged, b * h * n);
+        staged[..b * h * n]
             .par_chunks_mut(n)
             .zip(probs.par_chunks_mut(t * t))
             .zip(qk.par_chunks_mut(2 * n))
@@ -633,7 +638,7 @@ impl Attention {
                 })
             });
         out.par_chunks_mut(t * h * dh)
-            .zip(staged.par_chunks(h * n))
+            .zip(staged[..b * h * n].par_chunks(h * n))
             .for_each(|(o, st)| {
                 for (p, row) in o.chunks_exact_mut(h * dh).enumerate() {
                     for (hd, v) in row.chunks_exact_mut(dh).enumerate() {
@@ -641,6 +646,7 @@ impl Attention {
                     }
                 }
             });
+        STAGED.set(staged);
     }
 
     /// One head `hd` of one sequence's forward pass: its rotated q and k
@@ -723,8 +729,9 @@ impl Attention {
         // A task per (sequence, head): each head's dq, dk, dv (`[3, T,
         // Dh]`) into a staging buffer `[B, H, 3, T, Dh]`, then into `dqkv`
         // a sequence at a time.
-        let mut staged = vec![0f32; b * h * 3 * n];
-        staged
+        let mut staged = STAGED.take();
+        grow(&mut staged, b * h * 3 * n);
+        staged[..b * h * 3 * n]
             .par_chunks_mut(3 * n)
             .zip(probs.par_chunks(t * t))
             .zip(qk.par_chunks(2 * n))
@@ -744,7 +751,7 @@ impl Attention {
                 })
             });
         dqkv.par_chunks_mut(seq_len)
-            .zip(staged.par_chunks(h * 3 * n))
+            .zip(staged[..b * h * 3 * n].par_chunks(h * 3 * n))
             .for_each(|(dseq, st)| {
                 for (p, row) in dseq.chunks_exact_mut(3 * h * dh).enumerate() {
                     for hd in 0..h {
@@ -755,6 +762,7 @@ impl Attention {
                     }
                 }
             });
+        STAGED.set(staged);
     }
 
     /// One head `hd` of one sequence's backward pass (`seq`, `dys` its
