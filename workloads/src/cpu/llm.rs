@@ -637,16 +637,29 @@ impl Attention {
                     )
                 })
             });
-        out.par_chunks_mut(t * h * dh)
-            .zip(staged[..b * h * n].par_chunks(h * n))
-            .for_each(|(o, st)| {
-                for (p, row) in o.chunks_exact_mut(h * dh).enumerate() {
-                    for (hd, v) in row.chunks_exact_mut(dh).enumerate() {
-                        v.copy_from_slice(&st[hd * n + p * dh..][..dh]);
+        self.unstage(1, &staged[..b * h * n], out);
+        STAGED.set(staged);
+    }
+
+    /// Copies what the (sequence, head) tasks staged, `[B, H, parts, T,
+    /// Dh]`, into its place in `dst`, `[B, T, parts, H, Dh]`, a sequence
+    /// per task: the output (`parts` 1) or dq, dk and dv (3, as
+    /// [`Attention::part`] lays them out).
+    fn unstage(&self, parts: usize, staged: &[f32], dst: &mut [f32]) {
+        let (t, h, dh) = (self.t, self.h, self.dh);
+        let n = t * dh;
+        dst.par_chunks_mut(t * parts * h * dh)
+            .zip(staged.par_chunks(h * parts * n))
+            .for_each(|(seq, st)| {
+                for (p, row) in seq.chunks_exact_mut(parts * h * dh).enumerate() {
+                    for hd in 0..h {
+                        for i in 0..parts {
+                            let from = &st[(hd * parts + i) * n + p * dh..][..dh];
+                            row[self.part(i, hd)..][..dh].copy_from_slice(from);
+                        }
                     }
                 }
             });
-        STAGED.set(staged);
     }
 
     /// One head `hd` of one sequence's forward pass: its rotated q and k
@@ -750,18 +763,7 @@ impl Attention {
                     )
                 })
             });
-        dqkv.par_chunks_mut(seq_len)
-            .zip(staged[..b * h * 3 * n].par_chunks(h * 3 * n))
-            .for_each(|(dseq, st)| {
-                for (p, row) in dseq.chunks_exact_mut(3 * h * dh).enumerate() {
-                    for hd in 0..h {
-                        for i in 0..3 {
-                            let from = &st[(hd * 3 + i) * n + p * dh..][..dh];
-                            row[self.part(i, hd)..][..dh].copy_from_slice(from);
-                        }
-                    }
-                }
-            });
+        self.unstage(3, &staged[..b * h * 3 * n], dqkv);
         STAGED.set(staged);
     }
 
