@@ -504,11 +504,54 @@ fn cpu_plans_are_measured_once_and_recorded() {
     assert!(att["narrow"].is_boolean(), "{first}");
     assert_eq!(doc["machines"][0]["attention"][0]["narrow"], att["narrow"]);
 
-    // Read, not measured again; the file is left as it was.
+    // Read, not measured again: a hand-chosen blocking is served; another
+    // choice is timed against it again, served where it still wins
+    // ("file"), measured again where it no longer does. Where all are
+    // served, the file is left as it was.
     let (second, _) = run("second", None);
-    assert_eq!(froms(&second), vec!["file".to_string(); n], "{second}");
-    assert_eq!(froms_of(&second, "attention"), vec!["file"], "{second}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), saved);
+    let again = froms(&second);
+    assert_eq!(again.len(), n, "{second}");
+    for (i, f) in again.iter().enumerate() {
+        let hand_chosen = first["products"][i]["time_vs_default"] == 1.0;
+        match f.as_str() {
+            "file" => {
+                let (mut a, mut b) = (second["products"][i].clone(), first["products"][i].clone());
+                // (The gain goes through the file's decimal timings.)
+                let gain = |v: &serde_json::Value| v["time_vs_default"].as_f64().unwrap();
+                assert!((gain(&a) - gain(&b)).abs() < 1e-9, "product {i}: {a} {b}");
+                for v in [&mut a, &mut b] {
+                    v["from"] = serde_json::Value::Null;
+                    v["time_vs_default"] = serde_json::Value::Null;
+                }
+                assert_eq!(a, b, "product {i}: served as measured");
+            }
+            "measured again" if !hand_chosen => {}
+            _ => panic!("product {i}: {f}: {second}"),
+        }
+    }
+    let att_again = froms_of(&second, "attention");
+    assert!(
+        ["file", "measured again"].contains(&att_again[0].as_str()),
+        "{second}"
+    );
+    let served = again.iter().chain(&att_again).all(|f| f == "file");
+    assert_eq!(std::fs::read_to_string(&file).unwrap() == saved, served);
+
+    // A choice that no longer wins (one-row register tiles, written into
+    // the file): measured again, and the file updated.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    doc["machines"][0]["products"][0]["blocking"]["tile_rows"] = 1.into();
+    std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
+    let (third, _) = run("third", None);
+    assert_eq!(third["products"][0]["from"], "measured again", "{third}");
+    assert_ne!(third["products"][0]["tile_rows"], 1, "{third}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        kept["machines"][0]["products"][0]["blocking"]["tile_rows"],
+        third["products"][0]["tile_rows"]
+    );
 
     // fixed: nothing measured or read.
     let (fixed, _) = run("fixed", Some("fixed"));

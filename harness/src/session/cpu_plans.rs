@@ -303,10 +303,22 @@ impl CpuPlanRun {
             attention: planner::export_attention(self.isa, self.key.threads),
         };
         // An entry read from the file comes back as it was read (timings
-        // included); anything else was measured by this run.
+        // included): served, or timed again and still the faster
+        // (`planner::recheck`). One of a shape the file had, but another
+        // now, lost that check and was measured again; anything else was
+        // measured by this run.
         let read = |e: &Entry| self.loaded.products.contains(e);
         let read_attention = |e: &AttentionEntry| self.loaded.attention.contains(e);
-        let from = |read: bool| json!(if read { "file" } else { "measured" });
+        let had = |e: &Entry| self.loaded.products.iter().any(|l| l.shape == e.shape);
+        let had_attention =
+            |e: &AttentionEntry| self.loaded.attention.iter().any(|l| l.shape == e.shape);
+        let from = |read: bool, had: bool| {
+            json!(match (read, had) {
+                (true, _) => "file",
+                (false, true) => "measured again",
+                (false, false) => "measured",
+            })
+        };
         let measured = now.products.iter().any(|e| !read(e))
             || now.attention.iter().any(|e| !read_attention(e));
         if let (Some(path), true) = (&self.setting.file, measured)
@@ -321,7 +333,7 @@ impl CpuPlanRun {
             .map(|e| {
                 let mut p = serde_json::Map::new();
                 p.insert("shape".into(), json!(e.shape.to_string()));
-                p.insert("from".into(), from(read(e)));
+                p.insert("from".into(), from(read(e), had(e)));
                 // The blocking's own fields (every knob, as the file has them).
                 if let Value::Object(b) = json!(e.blocking) {
                     p.extend(b);
@@ -336,7 +348,7 @@ impl CpuPlanRun {
             .map(|e| {
                 json!({
                     "shape": e.shape.to_string(),
-                    "from": from(read_attention(e)),
+                    "from": from(read_attention(e), had_attention(e)),
                     "block": e.block,
                     "narrow": e.narrow,
                     "time_vs_default": e.gain(),

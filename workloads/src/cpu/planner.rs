@@ -6,7 +6,9 @@
 //! order, packing of a transposed A, row blocks per thread, register tile
 //! rows), and for each attention shape how many queries a block takes and
 //! on which kernels ([`attention_plan`]), by timing candidates on the
-//! machine at hand, once per shape, in the manner of FFTW's planner. Every
+//! machine at hand, once per shape, in the manner of FFTW's planner (a
+//! choice imported from an earlier run is timed again against the
+//! hand-chosen one at its first use: [`recheck`]). Every
 //! candidate gives bitwise the same product (each output value is one
 //! chain of fused multiply-adds over K in order, whatever the blocks and
 //! the vectors' width), so a choice changes the speed only, never a
@@ -243,12 +245,17 @@ struct Table {
     /// (kernel set, threads, choice). A few dozen shapes at most: a list.
     entries: Vec<(Isa, usize, Entry)>,
     attention: Vec<(Isa, usize, AttentionEntry)>,
+    /// Imported choices not yet timed again in this process ([`recheck`]).
+    unchecked: Vec<(Isa, usize, Shape)>,
+    unchecked_attention: Vec<(Isa, usize, AttentionShape)>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     mode: Mode::Fixed,
     entries: Vec::new(),
     attention: Vec::new(),
+    unchecked: Vec::new(),
+    unchecked_attention: Vec::new(),
 });
 
 fn table() -> std::sync::MutexGuard<'static, Table> {
@@ -266,9 +273,14 @@ pub fn mode() -> Mode {
 }
 
 /// Adds `entries` (measured earlier on this machine, for `isa` on
-/// `threads` threads) to the table, replacing those of the same shapes.
+/// `threads` threads) to the table, replacing those of the same shapes. In
+/// [`Mode::Measure`], each is timed again at its first use ([`recheck`]).
 pub fn import(isa: Isa, threads: usize, entries: Vec<Entry>) {
-    replace_keyed(&mut table().entries, isa, threads, entries, |a, b| {
+    let mut t = table();
+    for e in &entries {
+        mark_unchecked(&mut t.unchecked, isa, threads, e.shape);
+    }
+    replace_keyed(&mut t.entries, isa, threads, entries, |a, b| {
         a.shape == b.shape
     });
 }
@@ -279,11 +291,38 @@ pub fn export(isa: Isa, threads: usize) -> Vec<Entry> {
     keyed(&table().entries, isa, threads)
 }
 
-/// Adds attention `entries` (as [`import`] does products).
+/// Adds attention `entries` (as [`import`] does products; each timed again
+/// at its first use in [`Mode::Measure`]: [`recheck_attention`]).
 pub fn import_attention(isa: Isa, threads: usize, entries: Vec<AttentionEntry>) {
-    replace_keyed(&mut table().attention, isa, threads, entries, |a, b| {
+    let mut t = table();
+    for e in &entries {
+        mark_unchecked(&mut t.unchecked_attention, isa, threads, e.shape);
+    }
+    replace_keyed(&mut t.attention, isa, threads, entries, |a, b| {
         a.shape == b.shape
     });
+}
+
+fn mark_unchecked<S: PartialEq>(list: &mut Vec<(Isa, usize, S)>, isa: Isa, threads: usize, s: S) {
+    if !list
+        .iter()
+        .any(|(i, n, x)| *i == isa && *n == threads && *x == s)
+    {
+        list.push((isa, threads, s));
+    }
+}
+
+/// Whether (`isa`, `threads`, `s`) was imported and not yet checked; from
+/// now on, it counts as checked.
+fn take_unchecked<S: PartialEq>(
+    list: &mut Vec<(Isa, usize, S)>,
+    isa: Isa,
+    threads: usize,
+    s: &S,
+) -> bool {
+    let before = list.len();
+    list.retain(|(i, n, x)| !(*i == isa && *n == threads && x == s));
+    list.len() < before
 }
 
 /// The table's attention entries for `isa` on `threads` threads, in the
@@ -307,16 +346,15 @@ fn replace_keyed<E>(
     }
 }
 
-/// The entry of `list` under (`isa`, `threads`) that `matches`.
-fn find_keyed<E>(
+/// Where in `list` the entry under (`isa`, `threads`) that `matches` is.
+fn position_keyed<E>(
     list: &[(Isa, usize, E)],
     isa: Isa,
     threads: usize,
     matches: impl Fn(&E) -> bool,
-) -> Option<&E> {
+) -> Option<usize> {
     list.iter()
-        .find(|(i, n, e)| *i == isa && *n == threads && matches(e))
-        .map(|(_, _, e)| e)
+        .position(|(i, n, e)| *i == isa && *n == threads && matches(e))
 }
 
 /// The entries of `list` under (`isa`, `threads`), in the order they were
@@ -333,10 +371,13 @@ pub fn clear() {
     let mut t = table();
     t.entries.clear();
     t.attention.clear();
+    t.unchecked.clear();
+    t.unchecked_attention.clear();
 }
 
-/// The plan of an attention of `shape` on `threads` threads: the table's,
-/// else (in [`Mode::Measure`], measured first: `run(plan)` runs one
+/// The plan of an attention of `shape` on `threads` threads: the table's
+/// (an imported plan timed again first, once, as [`blocking_for`] does:
+/// [`recheck_attention`]), else (in [`Mode::Measure`], measured first: `run(plan)` runs one
 /// forward and backward pass as `plan` says, on the pool)
 /// [`AttentionPlan::DEFAULT`].
 pub fn attention_plan(
@@ -346,10 +387,19 @@ pub fn attention_plan(
     run: &mut dyn FnMut(AttentionPlan),
 ) -> AttentionPlan {
     let mut t = table();
-    if let Some(e) = find_keyed(&t.attention, isa, threads, |e| e.shape == shape) {
-        return e.plan();
+    let measure = t.mode == Mode::Measure;
+    if let Some(i) = position_keyed(&t.attention, isa, threads, |e| e.shape == shape) {
+        // (The hand-chosen plan has nothing to be timed against.)
+        let unchecked = measure && take_unchecked(&mut t.unchecked_attention, isa, threads, &shape);
+        if !unchecked || t.attention[i].2.plan() == AttentionPlan::DEFAULT {
+            return t.attention[i].2.plan();
+        }
+        let mut time = repeat_timer(AttentionPlan::DEFAULT, run);
+        let e = recheck_attention(isa, shape, t.attention[i].2.clone(), &mut time);
+        t.attention[i].2 = e;
+        return t.attention[i].2.plan();
     }
-    if t.mode == Mode::Fixed || shape.t == 0 {
+    if !measure || shape.t == 0 {
         return AttentionPlan::DEFAULT;
     }
     // Measured with the lock held, as a product is.
@@ -523,19 +573,31 @@ pub fn product_times() -> Vec<ProductTime> {
     PROFILE.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// The blocking for `shape`: the table's, else (measuring it first in
-/// [`Mode::Measure`]) the hand-chosen one.
+/// The blocking for `shape`: the table's (in [`Mode::Measure`], an
+/// imported choice other than the hand-chosen one is timed again first,
+/// once: [`recheck`]), else (measuring it first in [`Mode::Measure`]) the
+/// hand-chosen one.
 pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
     let mut t = table();
-    if let Some(e) = find_keyed(&t.entries, isa, threads, |e| e.shape == shape) {
-        return e.blocking;
+    let measure = t.mode == Mode::Measure;
+    if let Some(i) = position_keyed(&t.entries, isa, threads, |e| e.shape == shape) {
+        let unchecked = measure && take_unchecked(&mut t.unchecked, isa, threads, &shape);
+        if !unchecked || t.entries[i].2.blocking == Blocking::default_for(shape.a) {
+            return t.entries[i].2.blocking;
+        }
+        let cached = t.entries[i].2.clone();
+        let e = on_synthetic(isa, shape, |time| {
+            recheck(isa, shape, rayon::current_num_threads(), cached, time)
+        });
+        t.entries[i].2 = e;
+        return t.entries[i].2.blocking;
     }
-    if t.mode == Mode::Fixed || shape.m == 0 || shape.n == 0 || shape.k == 0 {
+    if !measure || shape.m == 0 || shape.n == 0 || shape.k == 0 {
         return Blocking::default_for(shape.a);
     }
     // Measured with the lock held: another thread's product of the same
     // shape waits for the choice rather than measuring it again.
-    let e = measure(isa, shape);
+    let e = self::measure(isa, shape);
     let b = e.blocking;
     t.entries.push((isa, threads, e));
     b
@@ -544,6 +606,65 @@ pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
 /// Times the candidates for `shape` on synthetic operands (on the pool, as
 /// the product will run) and returns the choice.
 pub fn measure(isa: Isa, shape: Shape) -> Entry {
+    on_synthetic(isa, shape, |time| {
+        search(isa, shape, rayon::current_num_threads(), time)
+    })
+}
+
+/// A choice read from an earlier run's file (`cached`), timed again
+/// against the hand-chosen blocking ([`ROUNDS`] rounds): kept, as it was
+/// read, where it still beats it by more than [`MARGIN`]; otherwise the
+/// shape is searched again ([`search`]). A choice made in a quiet spell of
+/// a shared machine, or on a virtual machine since moved to another host,
+/// does not stay for good (on a Zen 4 VM, a file's AVX2 kernels for 10 of
+/// the 12 `mini_llm` shapes, 14 % faster when measured, made the step 2–5 %
+/// slower hours later). The hand-chosen blocking itself is kept untimed.
+pub fn recheck(
+    isa: Isa,
+    shape: Shape,
+    threads: usize,
+    cached: Entry,
+    time: &mut dyn FnMut(Blocking) -> f64,
+) -> Entry {
+    let def = Blocking::default_for(shape.a);
+    if cached.blocking == def {
+        return cached;
+    }
+    let (d, c) = confirm(def, cached.blocking, time);
+    if c < d * (1.0 - MARGIN) {
+        cached
+    } else {
+        search(isa, shape, threads, time)
+    }
+}
+
+/// [`recheck`] for an attention: a plan other than the hand-chosen one is
+/// timed against it again, kept where it still wins by [`MARGIN`], else
+/// chosen again ([`choose_attention`]).
+pub fn recheck_attention(
+    isa: Isa,
+    shape: AttentionShape,
+    cached: AttentionEntry,
+    time: &mut dyn FnMut(AttentionPlan) -> f64,
+) -> AttentionEntry {
+    if cached.plan() == AttentionPlan::DEFAULT {
+        return cached;
+    }
+    let (d, c) = confirm(AttentionPlan::DEFAULT, cached.plan(), time);
+    if c < d * (1.0 - MARGIN) {
+        cached
+    } else {
+        choose_attention(isa, shape, time)
+    }
+}
+
+/// Runs `f` with a timer of `shape`'s product (µs per product, on the pool,
+/// as the product will run) on synthetic operands.
+fn on_synthetic(
+    isa: Isa,
+    shape: Shape,
+    f: impl FnOnce(&mut dyn FnMut(Blocking) -> f64) -> Entry,
+) -> Entry {
     let Shape { m, n, k, a, b } = shape;
     let mut rng = crate::rng::Rng::new(0x5eed_91a7);
     let (x, y) = (rng.normal_vec(m * k, 1.0), rng.normal_vec(k * n, 1.0));
@@ -565,7 +686,7 @@ pub fn measure(isa: Isa, shape: Shape) -> Entry {
         )
     };
     let mut time = repeat_timer(Blocking::default_for(a), &mut product);
-    search(isa, shape, rayon::current_num_threads(), &mut time)
+    f(&mut time)
 }
 
 /// Microseconds per `run(candidate)`. Short work is timed a few runs at a
@@ -996,6 +1117,119 @@ mod tests {
 
     /// The attention's candidates: the hand-chosen 16 queries, its
     /// doublings below the sequence's length and one block of it all.
+    /// A choice read from a file is timed again against the hand-chosen
+    /// blocking: kept as read where it still wins by the margin, searched
+    /// again where it no longer does; the hand-chosen blocking is kept
+    /// untimed.
+    #[test]
+    fn a_read_choice_is_kept_only_while_it_still_wins() {
+        let s = shape(2048, 768, 2048, Layout::Normal, Layout::Normal);
+        let def = Blocking::default_for(Layout::Normal);
+        let cached = Entry {
+            shape: s,
+            blocking: Blocking {
+                k_block: 256,
+                ..def
+            },
+            timings: vec![Timing {
+                blocking: def,
+                micros: 1.0,
+            }],
+        };
+        // Still 10 % faster: kept as read (its old timings too), after
+        // ROUNDS timings of each.
+        let mut timed = Vec::new();
+        let e = recheck(Isa::Avx2, s, 2, cached.clone(), &mut |b| {
+            timed.push(b);
+            if b.k_block == 256 { 90.0 } else { 100.0 }
+        });
+        assert_eq!(e, cached);
+        assert_eq!(timed.len(), 2 * ROUNDS, "{timed:?}");
+        assert!(timed.iter().all(|b| *b == def || *b == cached.blocking));
+        // Now 2 % faster only (within the margin) or slower: searched
+        // again, and the search, with every k_block as fast, keeps the
+        // hand-chosen blocking.
+        for now in [98.0, 120.0] {
+            let mut calls = 0;
+            let e = recheck(Isa::Avx2, s, 2, cached.clone(), &mut |b| {
+                calls += 1;
+                if b.k_block == 256 { now } else { 100.0 }
+            });
+            assert_eq!(e.blocking, def, "{now}: {e:?}");
+            assert!(
+                calls > 2 * ROUNDS,
+                "{now}: searched again ({calls} timings)"
+            );
+            assert!(e.timings.len() > 2, "{now}: {e:?}");
+        }
+        // Another value wins now: the search finds it.
+        let e = recheck(Isa::Avx2, s, 2, cached.clone(), &mut |b| {
+            if b.blocks_per_thread == 8 {
+                70.0
+            } else {
+                100.0
+            }
+        });
+        assert_eq!(
+            e.blocking,
+            Blocking {
+                blocks_per_thread: 8,
+                ..def
+            }
+        );
+        // The hand-chosen blocking: nothing timed.
+        let plain = Entry {
+            blocking: def,
+            ..cached
+        };
+        let e = recheck(Isa::Avx2, s, 2, plain.clone(), &mut |_| unreachable!());
+        assert_eq!(e, plain);
+    }
+
+    /// [`recheck_attention`]: the same terms for an attention's plan.
+    #[test]
+    fn a_read_attention_plan_is_kept_only_while_it_still_wins() {
+        let s = AttentionShape {
+            t: 128,
+            heads: 4,
+            dh: 32,
+        };
+        let cached = AttentionEntry {
+            shape: s,
+            block: 64,
+            narrow: false,
+            timings: vec![],
+            narrow_timings: vec![],
+        };
+        let mut timed = Vec::new();
+        let e = recheck_attention(Isa::Avx2, s, cached.clone(), &mut |p| {
+            timed.push(p);
+            if p.block == 64 { 80.0 } else { 100.0 }
+        });
+        assert_eq!(e, cached);
+        assert_eq!(timed.len(), 2 * ROUNDS);
+        // Slower now: chosen again among every candidate; 32 wins.
+        let mut timed = Vec::new();
+        let e = recheck_attention(Isa::Avx2, s, cached.clone(), &mut |p| {
+            timed.push(p);
+            match p.block {
+                32 => 70.0,
+                64 => 130.0,
+                _ => 100.0,
+            }
+        });
+        assert_eq!(e.block, 32, "{e:?}");
+        for p in attention_candidates(Isa::Avx2, s) {
+            assert!(timed.contains(&p), "{p:?} not timed again");
+        }
+        let plain = AttentionEntry {
+            block: AttentionPlan::DEFAULT.block,
+            ..cached
+        };
+        let e = recheck_attention(Isa::Avx2, s, plain.clone(), &mut |_| unreachable!());
+        assert_eq!(e, plain);
+    }
+
     #[test]
     fn attention_candidates_are_multiples_of_16_up_to_the_sequence() {
         assert_eq!(attention_blocks(128), vec![16, 32, 64, 128]);
@@ -1100,21 +1334,55 @@ mod tests {
         let n = ran.len();
         set_mode(Mode::Measure);
         assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)), chosen);
-        import_attention(
-            isa,
-            7,
-            vec![AttentionEntry {
-                shape: s,
-                block: 64,
-                narrow: false,
-                timings: vec![],
-                narrow_timings: vec![],
-            }],
+        assert_eq!(ran.len(), n, "a measured entry is served: nothing ran");
+        // An imported plan other than the hand-chosen one is timed again
+        // at its first use (here it is the faster: kept), then served.
+        let read = AttentionEntry {
+            shape: s,
+            block: 32,
+            narrow: false,
+            timings: vec![],
+            narrow_timings: vec![],
+        };
+        let slow_but_32 = |p: AttentionPlan| {
+            if p.block != 32 {
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+        };
+        import_attention(isa, 7, vec![read.clone()]);
+        let mut ran = Vec::new();
+        let mut run = |p: AttentionPlan| {
+            ran.push(p);
+            slow_but_32(p)
+        };
+        assert_eq!(attention_plan(isa, 7, s, &mut run).block, 32);
+        assert_eq!(attention_plan(isa, 7, s, &mut run).block, 32);
+        assert!(ran.contains(&AttentionPlan::DEFAULT), "{ran:?}");
+        assert!(
+            ran.iter()
+                .all(|p| *p == AttentionPlan::DEFAULT || p.block == 32),
+            "only the two were timed: {ran:?}"
         );
-        assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)).block, 64);
-        set_mode(Mode::Fixed);
-        assert_eq!(ran.len(), n, "served entries ran nothing");
+        let n = ran.len();
+        assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)).block, 32);
+        assert_eq!(ran.len(), n, "checked once: then served");
+        assert_eq!(mine(), vec![read.clone()], "kept as read");
+        // Imported again, now the slower: chosen again.
+        import_attention(isa, 7, vec![read.clone()]);
+        let chosen = attention_plan(isa, 7, s, &mut |p| {
+            if p.block == 32 {
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+        });
+        assert_ne!(chosen.block, 32);
         assert_eq!(mine().len(), 1);
+        assert_eq!(mine()[0].plan(), chosen);
+        // In Mode::Fixed an import is served untimed.
+        set_mode(Mode::Fixed);
+        import_attention(isa, 7, vec![read]);
+        let mut ran = Vec::new();
+        assert_eq!(attention_plan(isa, 7, s, &mut |p| ran.push(p)).block, 32);
+        assert!(ran.is_empty(), "{ran:?}");
     }
 
     /// In `Mode::Measure` a new shape is measured once, then served from
@@ -1169,6 +1437,31 @@ mod tests {
         let json = serde_json::to_string(&mine(2)).unwrap();
         let back: Vec<Entry> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, mine(2));
+        // In Mode::Measure an imported choice is timed again at its first
+        // use: one-row register tiles (far slower than the hand-chosen
+        // tallest) lose, and the shape is searched again, once.
+        let slow = Blocking {
+            tile_rows: 1,
+            ..Blocking::default_for(s.a)
+        };
+        import(
+            isa,
+            2,
+            vec![Entry {
+                shape: s,
+                blocking: slow,
+                timings: vec![],
+            }],
+        );
+        set_mode(Mode::Measure);
+        let again = blocking_for(isa, 2, s);
+        let now = mine(2);
+        assert_eq!(blocking_for(isa, 2, s), again);
+        set_mode(Mode::Fixed);
+        assert_ne!(again.tile_rows, 1, "{now:?}");
+        assert_eq!(now.len(), 1);
+        assert!(now[0].timings.len() >= 2, "searched again: {now:?}");
+        assert_eq!(mine(2), now, "checked once: then served");
     }
 
     /// While profiling is on, every product `matmul` runs is counted and
