@@ -586,8 +586,14 @@ pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
             return t.entries[i].2.blocking;
         }
         let cached = t.entries[i].2.clone();
-        let e = on_synthetic(isa, shape, |time| {
-            recheck(isa, shape, rayon::current_num_threads(), cached, time)
+        let e = on_synthetic(isa, shape, &mut |time| {
+            recheck(
+                isa,
+                shape,
+                rayon::current_num_threads(),
+                cached.clone(),
+                time,
+            )
         });
         t.entries[i].2 = e;
         return t.entries[i].2.blocking;
@@ -606,7 +612,7 @@ pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
 /// Times the candidates for `shape` on synthetic operands (on the pool, as
 /// the product will run) and returns the choice.
 pub fn measure(isa: Isa, shape: Shape) -> Entry {
-    on_synthetic(isa, shape, |time| {
+    on_synthetic(isa, shape, &mut |time| {
         search(isa, shape, rayon::current_num_threads(), time)
     })
 }
@@ -660,11 +666,14 @@ pub fn recheck_attention(
 
 /// Runs `f` with a timer of `shape`'s product (µs per product, on the pool,
 /// as the product will run) on synthetic operands.
-fn on_synthetic(
-    isa: Isa,
-    shape: Shape,
-    f: impl FnOnce(&mut dyn FnMut(Blocking) -> f64) -> Entry,
-) -> Entry {
+/// (One function taking `f` as a trait object, never inlined: built
+/// generic over `f`, a copy per caller, the same source compiled the
+/// model's own products into slower code, 101–105 ms a `mini_llm` step on
+/// Zen 4 with the hand-chosen blockings against 90–93 in this form or
+/// without the re-check at all. Which of the compiler's choices changed
+/// was not found: the kernels' code and loop alignment were not it.)
+#[inline(never)]
+fn on_synthetic(isa: Isa, shape: Shape, f: &mut dyn FnMut(Timer) -> Entry) -> Entry {
     let Shape { m, n, k, a, b } = shape;
     let mut rng = crate::rng::Rng::new(0x5eed_91a7);
     let (x, y) = (rng.normal_vec(m * k, 1.0), rng.normal_vec(k * n, 1.0));
@@ -688,6 +697,9 @@ fn on_synthetic(
     let mut time = repeat_timer(Blocking::default_for(a), &mut product);
     f(&mut time)
 }
+
+/// A product's timer: microseconds per product of a given blocking.
+type Timer<'a> = &'a mut dyn FnMut(Blocking) -> f64;
 
 /// Microseconds per `run(candidate)`. Short work is timed a few runs at a
 /// time (a timer's resolution and a wake-up of the pool are
