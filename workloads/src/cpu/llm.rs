@@ -802,11 +802,14 @@ impl Attention {
             self.product((s, e), e, d_o, (&vt[..], 0, &self.t_rows), ds, 0, t);
             for i in s..e {
                 let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..(i + 1) * t]);
-                let dot = math::dot(&pr_[..=i], &dr[..=i]);
-                for j in 0..=i {
-                    dr[j] = pr_[j] * (dr[j] - dot) * scale;
+                let (pr_, (dr, above)) = (&pr_[..=i], dr.split_at_mut(i + 1));
+                let dot = math::dot(pr_, dr);
+                // (Zipped slices, not `0..=i` and indices: that loop kept
+                // its bounds checks and ran one value at a time.)
+                for (d, &p) in dr.iter_mut().zip(pr_) {
+                    *d = p * (*d - dot) * scale;
                 }
-                dr[i + 1..].fill(0.0);
+                above.fill(0.0);
             }
             // dQ = dS K over keys 0..e (in the rotated frame).
             let dsm = (&ds[..], 0, t, &self.cols_to[bi]);
