@@ -303,6 +303,7 @@ pub fn import_attention(isa: Isa, threads: usize, entries: Vec<AttentionEntry>) 
     });
 }
 
+/// Records (`isa`, `threads`, `s`) as imported and not yet checked.
 fn mark_unchecked<S: PartialEq>(list: &mut Vec<(Isa, usize, S)>, isa: Isa, threads: usize, s: S) {
     if !list
         .iter()
@@ -376,10 +377,10 @@ pub fn clear() {
 }
 
 /// The plan of an attention of `shape` on `threads` threads: the table's
-/// (an imported plan timed again first, once, as [`blocking_for`] does:
-/// [`recheck_attention`]), else (in [`Mode::Measure`], measured first: `run(plan)` runs one
-/// forward and backward pass as `plan` says, on the pool)
-/// [`AttentionPlan::DEFAULT`].
+/// (in [`Mode::Measure`], an imported plan is timed again first, once, as
+/// [`blocking_for`] does: [`recheck_attention`]), else (in
+/// [`Mode::Measure`], measured first: `run(plan)` runs one forward and
+/// backward pass as `plan` says, on the pool) [`AttentionPlan::DEFAULT`].
 pub fn attention_plan(
     isa: Isa,
     threads: usize,
@@ -387,10 +388,11 @@ pub fn attention_plan(
     run: &mut dyn FnMut(AttentionPlan),
 ) -> AttentionPlan {
     let mut t = table();
-    let measure = t.mode == Mode::Measure;
+    let measuring = t.mode == Mode::Measure;
     if let Some(i) = position_keyed(&t.attention, isa, threads, |e| e.shape == shape) {
         // (The hand-chosen plan has nothing to be timed against.)
-        let unchecked = measure && take_unchecked(&mut t.unchecked_attention, isa, threads, &shape);
+        let unchecked =
+            measuring && take_unchecked(&mut t.unchecked_attention, isa, threads, &shape);
         if !unchecked || t.attention[i].2.plan() == AttentionPlan::DEFAULT {
             return t.attention[i].2.plan();
         }
@@ -399,7 +401,7 @@ pub fn attention_plan(
         t.attention[i].2 = e;
         return t.attention[i].2.plan();
     }
-    if !measure || shape.t == 0 {
+    if !measuring || shape.t == 0 {
         return AttentionPlan::DEFAULT;
     }
     // Measured with the lock held, as a product is.
@@ -579,9 +581,10 @@ pub fn product_times() -> Vec<ProductTime> {
 /// hand-chosen one.
 pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
     let mut t = table();
-    let measure = t.mode == Mode::Measure;
+    let measuring = t.mode == Mode::Measure;
     if let Some(i) = position_keyed(&t.entries, isa, threads, |e| e.shape == shape) {
-        let unchecked = measure && take_unchecked(&mut t.unchecked, isa, threads, &shape);
+        // (The hand-chosen blocking has nothing to be timed against.)
+        let unchecked = measuring && take_unchecked(&mut t.unchecked, isa, threads, &shape);
         if !unchecked || t.entries[i].2.blocking == Blocking::default_for(shape.a) {
             return t.entries[i].2.blocking;
         }
@@ -598,12 +601,12 @@ pub fn blocking_for(isa: Isa, threads: usize, shape: Shape) -> Blocking {
         t.entries[i].2 = e;
         return t.entries[i].2.blocking;
     }
-    if !measure || shape.m == 0 || shape.n == 0 || shape.k == 0 {
+    if !measuring || shape.m == 0 || shape.n == 0 || shape.k == 0 {
         return Blocking::default_for(shape.a);
     }
     // Measured with the lock held: another thread's product of the same
     // shape waits for the choice rather than measuring it again.
-    let e = self::measure(isa, shape);
+    let e = measure(isa, shape);
     let b = e.blocking;
     t.entries.push((isa, threads, e));
     b
