@@ -1130,8 +1130,6 @@ mod tests {
         assert_eq!(e.blocking.k_block, 1024);
     }
 
-    /// The attention's candidates: the hand-chosen 16 queries, its
-    /// doublings below the sequence's length and one block of it all.
     /// A choice read from a file is timed again against the hand-chosen
     /// blocking: kept as read where it still wins by the margin, searched
     /// again where it no longer does; the hand-chosen blocking is kept
@@ -1245,6 +1243,8 @@ mod tests {
         assert_eq!(e, plain);
     }
 
+    /// The attention's candidates: the hand-chosen 16 queries, its
+    /// doublings below the sequence's length and one block of it all.
     #[test]
     fn attention_candidates_are_multiples_of_16_up_to_the_sequence() {
         assert_eq!(attention_blocks(128), vec![16, 32, 64, 128]);
