@@ -87,6 +87,14 @@ fn main() -> anyhow::Result<()> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()?;
+    // On a worker of the pool, as `referee run` trains (its run loop is in
+    // `rayon::scope`): the steps' parallel loops are joins between the
+    // pool's threads.
+    rayon::scope(|_| bench(&args, threads))
+}
+
+fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
+    let args = args.to_vec();
     let model = arg(&args, "--model").unwrap_or_else(|| "all".into());
     let steps: usize = arg(&args, "--steps")
         .map(|s| s.parse())
