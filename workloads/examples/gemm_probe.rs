@@ -4,7 +4,13 @@
 //!
 //! ```text
 //! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold] [--split | --narrow]
+//! gemm_probe --tile [--isa avx512|avx2]
 //! ```
+//! `--tile`: the register tiles alone, on one thread with every operand in
+//! L1 (a few small products called over and over, best of 40 rounds), A's
+//! rows k apart and adjacent, beside a loop of independent fused
+//! multiply-adds on the same core (the kernels' ceiling): how near the
+//! kernel comes to the core's peak before caches and memory enter.
 //! `--one`: the calling thread only (`Threads::One`), timed by its CPU
 //! time, which a busy machine's preemptions do not inflate.
 //! `--cold`: before each repetition, 64 MiB are written elsewhere, so that
@@ -20,7 +26,7 @@
 use std::time::Instant;
 
 use referee_workloads::cpu::dense::{Blocking, Layout, Threads, matmul_blocked};
-use referee_workloads::cpu::kernels::Isa;
+use referee_workloads::cpu::kernels::{AMat, BMat, Isa, Offsets, Plan, igemm_planned};
 use referee_workloads::runtime::{CpuClock, cpu_seconds};
 
 fn main() {
@@ -40,6 +46,9 @@ fn main() {
     let one = args.iter().any(|a| a == "--one");
     let cold = args.iter().any(|a| a == "--cold");
     let split = args.iter().any(|a| a == "--split");
+    if args.iter().any(|a| a == "--tile") {
+        return tiles(isa);
+    }
     let narrow = args.iter().any(|a| a == "--narrow");
     if narrow && isa != Isa::Avx512 {
         eprintln!(
@@ -121,5 +130,125 @@ fn main() {
             );
         }
         println!();
+    }
+}
+
+/// `--tile`: see the module's comment.
+fn tiles(isa: Isa) {
+    for (m, n, k) in [(12, 16, 256), (16, 128, 32)] {
+        for adjacent in [false, true] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+            let mut c = vec![0f32; m * n];
+            // A stored m × k (rows k apart) or k × m (rows adjacent).
+            let (row_stride, koff) = if adjacent {
+                (1, Offsets::dense(k, m))
+            } else {
+                (k, Offsets::dense(k, 1))
+            };
+            let bkoff = Offsets::dense(k, n);
+            let plan = Plan {
+                packed_b: None,
+                pack_a: false,
+                rows_outer: true,
+                tile_rows: 0,
+                keep_b_in_place: true,
+            };
+            let calls = 3_000_000 / (m * n * k / 64).max(1);
+            let mut best = f64::MAX;
+            for _ in 0..40 {
+                let t = Instant::now();
+                for _ in 0..calls {
+                    let am = AMat {
+                        data: &a,
+                        base: 0,
+                        row_stride,
+                        koff: &koff,
+                    };
+                    let bm = BMat {
+                        data: &b,
+                        base: 0,
+                        koff: &bkoff,
+                    };
+                    igemm_planned(isa, m, n, am, bm, &mut c, n, true, plan);
+                }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            std::hint::black_box(&c);
+            let rows = if adjacent { "adjacent" } else { "k apart" };
+            println!(
+                "{} tiles {m}x{n}x{k}, A's rows {rows}: {:.1} GFLOP/s",
+                isa.name(),
+                2.0 * (m * n * k * calls) as f64 / best / 1e9
+            );
+        }
+    }
+    match fma_peak(isa) {
+        Some(gf) => println!("{} independent FMAs, one core: {gf:.1} GFLOP/s", isa.name()),
+        None => println!("{}: no FMA loop for this kernel set", isa.name()),
+    }
+}
+
+/// GFLOP/s of 12 independent chains of vector FMAs (best of 5 runs).
+fn fma_peak(isa: Isa) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        const STEPS: usize = 20_000_000;
+        #[target_feature(enable = "avx2,fma")]
+        fn ymm() -> f32 {
+            let mut acc = [_mm256_set1_ps(0.1); 12];
+            let (x, y) = (
+                _mm256_set1_ps(std::hint::black_box(0.9999)),
+                _mm256_set1_ps(1e-5),
+            );
+            for _ in 0..std::hint::black_box(STEPS) {
+                for a in acc.iter_mut() {
+                    *a = _mm256_fmadd_ps(*a, x, y);
+                }
+            }
+            let mut s = [0f32; 8];
+            // SAFETY: `s` holds 8 floats.
+            unsafe {
+                _mm256_storeu_ps(
+                    s.as_mut_ptr(),
+                    acc.iter().fold(x, |t, a| _mm256_add_ps(t, *a)),
+                )
+            };
+            s[0]
+        }
+        #[target_feature(enable = "avx512f")]
+        fn zmm() -> f32 {
+            let mut acc = [_mm512_set1_ps(0.1); 12];
+            let (x, y) = (
+                _mm512_set1_ps(std::hint::black_box(0.9999)),
+                _mm512_set1_ps(1e-5),
+            );
+            for _ in 0..std::hint::black_box(STEPS) {
+                for a in acc.iter_mut() {
+                    *a = _mm512_fmadd_ps(*a, x, y);
+                }
+            }
+            _mm512_reduce_add_ps(acc.iter().fold(x, |t, a| _mm512_add_ps(t, *a)))
+        }
+        let lanes = match isa {
+            Isa::Avx512 if isa.available() => 16,
+            Isa::Avx2 if isa.available() => 8,
+            _ => return None,
+        };
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            // SAFETY: the CPU has the kernel set's instructions (checked above).
+            let v = unsafe { if lanes == 16 { zmm() } else { ymm() } };
+            std::hint::black_box(v);
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Some((STEPS * 12 * lanes * 2) as f64 / best / 1e9)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = isa;
+        None
     }
 }
