@@ -94,22 +94,21 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
-    let args = args.to_vec();
-    let model = arg(&args, "--model").unwrap_or_else(|| "all".into());
-    let steps: usize = arg(&args, "--steps")
+    let model = arg(args, "--model").unwrap_or_else(|| "all".into());
+    let steps: usize = arg(args, "--steps")
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(20);
-    let warmup: usize = arg(&args, "--warmup")
+    let warmup: usize = arg(args, "--warmup")
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(3);
     let batches: Option<Vec<usize>> =
-        arg(&args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
+        arg(args, "--batch").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let digest = args.iter().any(|a| a == "--digest");
     let products = args.iter().any(|a| a == "--products");
     let passes = args.iter().any(|a| a == "--passes");
-    let (plan, compare) = match arg(&args, "--plan").as_deref() {
+    let (plan, compare) = match arg(args, "--plan").as_deref() {
         None | Some("measure") => (Mode::Measure, None),
         Some("fixed") => (Mode::Fixed, None),
         Some("compare") => (Mode::Measure, Some(Baseline::HandChosen)),
