@@ -27,6 +27,10 @@
 //! optimiser; `cpu::passes`).
 //! `--digest` also prints (stderr) the SHA-256 of the parameters after the
 //! last step: a change to the engine that keeps it keeps training bitwise.
+//! `--eval N` (the LLM) also times N evaluation batches of the training
+//! batch's size after the steps (the forward pass and the loss, as a run's
+//! evaluation calls them) and prints (stderr) their median, and the mean
+//! loss's bits (the same bits: the same evaluation).
 
 use std::time::Instant;
 
@@ -108,6 +112,10 @@ fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
     let digest = args.iter().any(|a| a == "--digest");
     let products = args.iter().any(|a| a == "--products");
     let passes = args.iter().any(|a| a == "--passes");
+    let evals: usize = arg(args, "--eval")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(0);
     let (plan, compare) = match arg(args, "--plan").as_deref() {
         None | Some("measure") => (Mode::Measure, None),
         Some("fixed") => (Mode::Fixed, None),
@@ -281,6 +289,20 @@ fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
                     "mini_llm b{b}: parameters after {} steps: {}",
                     warmup + steps,
                     param_digest(tr.flat_parameters())
+                );
+            }
+            if evals > 0 {
+                let (mut t, mut loss) = (Vec::new(), 0f64);
+                for _ in 0..evals {
+                    let batch = (toks[..n].to_vec(), toks[1..].to_vec());
+                    let t0 = Instant::now();
+                    loss = tr.evaluate(&mut std::iter::once(batch))?;
+                    t.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                eprintln!(
+                    "mini_llm b{b}: evaluation {:.2} ms a batch (median of {evals}), loss bits {:016x}",
+                    median(&mut t),
+                    loss.to_bits()
                 );
             }
             let min = times.iter().cloned().fold(f64::MAX, f64::min);

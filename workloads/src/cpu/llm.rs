@@ -156,27 +156,6 @@ impl Linear<'_> {
         store_rounded(&s.c, &mut out[..rows * n], acc);
     }
 
-    /// Both gradients: `dW = xᵀ · dy` (overwritten, stored as `W` is) and
-    /// `dx (+)= dy · Wᵀ` (x: rows × k, dy: rows × n).
-    #[allow(clippy::too_many_arguments)]
-    fn backward(
-        &mut self,
-        rows: usize,
-        k: usize,
-        n: usize,
-        x: &[f32],
-        dy: &[f32],
-        w: &[f32],
-        wl: Layout,
-        dx: &mut [f32],
-        dx_acc: bool,
-        dw: &mut [f32],
-    ) {
-        self.begin_backward(k, n, w, wl);
-        self.backward_rows(true, rows, k, n, x, dy, w, wl, dx, dx_acc, dw);
-        self.end_backward(k, n, dw);
-    }
-
     /// Readies a backward pass over `W`: `Wᵀ` (`n × k`) as `dx = dy · Wᵀ`
     /// reads it, rounded to bf16 in bf16 mode, once for all row blocks (a
     /// transposed f32 `W` is `Wᵀ` as stored, read in place).
@@ -221,13 +200,51 @@ impl Linear<'_> {
         dx_acc: bool,
         dw: &mut [f32],
     ) {
+        self.weight_grad_rows(first, r, k, n, x, dy, wl, dw);
+        self.input_grad_rows(r, k, n, dy, w, wl, dx, dx_acc);
+    }
+
+    /// Both gradients of a whole batch, `dW = xᵀ · dy` (overwritten, stored
+    /// as `W` is) and `dx = dy · Wᵀ` (x: rows × k, dy: rows × n), with `dx`
+    /// written over `x`, which is dead once `dW` is summed: its buffer takes
+    /// `dx` while its lines are still in the caches, where a buffer of its
+    /// own would first be read from memory (a store to a line that is not
+    /// in the caches reads it). The same values as into a buffer of its own.
+    #[allow(clippy::too_many_arguments)]
+    fn backward_over_input(
+        &mut self,
+        rows: usize,
+        k: usize,
+        n: usize,
+        x: &mut [f32],
+        dy: &[f32],
+        w: &[f32],
+        wl: Layout,
+        dw: &mut [f32],
+    ) {
+        self.begin_backward(k, n, w, wl);
+        self.weight_grad_rows(true, rows, k, n, x, dy, wl, dw);
+        self.input_grad_rows(rows, k, n, dy, w, wl, x, false);
+        self.end_backward(k, n, dw);
+    }
+
+    /// The `dW` half of [`Linear::backward_rows`]; in bf16 mode it leaves
+    /// `dy` rounded in the scratch for [`Linear::input_grad_rows`].
+    #[allow(clippy::too_many_arguments)]
+    fn weight_grad_rows(
+        &mut self,
+        first: bool,
+        r: usize,
+        k: usize,
+        n: usize,
+        x: &[f32],
+        dy: &[f32],
+        wl: Layout,
+        dw: &mut [f32],
+    ) {
         let isa = self.isa;
         let LinearScratch {
-            a,
-            b,
-            c,
-            wt,
-            dw: dw_sums,
+            a, b, dw: dw_sums, ..
         } = &mut *self.s;
         let (x, dy) = if self.bf16 {
             (rounded(a, x), rounded(b, dy))
@@ -245,12 +262,31 @@ impl Linear<'_> {
             Layout::Normal => planner::matmul(isa, k, n, r, x, t, dy, nl, dst, !first),
             Layout::Transposed => planner::matmul(isa, n, k, r, dy, t, x, nl, dst, !first),
         }
+    }
+
+    /// The `dx` half of [`Linear::backward_rows`], after its `dW` half of
+    /// the same rows (in bf16 mode, `dy` as that rounded it).
+    #[allow(clippy::too_many_arguments)]
+    fn input_grad_rows(
+        &mut self,
+        r: usize,
+        k: usize,
+        n: usize,
+        dy: &[f32],
+        w: &[f32],
+        wl: Layout,
+        dx: &mut [f32],
+        dx_acc: bool,
+    ) {
+        let isa = self.isa;
+        let LinearScratch { b, c, wt, .. } = &mut *self.s;
+        let nl = Layout::Normal;
         if !self.bf16 {
             let wt = if wl == Layout::Transposed { w } else { wt };
             return planner::matmul(isa, r, k, n, dy, nl, wt, nl, dx, dx_acc);
         }
         c.resize(r * k, 0.0);
-        planner::matmul(isa, r, k, n, dy, nl, wt, nl, c, false);
+        planner::matmul(isa, r, k, n, b, nl, wt, nl, c, false);
         store_rounded(c, &mut dx[..r * k], dx_acc);
     }
 
@@ -358,27 +394,24 @@ fn swiglu_forward(isa: Isa, gu: &[f32], f: usize, m: &mut [f32]) {
         });
 }
 
-/// SwiGLU backward into `dgu` (overwrites).
-fn swiglu_backward(isa: Isa, gu: &[f32], f: usize, dm: &[f32], dgu: &mut [f32]) {
+/// SwiGLU backward, in place: each row of `gu` (`[gate | up]`) becomes its
+/// gradient `[dgate | dup]` from `dm` (`gu` is dead after it, and its lines
+/// are in the caches as the pass writes them).
+fn swiglu_backward(isa: Isa, gu: &mut [f32], f: usize, dm: &[f32]) {
     let _timer = passes::start(Pass::SwigluBackward);
-    dgu.par_chunks_mut(2 * f * ROWS_PER_TASK)
-        .zip(gu.par_chunks(2 * f * ROWS_PER_TASK))
+    gu.par_chunks_mut(2 * f * ROWS_PER_TASK)
         .zip(dm.par_chunks(f * ROWS_PER_TASK))
-        .for_each(|((db, gb), mb)| {
+        .for_each(|(gb, mb)| {
             isa.vectorised_wide(
                 #[inline(always)]
                 || {
-                    for ((dr, gr), mr) in db
-                        .chunks_exact_mut(2 * f)
-                        .zip(gb.chunks_exact(2 * f))
-                        .zip(mb.chunks_exact(f))
-                    {
-                        let (gt, up) = gr.split_at(f);
-                        let (dgt, dup) = dr.split_at_mut(f);
+                    for (gr, mr) in gb.chunks_exact_mut(2 * f).zip(mb.chunks_exact(f)) {
+                        let (gt, up) = gr.split_at_mut(f);
                         for j in 0..f {
-                            let s = math::sigmoid(gt[j]);
-                            dup[j] = mr[j] * gt[j] * s;
-                            dgt[j] = mr[j] * up[j] * (s * (1.0 + gt[j] * (1.0 - s)));
+                            let (g, u) = (gt[j], up[j]);
+                            let s = math::sigmoid(g);
+                            up[j] = mr[j] * g * s;
+                            gt[j] = mr[j] * u * (s * (1.0 + g * (1.0 - s)));
                         }
                     }
                 },
@@ -718,28 +751,22 @@ impl Attention {
     }
 
     /// Backward of [`Attention::forward`] (`qk` and `probs` as it left
-    /// them): `dqkv` (overwritten) from `dout`.
-    #[allow(clippy::too_many_arguments)]
-    fn backward(
-        &self,
-        rope: &Rope,
-        qkv: &[f32],
-        qk: &[f32],
-        probs: &[f32],
-        dout: &[f32],
-        dqkv: &mut [f32],
-    ) {
+    /// them), in place: `qkv` becomes its gradient `dqkv` from `dout`. Only
+    /// each head's v is read from it (into `vᵀ`, before that head's dv is
+    /// written over it; q and k come rotated from `qk`), so a task per
+    /// sequence writes its gradient over its own rows while their lines are
+    /// in the caches, rather than into a buffer read from memory first.
+    fn backward(&self, rope: &Rope, qkv: &mut [f32], qk: &[f32], probs: &[f32], dout: &[f32]) {
         let _timer = passes::start(Pass::AttentionBackward);
         let (t, h, dh) = (self.t, self.h, self.dh);
         let (n, seq_len) = (t * dh, t * 3 * h * dh);
         let b = qkv.len() / seq_len;
         if !self.splits_heads(b) {
-            dqkv.par_chunks_mut(seq_len)
-                .zip(qkv.par_chunks(seq_len))
+            qkv.par_chunks_mut(seq_len)
                 .zip(dout.par_chunks(t * h * dh))
                 .zip(probs.par_chunks(h * t * t))
                 .zip(qk.par_chunks(2 * h * n))
-                .for_each(|((((dseq, seq), dys), pr), qk)| {
+                .for_each(|(((dseq, dys), pr), qk)| {
                     self.with_bufs(true, |hb| {
                         self.isa.vectorised(
                             #[inline(always)]
@@ -747,8 +774,9 @@ impl Attention {
                                 let pairs = pr.chunks_exact(t * t).zip(qk.chunks_exact(2 * n));
                                 let rs = 3 * h * dh;
                                 for (hd, (p, qk)) in pairs.enumerate() {
+                                    self.transpose_v(dseq, hd, &mut hb.vt);
                                     let dv = (&mut dseq[..], self.part(2, hd), rs);
-                                    self.head_backward(seq, dys, hd, p, qk, hb, hd, dv);
+                                    self.head_backward(dys, hd, p, qk, hb, hd, dv);
                                 }
                                 let parts = |hd| [self.part(0, hd), self.part(1, hd)];
                                 self.rotate_back(rope, hb, 0..h, dseq, parts, rs);
@@ -776,19 +804,35 @@ impl Attention {
                     self.isa.vectorised(
                         #[inline(always)]
                         || {
-                            self.head_backward(seq, dys, hd, p, qk, hb, 0, (d, 2 * n, dh));
+                            self.transpose_v(seq, hd, &mut hb.vt);
+                            self.head_backward(dys, hd, p, qk, hb, 0, (d, 2 * n, dh));
                             self.rotate_back(rope, hb, hd..hd + 1, d, |_| [0, n], dh);
                         },
                     )
                 })
             });
-        self.unstage(3, &staged[..b * h * 3 * n], dqkv);
+        self.unstage(3, &staged[..b * h * 3 * n], qkv);
         STAGED.set(staged);
     }
 
-    /// One head `hd` of one sequence's backward pass (`seq`, `dys` its
-    /// `[T, 3·H·Dh]` projections and `[T, H·Dh]` output gradient; `p`, `qk`
-    /// what [`Attention::head_forward`] left): its dv into `dv` (`(data,
+    /// Head `hd`'s v of one sequence's projections (`seq`, `[T, 3·H·Dh]`)
+    /// transposed into `vt` (`[Dh, T]`), for [`Attention::head_backward`].
+    #[inline(always)]
+    fn transpose_v(&self, seq: &[f32], hd: usize, vt: &mut [f32]) {
+        let (t, h, dh) = (self.t, self.h, self.dh);
+        transpose_into(
+            &seq[self.part(2, hd)..],
+            t,
+            dh,
+            3 * h * dh,
+            &mut vt[..t * dh],
+            t,
+        );
+    }
+
+    /// One head `hd` of one sequence's backward pass (`dys` its `[T, H·Dh]`
+    /// output gradient; `hb.vt` its vᵀ, as [`Attention::transpose_v`] left
+    /// it; `p`, `qk` what [`Attention::head_forward`] left): its dv into `dv` (`(data,
     /// base, row stride)`: row `r` at `data[base + r·stride..][..Dh]`), its
     /// dq and dk, in the rotated frame, into slot `slot` of `hb.dq` and
     /// `hb.dk` (`[T, Dh]` each; [`Attention::rotate_back`] takes them on).
@@ -796,7 +840,6 @@ impl Attention {
     #[inline(always)]
     fn head_backward(
         &self,
-        seq: &[f32],
         dys: &[f32],
         hd: usize,
         p: &[f32],
@@ -810,8 +853,7 @@ impl Attention {
         let scale = 1.0 / (dh as f32).sqrt();
         let (dst, dv_base, rs) = dv;
         let (q, k) = qk[..2 * n].split_at(n);
-        let vt = &mut hb.vt[..n];
-        transpose_into(&seq[self.part(2, hd)..], t, dh, 3 * h * dh, vt, t);
+        let vt = &hb.vt[..n];
         let ds = &mut hb.ds[..t * t];
         // dQ and dK in the rotated frame.
         let dq = &mut hb.dq[slot * n..][..n];
@@ -819,7 +861,7 @@ impl Attention {
         for (bi, s, e) in self.blocks() {
             // dP = dO Vᵀ over keys 0..e; dS = P ∘ (dP − rowsum(P ∘ dP)) · scale.
             let d_o = (dys, hd * dh, h * dh, &self.dh_cols);
-            self.product((s, e), e, d_o, (&vt[..], 0, &self.t_rows), ds, 0, t);
+            self.product((s, e), e, d_o, (vt, 0, &self.t_rows), ds, 0, t);
             for i in s..e {
                 // (Columns up to the block's last key: the products below
                 // read no further.)
@@ -952,8 +994,10 @@ impl AttentionProbe {
             &mut self.probs,
             &mut self.qk,
         );
-        let (qkv, qk, probs) = (&self.qkv, &self.qk, &self.probs);
-        a.backward(rope, qkv, qk, probs, &self.dout, &mut self.dqkv);
+        // The backward runs in place: on a copy of the projections, which
+        // the next forward pass reads again.
+        self.dqkv.copy_from_slice(&self.qkv);
+        a.backward(rope, &mut self.dqkv, &self.qk, &self.probs, &self.dout);
     }
 }
 
@@ -1008,9 +1052,6 @@ pub struct Llm {
     /// Backward scratch.
     dx: Vec<f32>,
     dh: Vec<f32>,
-    dwide: Vec<f32>,
-    dm: Vec<f32>,
-    datt: Vec<f32>,
     lin: LinearScratch,
     /// The embedding transposed (`[d, vocab]`): the head's `W`.
     et: Vec<f32>,
@@ -1033,9 +1074,6 @@ impl Llm {
             logits: Vec::new(),
             dx: Vec::new(),
             dh: Vec::new(),
-            dwide: Vec::new(),
-            dm: Vec::new(),
-            datt: Vec::new(),
             lin: LinearScratch::default(),
             et: Vec::new(),
         }
@@ -1326,21 +1364,11 @@ impl Llm {
             &mut self.dx,
             &mut grads[s.final_norm..s.final_norm + d],
         );
-        self.dm.resize(rows * f, 0.0);
-        self.dwide.resize(rows * (3 * d).max(2 * f), 0.0);
-        self.datt.resize(rows * d, 0.0);
-        let mut g = ActivationGrads {
-            dh: &mut self.dh,
-            dx: &mut self.dx,
-            dm: &mut self.dm,
-            dwide: &mut self.dwide,
-            datt: &mut self.datt,
-        };
-        for (ls, sv) in s.layers.iter().zip(&self.layers).rev() {
-            mlp_backward(&mut lin, rows, d, f, ls, sv, params, &mut g, grads);
-            attention_backward(
-                &mut lin, &attn, &s.rope, rows, d, ls, sv, params, &mut g, grads,
-            );
+        let dx = &mut self.dx;
+        for (ls, sv) in s.layers.iter().zip(&mut self.layers).rev() {
+            mlp_backward(&mut lin, rows, d, f, ls, sv, params, dx, grads);
+            let rope = &s.rope;
+            attention_backward(&mut lin, &attn, rope, rows, d, ls, sv, params, dx, grads);
         }
         // Embedding lookup: scatter-add into the (head's) embedding gradient.
         let de = &mut grads[s.embed..s.embed + v * d];
@@ -1352,17 +1380,10 @@ impl Llm {
     }
 }
 
-/// The gradients of the activations, kept between steps; each layer's
-/// backward reads `dx` (the residual stream's) and adds its share to it.
-struct ActivationGrads<'a> {
-    dh: &'a mut Vec<f32>,
-    dx: &'a mut Vec<f32>,
-    dm: &'a mut Vec<f32>,
-    dwide: &'a mut Vec<f32>,
-    datt: &'a mut Vec<f32>,
-}
-
 /// The MLP of one layer, backward: x'' = x' + SwiGLU(RMSNorm(x')·Wgu)·Wdown.
+/// `dx` is the residual stream's gradient, which it reads and adds its
+/// share to; its saved `m`, `gu` and `h2` become their gradients, each
+/// once it is dead ([`Linear::backward_over_input`]).
 #[allow(clippy::too_many_arguments)]
 fn mlp_backward(
     lin: &mut Linear,
@@ -1370,37 +1391,33 @@ fn mlp_backward(
     d: usize,
     f: usize,
     ls: &LayerSpec,
-    sv: &Saved,
+    sv: &mut Saved,
     params: &[f32],
-    g: &mut ActivationGrads,
+    dx: &mut [f32],
     grads: &mut [f32],
 ) {
     let w_down = ls.w_down..ls.w_down + f * d;
-    lin.backward(
+    // dm over m, dgu over gu, dh2 over h2.
+    lin.backward_over_input(
         rows,
         f,
         d,
-        &sv.m,
-        g.dx,
+        &mut sv.m,
+        dx,
         &params[w_down.clone()],
         Layout::Normal,
-        g.dm,
-        false,
         &mut grads[w_down],
     );
-    let dgu = &mut g.dwide[..rows * 2 * f];
-    swiglu_backward(lin.isa, &sv.gu, f, g.dm, dgu);
+    swiglu_backward(lin.isa, &mut sv.gu, f, &sv.m);
     let w_gate_up = ls.w_gate_up..ls.w_gate_up + 2 * f * d;
-    lin.backward(
+    lin.backward_over_input(
         rows,
         d,
         2 * f,
-        &sv.h2,
-        dgu,
+        &mut sv.h2,
+        &sv.gu,
         &params[w_gate_up.clone()],
         Layout::Normal,
-        g.dh,
-        false,
         &mut grads[w_gate_up],
     );
     rms_backward(
@@ -1409,13 +1426,15 @@ fn mlp_backward(
         d,
         &params[ls.mlp_norm..ls.mlp_norm + d],
         &sv.r2,
-        g.dh,
-        g.dx,
+        &sv.h2,
+        dx,
         &mut grads[ls.mlp_norm..ls.mlp_norm + d],
     );
 }
 
 /// The attention of one layer, backward: x' = x + Attn(RMSNorm(x)·Wqkv)·Wo.
+/// `dx` as for [`mlp_backward`]; its saved `att`, `qkv` and `h` become
+/// their gradients.
 #[allow(clippy::too_many_arguments)]
 fn attention_backward(
     lin: &mut Linear,
@@ -1424,37 +1443,34 @@ fn attention_backward(
     rows: usize,
     d: usize,
     ls: &LayerSpec,
-    sv: &Saved,
+    sv: &mut Saved,
     params: &[f32],
-    g: &mut ActivationGrads,
+    dx: &mut [f32],
     grads: &mut [f32],
 ) {
     let w_o = ls.w_o..ls.w_o + d * d;
-    lin.backward(
+    // datt over att, dh over h.
+    lin.backward_over_input(
         rows,
         d,
         d,
-        &sv.att,
-        g.dx,
+        &mut sv.att,
+        dx,
         &params[w_o.clone()],
         Layout::Normal,
-        g.datt,
-        false,
         &mut grads[w_o],
     );
-    let dqkv = &mut g.dwide[..rows * 3 * d];
-    attn.backward(rope, &sv.qkv, &sv.qk, &sv.probs, g.datt, dqkv);
+    // dqkv over qkv.
+    attn.backward(rope, &mut sv.qkv, &sv.qk, &sv.probs, &sv.att);
     let w_qkv = ls.w_qkv..ls.w_qkv + 3 * d * d;
-    lin.backward(
+    lin.backward_over_input(
         rows,
         d,
         3 * d,
-        &sv.h,
-        dqkv,
+        &mut sv.h,
+        &sv.qkv,
         &params[w_qkv.clone()],
         Layout::Normal,
-        g.dh,
-        false,
         &mut grads[w_qkv],
     );
     rms_backward(
@@ -1463,8 +1479,8 @@ fn attention_backward(
         d,
         &params[ls.attn_norm..ls.attn_norm + d],
         &sv.r1,
-        g.dh,
-        g.dx,
+        &sv.h,
+        dx,
         &mut grads[ls.attn_norm..ls.attn_norm + d],
     );
 }
@@ -1501,8 +1517,8 @@ mod tests {
             rms_backward(isa, &x, d, &g, &r, &dy, &mut dx, &mut dg);
             let mut m = vec![0f32; rows * f];
             swiglu_forward(isa, &gu, f, &mut m);
-            let mut dgu = vec![0f32; rows * 2 * f];
-            swiglu_backward(isa, &gu, f, &dm, &mut dgu);
+            let mut dgu = gu.clone();
+            swiglu_backward(isa, &mut dgu, f, &dm);
             let mut lg = logits.clone();
             let loss = cross_entropy(isa, &mut lg, v, &targets, None);
             let exps = lg;
