@@ -51,7 +51,10 @@ pub struct LlmSpec {
     pub final_norm: usize,
 }
 
-/// What one layer keeps for its backward pass.
+/// What one layer keeps for its backward pass, which consumes it: `m`,
+/// `gu`, `h2`, `att`, `qkv` and `h` are overwritten by their gradients as
+/// each is done with ([`mlp_backward`], [`attention_backward`]), so after
+/// [`Llm::gradients`] only the next forward pass may read these buffers.
 #[derive(Debug, Default)]
 struct Saved {
     /// Layer input.
