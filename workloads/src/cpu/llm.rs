@@ -356,14 +356,16 @@ fn rms_backward(
                         .zip(dyb.chunks_exact(d))
                         .zip(rb)
                     {
-                        let mut dot = 0f32;
-                        for j in 0..d {
-                            dot += g[j] * dyr[j] * xr[j];
-                            dgp[j] += dyr[j] * xr[j] * inv;
+                        // Σ g·dy·x in the lanes of `math::dot3`: one chain
+                        // of adds in order would wait on each add's latency
+                        // (it was 1.5 % of the mini LLM's step on Zen 3).
+                        let dot = math::dot3(g, dyr, xr);
+                        for ((a, &y), &v) in dgp.iter_mut().zip(dyr).zip(xr) {
+                            *a += y * v * inv;
                         }
                         let k = dot * inv * inv * inv / d as f32;
-                        for j in 0..d {
-                            dxr[j] += inv * g[j] * dyr[j] - xr[j] * k;
+                        for (((o, &y), &v), &gv) in dxr.iter_mut().zip(dyr).zip(xr).zip(g) {
+                            *o += inv * gv * y - v * k;
                         }
                     }
                     dgp

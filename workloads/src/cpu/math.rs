@@ -73,6 +73,33 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `Σ a·b·c` (each term `(a·b)·c`) over the shortest length, in the lanes
+/// of [`dot`].
+#[inline]
+pub fn dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
+    let mut acc = [0f32; LANES];
+    let (ca, cb, cc) = (
+        a.chunks_exact(LANES),
+        b.chunks_exact(LANES),
+        c.chunks_exact(LANES),
+    );
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .zip(cc.remainder())
+        .map(|((x, y), z)| x * y * z)
+        .sum();
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i] * z[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 /// `max v` (−∞ for an empty slice; NaN is ignored unless all are NaN).
 #[inline]
 pub fn max(v: &[f32]) -> f32 {
@@ -146,6 +173,16 @@ mod tests {
             assert!((sum(a) - s).abs() < 1e-4, "sum of {n}");
             let d: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
             assert!((dot(a, b) - d).abs() < 1e-3, "dot of {n}");
+            let c = &v[37 - n..];
+            let d3: f32 = a.iter().zip(b).zip(c).map(|((x, y), z)| x * y * z).sum();
+            assert!((dot3(a, b, c) - d3).abs() < 1e-2, "dot3 of {n}");
+            // The lanes of `dot`: the same bits as dot(a·b, c).
+            let ab: Vec<f32> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+            assert_eq!(
+                dot3(a, b, c).to_bits(),
+                dot(&ab, c).to_bits(),
+                "dot3 of {n}"
+            );
             let m = a.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             assert_eq!(max(a), m, "max of {n}");
             let mut e = a.to_vec();
