@@ -186,7 +186,7 @@ fn grid_of(rows: Blocking) -> Vec<Blocking> {
 
 /// `--tile`: see the module's comment.
 fn tiles(isa: Isa) {
-    for (m, n, k) in [(12, 16, 256), (16, 128, 32)] {
+    for (m, n, k) in [(12, 16, 256), (16, 128, 32), (6, 64, 128)] {
         for adjacent in [false, true] {
             let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
             let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();

@@ -360,14 +360,20 @@ struct STile {
 /// and input gradient went from ~245 to ~290 GFLOP/s on 2 threads and the
 /// stem's forward (K = 9) from 0.95 to 0.56 ms, while the weight gradient
 /// (adjacent rows, K = pixels) keeps the tall tile (~305 against ~280 with
-/// 8 rows). Tiles never change a sum's order: results are bitwise the same.
+/// 8 rows). Four vectors wide, 6 rows (24 accumulators, 4 B vectors and
+/// the broadcast: 29 registers); 7 rows need 33, and the compiler spills
+/// an accumulator to the stack and back at every step of the reduction
+/// (seen in the code it emits, 2026-12-02): on an Intel Xeon (Sapphire
+/// Rapids class, two 512-bit FMA units) that tile took 44 % of the
+/// `mini_llm` step, at about 60 % of the FMA units' peak.
+/// Tiles never change a sum's order: results are bitwise the same.
 fn max_rows(isa: Isa, fv: usize, a_rs: usize, k: usize) -> usize {
     match (isa, fv) {
         (Isa::Avx512, 1) if a_rs >= 16 || k < 64 => 8,
         (Isa::Avx512, 1) => 28,
         (Isa::Avx512, 2) => 10,
         (Isa::Avx512, 3) => 8,
-        (Isa::Avx512, _) => 7,
+        (Isa::Avx512, _) => 6,
         (_, 1) => 12,
         _ => 6,
     }
@@ -934,6 +940,31 @@ mod x86 {
                     }
                 }
 
+                /// Row `r`'s offset in A from the row pointer (`r·a_rs`),
+                /// fixed for the whole reduction. Up to 12 rows, each is
+                /// kept in a register of its own (`black_box` stops the
+                /// compiler from deriving them one from another): the
+                /// broadcasts then address `pointer + offset` directly,
+                /// where the compiler otherwise stepped one address through
+                /// the rows with an add each, 7 scalar instructions a step
+                /// of a 6 × 4 tile against 3 (on an Intel Xeon, whose
+                /// scalar adds share ports with the 512-bit FMAs: a 6 × 4
+                /// tile over operands in L1, 169 → 187 GFLOP/s a core).
+                /// Taller tiles run out of registers and keep the
+                /// compiler's stepping. Only the strided tile uses it: in
+                /// the offset-table tile (the convolutions), the same
+                /// change made `mini_resnet`'s step 7 % slower.
+                #[inline(always)]
+                fn row_offsets<const R: usize>(a_rs: usize) -> [usize; R] {
+                    std::array::from_fn(|r| {
+                        if R <= 12 {
+                            std::hint::black_box(r * a_rs)
+                        } else {
+                            r * a_rs
+                        }
+                    })
+                }
+
                 /// Asks for the output tile's lines while the reduction
                 /// runs, so that its stores (and an accumulating tile's
                 /// loads) find them in L1 rather than wait on L3 or memory:
@@ -973,12 +1004,13 @@ mod x86 {
                         }
                         let mut bv = [$zero(); FV];
                         let (mut ap, mut bp) = (t.a, t.b);
+                        let offs = row_offsets::<R>(t.a_rs);
                         for _ in 0..t.k {
                             for v in 0..FV {
                                 bv[v] = $load(bp.add(v * $lanes));
                             }
                             for r in 0..R {
-                                let x = $set1(*ap.add(r * t.a_rs));
+                                let x = $set1(*ap.add(offs[r]));
                                 for v in 0..FV {
                                     acc[r][v] = $fmadd(x, bv[v], acc[r][v]);
                                 }
@@ -1070,7 +1102,7 @@ mod x86 {
         [1 => [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28],
          2 => [1 2 3 4 5 6 7 8 9 10 11 12],
          3 => [1 2 3 4 5 6 7 8],
-         4 => [1 2 3 4 5 6 7]]);
+         4 => [1 2 3 4 5 6]]);
 
     isa_kernels!(avx2, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
         _mm256_set1_ps, _mm256_fmadd_ps,
