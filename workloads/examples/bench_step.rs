@@ -190,11 +190,18 @@ fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
                 for e in planner::export_attention(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));
                     let kernels = if e.narrow { ", AVX2 kernels" } else { "" };
-                    let narrow = if e.narrow_timings.is_empty() {
-                        String::new()
+                    let kernels = if e.wide {
+                        format!("{kernels}, row-wise passes 16 lanes wide")
                     } else {
-                        format!("; AVX2 kernels {:?}", e.narrow_timings)
+                        kernels.to_string()
                     };
+                    let mut narrow = String::new();
+                    if !e.narrow_timings.is_empty() {
+                        narrow += &format!("; AVX2 kernels {:?}", e.narrow_timings);
+                    }
+                    if !e.wide_timings.is_empty() {
+                        narrow += &format!("; 16 lanes {:?}", e.wide_timings);
+                    }
                     eprintln!(
                         "plan {}: {} queries per block{kernels} (time vs default {g}; {:?}{narrow})",
                         e.shape, e.block, e.timings

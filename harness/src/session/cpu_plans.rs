@@ -351,6 +351,7 @@ impl CpuPlanRun {
                     "from": from(read_attention(e), had_attention(e)),
                     "block": e.block,
                     "narrow": e.narrow,
+                    "wide": e.wide,
                     "time_vs_default": e.gain(),
                 })
             })
@@ -572,8 +573,10 @@ mod tests {
             },
             block,
             narrow: block == 128,
+            wide: false,
             timings: vec![(16, 100.0), (block, 90.0)],
             narrow_timings: vec![],
+            wide_timings: vec![],
         };
         let both = Plans {
             products: vec![entry(64, 256)],

@@ -1371,6 +1371,29 @@ mod tests {
         assert!(Isa::detect().available());
     }
 
+    /// Every register tile's accumulators, its B vectors and the broadcast
+    /// fit the register file (32 zmm, 16 ymm): a tile one register over
+    /// (7 rows × 4 vectors with AVX-512) spilled an accumulator to the
+    /// stack at every step of the reduction.
+    #[test]
+    fn every_tile_fits_the_register_file() {
+        for (isa, registers) in [(Isa::Avx512, 32), (Isa::Avx2, 16)] {
+            for fv in 1..=max_vectors(isa) {
+                for a_rs in [1, 8, 16, 128, 2048] {
+                    for k in [9, 32, 64, 512] {
+                        let rows = max_rows(isa, fv, a_rs, k);
+                        let used = rows * fv + fv + 1;
+                        assert!(
+                            used <= registers,
+                            "{}: {rows} × {fv} tile (a_rs {a_rs}, k {k}) needs {used} registers",
+                            isa.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn balanced_split_covers_everything_once() {
         for n in 0..60 {

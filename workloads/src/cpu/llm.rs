@@ -440,6 +440,8 @@ struct Attention {
     /// A task per (sequence, head) (`Some(true)`) or per sequence
     /// (`Some(false)`); `None`: as [`Attention::splits_heads`] decides.
     split: Option<bool>,
+    /// The row-wise passes 16 lanes wide ([`planner::AttentionPlan::wide`]).
+    wide: bool,
     /// The first Dh values of a row; the Dh rows of a `[Dh, T]` matrix.
     dh_cols: Offsets,
     t_rows: Offsets,
@@ -502,6 +504,7 @@ impl Attention {
             dh,
             block,
             split: None,
+            wide: false,
             dh_cols: Offsets::dense(dh, 1),
             t_rows: Offsets::dense(dh, t),
             cols_to: to(1),
@@ -510,6 +513,26 @@ impl Attention {
             t_rows_from: from(t),
             dh_rows_from: from(dh),
             hdh_rows_from: from(h * dh),
+        }
+    }
+
+    /// The attention with the row-wise passes as `plan` says.
+    fn planned(isa: Isa, t: usize, h: usize, dh: usize, plan: planner::AttentionPlan) -> Self {
+        let shape = planner::AttentionShape { t, heads: h, dh };
+        Self {
+            wide: plan.wide,
+            ..Self::new(plan.kernels(isa, shape), t, h, dh, plan.block)
+        }
+    }
+
+    /// Runs `f` in the SIMD context of the row-wise passes: 16 lanes where
+    /// the plan asks ([`Isa::vectorised_wide`]), else 8 ([`Isa::vectorised`]).
+    #[inline(always)]
+    fn vectorised<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.wide {
+            self.isa.vectorised_wide(f)
+        } else {
+            self.isa.vectorised(f)
         }
     }
 
@@ -652,7 +675,7 @@ impl Attention {
                 .zip(qk.par_chunks_mut(2 * h * n))
                 .for_each(|(((o, pr), seq), qk)| {
                     self.with_bufs(false, |hb| {
-                        self.isa.vectorised(
+                        self.vectorised(
                             #[inline(always)]
                             || {
                                 self.gather(rope, seq, 0..h, qk);
@@ -679,7 +702,7 @@ impl Attention {
             .for_each(|(i, ((o, p), qk))| {
                 let (seq, hd) = (&qkv[i / h * seq_len..][..seq_len], i % h);
                 self.with_bufs(false, |hb| {
-                    self.isa.vectorised(
+                    self.vectorised(
                         #[inline(always)]
                         || {
                             self.gather(rope, seq, hd..hd + 1, qk);
@@ -773,7 +796,7 @@ impl Attention {
                 .zip(qk.par_chunks(2 * h * n))
                 .for_each(|(((dseq, dys), pr), qk)| {
                     self.with_bufs(true, |hb| {
-                        self.isa.vectorised(
+                        self.vectorised(
                             #[inline(always)]
                             || {
                                 let pairs = pr.chunks_exact(t * t).zip(qk.chunks_exact(2 * n));
@@ -806,7 +829,7 @@ impl Attention {
                 let seq = &qkv[bi * seq_len..][..seq_len];
                 let dys = &dout[bi * t * h * dh..][..t * h * dh];
                 self.with_bufs(true, |hb| {
-                    self.isa.vectorised(
+                    self.vectorised(
                         #[inline(always)]
                         || {
                             self.transpose_v(seq, hd, &mut hb.vt);
@@ -979,18 +1002,7 @@ impl AttentionProbe {
         plan: planner::AttentionPlan,
         split: Option<bool>,
     ) {
-        let shape = planner::AttentionShape {
-            t: self.t,
-            heads: self.h,
-            dh: self.dh,
-        };
-        let mut a = Attention::new(
-            plan.kernels(isa, shape),
-            self.t,
-            self.h,
-            self.dh,
-            plan.block,
-        );
+        let mut a = Attention::planned(isa, self.t, self.h, self.dh, plan);
         a.split = split;
         a.forward(
             rope,
@@ -1113,7 +1125,7 @@ impl Llm {
                 .get_or_insert_with(|| AttentionProbe::new(b, t, h, dh))
                 .run(self.isa, &s.rope, plan)
         });
-        Attention::new(plan.kernels(self.isa, shape), t, h, dh, plan.block)
+        Attention::planned(self.isa, t, h, dh, plan)
     }
 
     /// Forward pass over `tokens` (whole sequences); leaves the logits in `self.logits`.

@@ -139,6 +139,13 @@ impl std::fmt::Display for AttentionShape {
 pub struct AttentionPlan {
     pub block: usize,
     pub narrow: bool,
+    /// The row-wise passes (softmax, RoPE, the copies) 16 lanes wide
+    /// ([`Isa::vectorised_wide`]) rather than 8, under an AVX-512 set on
+    /// its own kernels: faster where the 512-bit units are full width (an
+    /// Intel Xeon: the attention's forward pass 5.5–5.8 → 4.7–4.8 ms a
+    /// `mini_llm` step), slower on Zen 4 (rows of 16 to 128 keys leave
+    /// longer scalar remainders at 16 lanes). The same bits either way.
+    pub wide: bool,
 }
 
 impl AttentionPlan {
@@ -146,6 +153,7 @@ impl AttentionPlan {
     pub const DEFAULT: AttentionPlan = AttentionPlan {
         block: ATTENTION_BLOCK,
         narrow: false,
+        wide: false,
     };
 
     /// The kernels this plan's products run on under the kernel set `isa`
@@ -176,6 +184,10 @@ pub struct AttentionEntry {
     /// ([`AttentionPlan::kernels`]); false in files from before this knob.
     #[serde(default)]
     pub narrow: bool,
+    /// The row-wise passes 16 lanes wide ([`AttentionPlan::wide`]); false
+    /// in files from before this knob.
+    #[serde(default)]
+    pub wide: bool,
     /// (block, best microseconds of a forward and backward pass) for every
     /// block timed on the set's own kernels (empty where the entry was
     /// given, not measured).
@@ -184,6 +196,10 @@ pub struct AttentionEntry {
     /// The same on the AVX2 kernels, where they were an alternative.
     #[serde(default)]
     pub narrow_timings: Vec<(usize, f64)>,
+    /// The same with the row-wise passes 16 lanes wide (the set's own
+    /// kernels), where that is an alternative.
+    #[serde(default)]
+    pub wide_timings: Vec<(usize, f64)>,
 }
 
 impl AttentionEntry {
@@ -192,12 +208,15 @@ impl AttentionEntry {
         AttentionPlan {
             block: self.block,
             narrow: self.narrow,
+            wide: self.wide,
         }
     }
 
     /// The best time measured with `plan`, µs, if it was timed.
     pub fn best_micros(&self, plan: AttentionPlan) -> Option<f64> {
-        let list = if plan.narrow {
+        let list = if plan.wide {
+            &self.wide_timings
+        } else if plan.narrow {
             &self.narrow_timings
         } else {
             &self.timings
@@ -216,9 +235,10 @@ impl AttentionEntry {
 }
 
 /// How many knobs the attention's planner turns (queries per block,
-/// kernels): a table kept between processes records it, so that choices
-/// made before a knob existed are measured again.
-pub const ATTENTION_KNOBS: usize = 2;
+/// kernels, the row-wise passes' width): a table kept between processes
+/// records it, so that choices made before a knob existed are measured
+/// again.
+pub const ATTENTION_KNOBS: usize = 3;
 
 /// The hand-chosen queries per block of an attention.
 pub const ATTENTION_BLOCK: usize = 16;
@@ -415,24 +435,30 @@ pub fn attention_plan(
 /// The plans the attention's planner times for `shape` under the kernel
 /// set `isa`: every block of [`attention_blocks`] on the set's own
 /// kernels ([`AttentionPlan::DEFAULT`] first), then on the AVX2 kernels
-/// where they are an alternative ([`AttentionPlan::kernels`]).
+/// where they are an alternative ([`AttentionPlan::kernels`]), then, under
+/// an AVX-512 set, on its own kernels with the row-wise passes 16 lanes
+/// wide ([`AttentionPlan::wide`]).
 pub fn attention_candidates(isa: Isa, shape: AttentionShape) -> Vec<AttentionPlan> {
     let blocks = attention_blocks(shape.t);
     let narrow = AttentionPlan {
         narrow: true,
         ..AttentionPlan::DEFAULT
     };
-    let kernels = if narrow.kernels(isa, shape) != isa {
-        vec![false, true]
-    } else {
-        vec![false]
-    };
-    kernels
+    let mut variants = vec![(false, false)];
+    if narrow.kernels(isa, shape) != isa {
+        variants.push((true, false));
+    }
+    if isa == Isa::Avx512 {
+        variants.push((false, true));
+    }
+    variants
         .into_iter()
-        .flat_map(|narrow| {
-            blocks
-                .iter()
-                .map(move |&block| AttentionPlan { block, narrow })
+        .flat_map(|(narrow, wide)| {
+            blocks.iter().map(move |&block| AttentionPlan {
+                block,
+                narrow,
+                wide,
+            })
         })
         .collect()
 }
@@ -466,11 +492,11 @@ pub fn choose_attention(
             plan = fastest;
         }
     }
-    let timed = |narrow: bool| -> Vec<(usize, f64)> {
+    let timed = |narrow: bool, wide: bool| -> Vec<(usize, f64)> {
         cands
             .iter()
             .zip(&best)
-            .filter(|(c, _)| c.narrow == narrow)
+            .filter(|(c, _)| (c.narrow, c.wide) == (narrow, wide))
             .map(|(c, t)| (c.block, *t))
             .collect()
     };
@@ -478,8 +504,10 @@ pub fn choose_attention(
         shape,
         block: plan.block,
         narrow: plan.narrow,
-        timings: timed(false),
-        narrow_timings: timed(true),
+        wide: plan.wide,
+        timings: timed(false, false),
+        narrow_timings: timed(true, false),
+        wide_timings: timed(false, true),
     }
 }
 
@@ -1211,8 +1239,10 @@ mod tests {
             shape: s,
             block: 64,
             narrow: false,
+            wide: false,
             timings: vec![],
             narrow_timings: vec![],
+            wide_timings: vec![],
         };
         let mut timed = Vec::new();
         let e = recheck_attention(Isa::Avx2, s, cached.clone(), &mut |p| {
@@ -1268,6 +1298,7 @@ mod tests {
         let at = |block| AttentionPlan {
             block,
             narrow: false,
+            wide: false,
         };
         // 2 % faster: kept at 16.
         let e = choose_attention(isa, s, &mut |p| if p == at(32) { 98.0 } else { 100.0 });
@@ -1289,8 +1320,8 @@ mod tests {
             }
         });
         assert_eq!(e.plan(), AttentionPlan::DEFAULT);
-        // Under an AVX-512 set, the AVX2 kernels are timed at every block
-        // and taken where clearly faster.
+        // Under an AVX-512 set, the AVX2 kernels and the 16-lane row-wise
+        // passes are timed at every block and taken where clearly faster.
         if Isa::Avx512.available() && Isa::Avx2.available() {
             let e = choose_attention(Isa::Avx512, s, &mut |p| {
                 if p.narrow && p.block == 32 {
@@ -1299,17 +1330,37 @@ mod tests {
                     100.0
                 }
             });
-            assert_eq!((e.timings.len(), e.narrow_timings.len()), (4, 4));
+            let lists = |e: &AttentionEntry| {
+                (
+                    e.timings.len(),
+                    e.narrow_timings.len(),
+                    e.wide_timings.len(),
+                )
+            };
+            assert_eq!(lists(&e), (4, 4, 4));
             assert_eq!(
                 e.plan(),
                 AttentionPlan {
                     block: 32,
-                    narrow: true
+                    narrow: true,
+                    wide: false,
                 }
             );
             assert!((e.gain().unwrap() - 0.7).abs() < 1e-12);
             assert_eq!(e.plan().kernels(Isa::Avx512, s), Isa::Avx2);
+            let e = choose_attention(Isa::Avx512, s, &mut |p| if p.wide { 80.0 } else { 100.0 });
+            assert_eq!(
+                e.plan(),
+                AttentionPlan {
+                    wide: true,
+                    ..AttentionPlan::DEFAULT
+                }
+            );
+            assert!((e.gain().unwrap() - 0.8).abs() < 1e-12);
+            assert_eq!(e.plan().kernels(Isa::Avx512, s), Isa::Avx512);
         }
+        // Under the AVX2 set, 16 lanes are no alternative.
+        assert!(attention_candidates(Isa::Avx2, s).iter().all(|p| !p.wide));
     }
 
     /// An attention shape is measured once in `Mode::Measure` (its first
@@ -1356,8 +1407,10 @@ mod tests {
             shape: s,
             block: 32,
             narrow: false,
+            wide: false,
             timings: vec![],
             narrow_timings: vec![],
+            wide_timings: vec![],
         };
         let slow_but_32 = |p: AttentionPlan| {
             if p.block != 32 {
