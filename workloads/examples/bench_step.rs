@@ -195,15 +195,15 @@ fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
                     } else {
                         kernels.to_string()
                     };
-                    let mut narrow = String::new();
+                    let mut others = String::new();
                     if !e.narrow_timings.is_empty() {
-                        narrow += &format!("; AVX2 kernels {:?}", e.narrow_timings);
+                        others += &format!("; AVX2 kernels {:?}", e.narrow_timings);
                     }
                     if !e.wide_timings.is_empty() {
-                        narrow += &format!("; 16 lanes {:?}", e.wide_timings);
+                        others += &format!("; 16 lanes {:?}", e.wide_timings);
                     }
                     eprintln!(
-                        "plan {}: {} queries per block{kernels} (time vs default {g}; {:?}{narrow})",
+                        "plan {}: {} queries per block{kernels} (time vs default {g}; {:?}{others})",
                         e.shape, e.block, e.timings
                     );
                 }

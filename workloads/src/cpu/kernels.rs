@@ -101,9 +101,11 @@ impl Isa {
     /// are the AVX-512 kernels and the CPU has them: for the passes that
     /// run long rows of `exp` and divisions (SwiGLU, the cross-entropy),
     /// which gain from the wider vectors even where the units are 256 bits
-    /// wide (Zen 4). The attention's rows (16 to 128 keys) and RMSNorm's
-    /// lose to the longer scalar remainders, so they stay on
-    /// [`Isa::vectorised`]. The same bits either way (see there).
+    /// wide (Zen 4). RMSNorm's rows stay on [`Isa::vectorised`]; the
+    /// attention's (16 to 128 keys) lose to the longer scalar remainders
+    /// on Zen 4 and gain on full-width units (an Intel Xeon), so its plan
+    /// chooses by timing (`planner::AttentionPlan::wide`). The same bits
+    /// either way (see there).
     #[inline(always)]
     pub fn vectorised_wide<R>(self, f: impl FnOnce() -> R) -> R {
         #[cfg(target_arch = "x86_64")]
