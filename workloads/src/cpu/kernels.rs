@@ -951,7 +951,7 @@ mod x86 {
                 /// the rows with an add each, 7 scalar instructions a step
                 /// of a 6 × 4 tile against 3 (on an Intel Xeon, whose
                 /// scalar adds share ports with the 512-bit FMAs: a 6 × 4
-                /// tile over operands in L1, 169 → 187 GFLOP/s a core).
+                /// tile over operands in L1, 169 → 186–187 GFLOP/s a core).
                 /// Taller tiles run out of registers and keep the
                 /// compiler's stepping. Only the strided tile uses it: in
                 /// the offset-table tile (the convolutions), the same
