@@ -80,6 +80,10 @@ fn param_digest(p: &[f32]) -> String {
     hex::encode(h.finalize())
 }
 
+#[global_allocator]
+static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
+    referee_workloads::cpu::aligned::CacheLineAligned;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = arg(&args, "--threads")

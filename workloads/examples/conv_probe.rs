@@ -80,6 +80,10 @@ fn norm_passes(n: usize, rng: &mut Rng, clock: &dyn Fn() -> f64, reps: usize) {
     println!("norm passes, one of each per stage: {:.2} ms", sum * 1e3);
 }
 
+#[global_allocator]
+static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
+    referee_workloads::cpu::aligned::CacheLineAligned;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let get = |n: &str| {

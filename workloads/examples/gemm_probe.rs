@@ -10,7 +10,10 @@
 //! L1 (a few small products called over and over, best of 40 rounds), A's
 //! rows k apart and adjacent, beside a loop of independent fused
 //! multiply-adds on the same core (the kernels' ceiling): how near the
-//! kernel comes to the core's peak before caches and memory enter.
+//! kernel comes to the core's peak before caches and memory enter. Each
+//! tile twice: B and C at a cache line (as the engine's allocator places
+//! its buffers) and 16 bytes past one (where glibc's `malloc` starts a
+//! large block), so that what split loads cost this core shows beside it.
 //! `--one`: the calling thread only (`Threads::One`), timed by its CPU
 //! time, which a busy machine's preemptions do not inflate.
 //! `--cold`: before each repetition, 64 MiB are written elsewhere, so that
@@ -34,6 +37,10 @@ use std::time::Instant;
 use referee_workloads::cpu::dense::{Blocking, Layout, Threads, matmul_blocked};
 use referee_workloads::cpu::kernels::{AMat, BMat, Isa, Offsets, Plan, igemm_planned};
 use referee_workloads::runtime::{CpuClock, cpu_seconds};
+
+#[global_allocator]
+static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
+    referee_workloads::cpu::aligned::CacheLineAligned;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -188,49 +195,16 @@ fn grid_of(rows: Blocking) -> Vec<Blocking> {
 fn tiles(isa: Isa) {
     for (m, n, k) in [(12, 16, 256), (16, 128, 32), (6, 64, 128)] {
         for adjacent in [false, true] {
-            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
-            let mut c = vec![0f32; m * n];
-            // A stored m × k (rows k apart) or k × m (rows adjacent).
-            let (row_stride, koff) = if adjacent {
-                (1, Offsets::dense(k, m))
-            } else {
-                (k, Offsets::dense(k, 1))
-            };
-            let bkoff = Offsets::dense(k, n);
-            let plan = Plan {
-                packed_b: None,
-                pack_a: false,
-                rows_outer: true,
-                tile_rows: 0,
-                keep_b_in_place: true,
-            };
-            let calls = 3_000_000 / (m * n * k / 64).max(1);
-            let mut best = f64::MAX;
-            for _ in 0..40 {
-                let t = Instant::now();
-                for _ in 0..calls {
-                    let am = AMat {
-                        data: &a,
-                        base: 0,
-                        row_stride,
-                        koff: &koff,
-                    };
-                    let bm = BMat {
-                        data: &b,
-                        base: 0,
-                        koff: &bkoff,
-                    };
-                    igemm_planned(isa, m, n, am, bm, &mut c, n, true, plan);
-                }
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            std::hint::black_box(&c);
+            // B and C at a 64-byte boundary (a cache line) and 16 bytes
+            // past one (where a large `Vec` from glibc's allocator starts):
+            // every 64-byte load of B then spans two lines.
+            let rates = [0usize, 4].map(|shift| tile_rate(isa, m, n, k, adjacent, shift));
             let rows = if adjacent { "adjacent" } else { "k apart" };
             println!(
-                "{} tiles {m}x{n}x{k}, A's rows {rows}: {:.1} GFLOP/s",
+                "{} tiles {m}x{n}x{k}, A's rows {rows}: {:.1} GFLOP/s (B and C 64-byte aligned; {:.1} 16 bytes past a line)",
                 isa.name(),
-                2.0 * (m * n * k * calls) as f64 / best / 1e9
+                rates[0],
+                rates[1],
             );
         }
     }
@@ -238,6 +212,63 @@ fn tiles(isa: Isa) {
         Some(gf) => println!("{} independent FMAs, one core: {gf:.1} GFLOP/s", isa.name()),
         None => println!("{}: no FMA loop for this kernel set", isa.name()),
     }
+}
+
+/// `len` floats starting `shift` floats past a 64-byte boundary, within `buf`.
+fn placed(buf: &mut Vec<f32>, len: usize, shift: usize) -> std::ops::Range<usize> {
+    buf.resize(len + 16 + shift, 0.0);
+    let start = buf.as_ptr().align_offset(64) + shift;
+    start..start + len
+}
+
+/// Best GFLOP/s of one `m × n × k` tile over operands in L1 (40 rounds),
+/// B and C `shift` floats past a 64-byte boundary.
+fn tile_rate(isa: Isa, m: usize, n: usize, k: usize, adjacent: bool, shift: usize) -> f64 {
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+    let (mut bbuf, mut cbuf) = (Vec::new(), Vec::new());
+    let (br, cr) = (
+        placed(&mut bbuf, k * n, shift),
+        placed(&mut cbuf, m * n, shift),
+    );
+    for (i, v) in bbuf[br.clone()].iter_mut().enumerate() {
+        *v = (i % 5) as f32 * 0.1;
+    }
+    // A stored m × k (rows k apart) or k × m (rows adjacent).
+    let (row_stride, koff) = if adjacent {
+        (1, Offsets::dense(k, m))
+    } else {
+        (k, Offsets::dense(k, 1))
+    };
+    let bkoff = Offsets::dense(k, n);
+    let plan = Plan {
+        packed_b: None,
+        pack_a: false,
+        rows_outer: true,
+        tile_rows: 0,
+        keep_b_in_place: true,
+    };
+    let calls = 3_000_000 / (m * n * k / 64).max(1);
+    let mut best = f64::MAX;
+    for _ in 0..40 {
+        let t = Instant::now();
+        for _ in 0..calls {
+            let am = AMat {
+                data: &a,
+                base: 0,
+                row_stride,
+                koff: &koff,
+            };
+            let bm = BMat {
+                data: &bbuf[br.clone()],
+                base: 0,
+                koff: &bkoff,
+            };
+            igemm_planned(isa, m, n, am, bm, &mut cbuf[cr.clone()], n, true, plan);
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(&cbuf);
+    2.0 * (m * n * k * calls) as f64 / best / 1e9
 }
 
 /// GFLOP/s of 12 independent chains of vector FMAs (best of 5 runs).

@@ -14,6 +14,7 @@
 //! product and pass by pass, is an opt-in profile
 //! ([`planner::profile_products`], [`passes`]).
 
+pub mod aligned;
 pub mod conv;
 pub mod dense;
 pub mod kernels;
