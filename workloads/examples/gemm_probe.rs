@@ -215,7 +215,7 @@ fn tiles(isa: Isa) {
 }
 
 /// `len` floats starting `shift` floats past a 64-byte boundary, within `buf`.
-fn placed(buf: &mut Vec<f32>, len: usize, shift: usize) -> std::ops::Range<usize> {
+fn shifted_range(buf: &mut Vec<f32>, len: usize, shift: usize) -> std::ops::Range<usize> {
     buf.resize(len + 16 + shift, 0.0);
     let start = buf.as_ptr().align_offset(64) + shift;
     start..start + len
@@ -227,8 +227,8 @@ fn tile_rate(isa: Isa, m: usize, n: usize, k: usize, adjacent: bool, shift: usiz
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
     let (mut bbuf, mut cbuf) = (Vec::new(), Vec::new());
     let (br, cr) = (
-        placed(&mut bbuf, k * n, shift),
-        placed(&mut cbuf, m * n, shift),
+        shifted_range(&mut bbuf, k * n, shift),
+        shifted_range(&mut cbuf, m * n, shift),
     );
     for (i, v) in bbuf[br.clone()].iter_mut().enumerate() {
         *v = (i % 5) as f32 * 0.1;

@@ -15,7 +15,8 @@
 //! lines. glibc's `malloc` starts a large block 16 bytes past a page (its
 //! header) and a smaller one wherever its heap is, 16 bytes aligned: then
 //! every AVX-512 load of the packed panels, the weights and the activations
-//! is split across two lines. PyTorch's CPU allocator aligns its tensors to
+//! in a large block (and in three of every four smaller ones) is split
+//! across two lines. PyTorch's CPU allocator aligns its tensors to
 //! 64 bytes for the same reason. Alignment changes no value the engine
 //! computes, only where it is stored.
 //!
