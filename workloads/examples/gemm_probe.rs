@@ -5,7 +5,11 @@
 //! ```text
 //! gemm_probe [--isa avx512|avx2|portable] [--reps N] [--one] [--cold] [--split | --narrow | --grid]
 //! gemm_probe --tile [--isa avx512|avx2]
+//! gemm_probe --shapes
 //! ```
+//! `--shapes`: the products' shapes only, a line each (`m n k` and A's and
+//! B's layouts, `N` or `T`), for a peer to time the same products
+//! (`scripts/bench-products.sh`, PyTorch's `torch.mm` beside these).
 //! `--tile`: the register tiles alone, on one thread with every operand in
 //! L1 (a few small products called over and over, best of 40 rounds), A's
 //! rows k apart and adjacent, beside a loop of independent fused
@@ -42,6 +46,21 @@ use referee_workloads::runtime::{CpuClock, cpu_seconds};
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
     referee_workloads::cpu::aligned::CacheLineAligned;
 
+/// (m, n, k, layout of A, layout of B): the mini LLM's products at b16.
+const SHAPES: [(usize, usize, usize, Layout, Layout); 8] = {
+    use Layout::{Normal as N, Transposed as T};
+    [
+        (128, 768, 2048, T, N),
+        (128, 384, 2048, T, N),
+        (384, 128, 2048, T, N),
+        (2048, 128, 2048, T, N),
+        (2048, 128, 768, N, T),
+        (2048, 768, 128, N, N),
+        (2048, 2048, 128, N, T),
+        (2048, 128, 2048, N, N),
+    ]
+};
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let get = |n: &str| {
@@ -62,6 +81,13 @@ fn main() {
     if args.iter().any(|a| a == "--tile") {
         return tiles(isa);
     }
+    if args.iter().any(|a| a == "--shapes") {
+        let letter = |l: Layout| if l == Layout::Normal { 'N' } else { 'T' };
+        for (m, n, k, la, lb) in SHAPES {
+            println!("{m} {n} {k} {} {}", letter(la), letter(lb));
+        }
+        return;
+    }
     let narrow = args.iter().any(|a| a == "--narrow");
     let grid = args.iter().any(|a| a == "--grid");
     if narrow && isa != Isa::Avx512 {
@@ -76,19 +102,7 @@ fn main() {
         Vec::new()
     };
     let threads = if one { Threads::One } else { Threads::All };
-    use Layout::{Normal as N, Transposed as T};
-    // (m, n, k, layout of a, layout of b): the mini LLM's products at b16.
-    let shapes = [
-        (128, 768, 2048, T, N),
-        (128, 384, 2048, T, N),
-        (384, 128, 2048, T, N),
-        (2048, 128, 2048, T, N),
-        (2048, 128, 768, N, T),
-        (2048, 768, 128, N, N),
-        (2048, 2048, 128, N, T),
-        (2048, 128, 2048, N, N),
-    ];
-    for (m, n, k, la, lb) in shapes {
+    for (m, n, k, la, lb) in SHAPES {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let mut c = vec![0f32; m * n];
