@@ -9,9 +9,9 @@
 # that stepped fastest in that step run (each mini's first batch size).
 # Each part's full output is kept under OUT; at the end it prints (and
 # writes to OUT/summary.md) the goal's cells as rows of the per-family
-# tables, to check against the logs and paste. NOT part of CI: about 35
-# minutes on a 2-core Zen 3 VM, and it installs torch from PyPI into a venv
-# under /tmp.
+# tables, to check against the logs and paste. NOT part of CI: 18 minutes
+# on a 2-core Zen 3 VM (2026-12-03; twice that where the host is slow), and
+# it installs torch from PyPI into a venv under /tmp.
 #
 # Usage: scripts/bench-family.sh
 # Env:   OUT (out/family-FAMILY-MODEL-TIMESTAMP)  THREADS (2)  ROUNDS (2,
