@@ -124,12 +124,17 @@ def load(text):
 step = read("step.txt")
 if step:
     print("Step rows (| CPU | kernels | thr | date | referee at | load avg | cell | referee ms | eager | fast | compiled | compiled-step | ratio |):")
+    cells = 0
     for line in step.splitlines():
         f = line.split()
         if len(f) == 10 and f[0] in ("mini_llm", "mini_resnet") and f[9].endswith("x"):
             name, batch, _, ref, fast, comp, cstep, _, _, ratio = f
             cell = f"`{name}` b{batch}" + (" (planned)" if name == "mini_llm" else "")
             print(f"| {label} | {kernels} | {threads} | {date} | {commit} | {load(step)} | {cell} | {ref} | – | {fast} | {comp} | {cstep} | **{ratio[:-1]}** |")
+            cells += 1
+    if not cells:
+        # A form that failed leaves its cell (and the line's shape) otherwise.
+        print(f"(no complete cell in {out}/step.txt: a form failed or the table changed; see the log)")
     print()
 
 rows = []
