@@ -32,9 +32,7 @@ SEED=${SEED:-1}
 PARTS=${PARTS:-tile products profile step ttt}
 BUILD=${BUILD:-1}
 . scripts/bench-machine.sh
-fam=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-OUT=${OUT:-out/family-$fam-$model-$(date +%Y%m%d-%H%M%S)}
+OUT=${OUT:-out/family-$(bench_cpuinfo "cpu family")-$(bench_cpuinfo model)-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 for p in $PARTS; do
     case "$p" in

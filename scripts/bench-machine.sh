@@ -7,6 +7,7 @@
 #   one with AVX-512: referee's REFEREE_CPU_KERNELS=avx2; PyTorch's ATen
 #   (ATEN_CPU_CAPABILITY), oneDNN (ONEDNN_MAX_CPU_ISA) and MKL's matrix
 #   products (MKL_ENABLE_INSTRUCTIONS), so that no PyTorch path keeps AVX-512.
+# bench_cpuinfo reads one field of /proc/cpuinfo;
 # bench_machine_line prints the CPU (model name, family/model, ISA flags), the
 #   restriction and the load average; bench_cpu_sample and bench_steal_pct
 #   measure the time the hypervisor stole from this VM over an interval (the
@@ -31,11 +32,17 @@ case "${ISA:-}" in
         ;;
 esac
 
+# The first CPU's value of /proc/cpuinfo's field $1 ("model name", "cpu
+# family", "model"), without the spaces around it.
+bench_cpuinfo() {
+    grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/ *$//'
+}
+
 bench_machine_line() {
     local name fam model isa=""
-    name=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-    fam=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
-    model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')
+    name=$(bench_cpuinfo "model name")
+    fam=$(bench_cpuinfo "cpu family")
+    model=$(bench_cpuinfo model)
     grep -qw avx2 /proc/cpuinfo && isa="avx2"
     grep -qw avx512f /proc/cpuinfo && isa="$isa avx512f"
     echo "machine: $name (family $fam model $model; $isa; $(nproc) CPUs); ISA restriction: ${ISA:-none}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
