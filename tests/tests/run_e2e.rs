@@ -488,6 +488,13 @@ fn cpu_plans_are_measured_once_and_recorded() {
     // Wᵀ as a plain matrix, so it shares a forward product's shape).
     assert_eq!(n, 12, "{first}");
     assert!(froms(&first).iter().all(|f| f == "measured"), "{first}");
+    // Each shape's choice was then tried in the training passes before the
+    // clock: kept or changed, its median there against the first choice's.
+    for p in first["products"].as_array().unwrap() {
+        assert!(p["step"] == "kept" || p["step"] == "changed", "{p}");
+        let gain = p["time_in_step_vs_first"].as_f64().unwrap();
+        assert!(gain > 0.0 && (gain == 1.0) == (p["step"] == "kept"), "{p}");
+    }
     // One attention shape (128 tokens, 4 heads of 32), its block measured.
     assert_eq!(froms_of(&first, "attention"), vec!["measured"], "{first}");
     let att = &first["attention"][0];
@@ -504,28 +511,33 @@ fn cpu_plans_are_measured_once_and_recorded() {
     assert!(att["narrow"].is_boolean(), "{first}");
     assert_eq!(doc["machines"][0]["attention"][0]["narrow"], att["narrow"]);
 
-    // Read, not measured again: a hand-chosen blocking is served; another
-    // choice is timed against it again, served where it still wins
+    // Read, not measured again: a hand-chosen blocking is served, and so is
+    // a choice made in the step (tried there again); another choice is
+    // timed against the hand-chosen one again, served where it still wins
     // ("file"), measured again where it no longer does. Where all are
-    // served, the file is left as it was.
+    // served and no trial moves a choice, the file is left as it was.
     let (second, _) = run("second", None);
     let again = froms(&second);
     assert_eq!(again.len(), n, "{second}");
     for (i, f) in again.iter().enumerate() {
         let hand_chosen = first["products"][i]["time_vs_default"] == 1.0;
+        let in_step = first["products"][i]["step"] == "changed";
         match f.as_str() {
+            // (A choice the step's trial moves again differs from the file's.)
+            "file" if second["products"][i]["step"] == "changed" => {}
             "file" => {
                 let (mut a, mut b) = (second["products"][i].clone(), first["products"][i].clone());
                 // (The gain goes through the file's decimal timings.)
                 let gain = |v: &serde_json::Value| v["time_vs_default"].as_f64().unwrap();
                 assert!((gain(&a) - gain(&b)).abs() < 1e-9, "product {i}: {a} {b}");
                 for v in [&mut a, &mut b] {
-                    v["from"] = serde_json::Value::Null;
-                    v["time_vs_default"] = serde_json::Value::Null;
+                    for field in ["from", "time_vs_default", "step", "time_in_step_vs_first"] {
+                        v[field] = serde_json::Value::Null;
+                    }
                 }
                 assert_eq!(a, b, "product {i}: served as measured");
             }
-            "measured again" if !hand_chosen => {}
+            "measured again" if !hand_chosen && !in_step => {}
             _ => panic!("product {i}: {f}: {second}"),
         }
     }
@@ -534,18 +546,31 @@ fn cpu_plans_are_measured_once_and_recorded() {
         ["file", "measured again"].contains(&att_again[0].as_str()),
         "{second}"
     );
-    let served = again.iter().chain(&att_again).all(|f| f == "file");
+    let moved = second["products"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["step"] == "changed");
+    let served = again.iter().chain(&att_again).all(|f| f == "file") && !moved;
     assert_eq!(std::fs::read_to_string(&file).unwrap() == saved, served);
 
     // A choice that no longer wins (one-row register tiles, written into
-    // the file): measured again, and the file updated.
+    // the file): measured again (or, where the step had chosen it, moved by
+    // the step's trial), and the file updated.
     let mut doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    doc["machines"][0]["products"][0]["blocking"]["tile_rows"] = 1.into();
+    let first_product = &mut doc["machines"][0]["products"][0];
+    let chosen_in_step = first_product.get("in_step").is_some();
+    first_product["blocking"]["tile_rows"] = 1.into();
     std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
     let (third, _) = run("third", None);
-    assert_eq!(third["products"][0]["from"], "measured again", "{third}");
-    assert_ne!(third["products"][0]["tile_rows"], 1, "{third}");
+    let p0 = &third["products"][0];
+    if chosen_in_step {
+        assert!(p0["from"] == "file" && p0["step"] == "changed", "{third}");
+    } else {
+        assert_eq!(p0["from"], "measured again", "{third}");
+    }
+    assert_ne!(p0["tile_rows"], 1, "{third}");
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(

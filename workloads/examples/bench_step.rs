@@ -190,6 +190,18 @@ fn bench(args: &[String], threads: usize) -> anyhow::Result<()> {
                         "plan {}: {:?} (time vs default {g}; {took})",
                         e.shape, e.blocking
                     );
+                    // The trial in the step: each candidate's median, the
+                    // choice before it first.
+                    let trials = planner::export_trials(isa, threads);
+                    if let Some(r) = trials.iter().find(|r| r.before.shape == e.shape) {
+                        let us: Vec<String> = r
+                            .medians
+                            .iter()
+                            .map(|t| format!("{:.0}", t.micros))
+                            .collect();
+                        let moved = if r.changed() { "moved" } else { "kept" };
+                        eprintln!("  in the step: {} µs; {moved}", us.join(", "));
+                    }
                 }
                 for e in planner::export_attention(isa, threads) {
                     let g = e.gain().map_or("-".into(), |g| format!("{g:.3}"));

@@ -395,8 +395,11 @@ impl LlmTrainer {
     /// measures ([`cpu::planner::Mode::Measure`]), one forward and backward
     /// pass over `local` synthetic sequences (every token 0), so that every
     /// product of a step (and of an evaluation, in pieces of the same size)
-    /// is planned before `run_start`. The weights, the optimizer and the data
-    /// are untouched; the engine's buffers are rewritten before every read.
+    /// is planned before `run_start`; then more such passes while the
+    /// planner tries its best candidates in them ([`cpu::planner::begin_trials`]:
+    /// 12 passes where a shape has 4 candidates). The weights,
+    /// the optimizer and the data are untouched; the engine's buffers are
+    /// rewritten before every read.
     pub fn prepare(&mut self, local: usize) -> Result<()> {
         if let Run::Cpu(e) = &mut self.run
             && local > 0
@@ -405,6 +408,19 @@ impl LlmTrainer {
             let tokens = vec![0u32; local * self.hp.seq_len];
             let mut grads = vec![0f32; self.params.len()];
             e.gradients(self.params.flat(), &tokens, &tokens, &mut grads)?;
+            let passes = cpu::planner::begin_trials(e.isa(), rayon::current_num_threads());
+            let mut tried = Ok(());
+            for _ in 0..passes {
+                cpu::planner::trial_pass();
+                tried = e
+                    .gradients(self.params.flat(), &tokens, &tokens, &mut grads)
+                    .map(drop);
+                if tried.is_err() {
+                    break;
+                }
+            }
+            cpu::planner::end_trials();
+            tried?;
         }
         Ok(())
     }

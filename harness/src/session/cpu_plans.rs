@@ -14,7 +14,7 @@
 
 use crate::session::error::SessionError;
 use referee_workloads::cpu::Isa;
-use referee_workloads::cpu::planner::{self, AttentionEntry, Entry, Mode};
+use referee_workloads::cpu::planner::{self, AttentionEntry, Entry, Mode, TrialRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -302,24 +302,15 @@ impl CpuPlanRun {
             products: planner::export(self.isa, self.key.threads),
             attention: planner::export_attention(self.isa, self.key.threads),
         };
-        // An entry read from the file comes back as it was read (timings
-        // included): served, or timed again and still the faster
-        // (`planner::recheck`). One of a shape the file had, but another
-        // now, lost that check and was measured again; anything else was
-        // measured by this run.
-        let read = |e: &Entry| self.loaded.products.contains(e);
+        let trials = planner::export_trials(self.isa, self.key.threads);
+        let origin = |e: &Entry| {
+            let trial = trials.iter().find(|r| r.before.shape == e.shape);
+            product_origin(e, trial, &self.loaded.products)
+        };
         let read_attention = |e: &AttentionEntry| self.loaded.attention.contains(e);
-        let had = |e: &Entry| self.loaded.products.iter().any(|l| l.shape == e.shape);
         let had_attention =
             |e: &AttentionEntry| self.loaded.attention.iter().any(|l| l.shape == e.shape);
-        let from = |read: bool, had: bool| {
-            json!(match (read, had) {
-                (true, _) => "file",
-                (false, true) => "measured again",
-                (false, false) => "measured",
-            })
-        };
-        let measured = now.products.iter().any(|e| !read(e))
+        let measured = now.products.iter().any(|e| origin(e).save)
             || now.attention.iter().any(|e| !read_attention(e));
         if let (Some(path), true) = (&self.setting.file, measured)
             && let Err(e) = save(path, &self.key, now.clone())
@@ -333,12 +324,17 @@ impl CpuPlanRun {
             .map(|e| {
                 let mut p = serde_json::Map::new();
                 p.insert("shape".into(), json!(e.shape.to_string()));
-                p.insert("from".into(), from(read(e), had(e)));
+                let o = origin(e);
+                p.insert("from".into(), json!(o.from));
                 // The blocking's own fields (every knob, as the file has them).
                 if let Value::Object(b) = json!(e.blocking) {
                     p.extend(b);
                 }
                 p.insert("time_vs_default".into(), json!(e.gain()));
+                // What the trial in the step did: kept or changed the
+                // choice, and its median there over the first choice's.
+                p.insert("step".into(), json!(o.step));
+                p.insert("time_in_step_vs_first".into(), json!(o.step_gain));
                 Value::Object(p)
             })
             .collect();
@@ -348,7 +344,7 @@ impl CpuPlanRun {
             .map(|e| {
                 json!({
                     "shape": e.shape.to_string(),
-                    "from": from(read_attention(e), had_attention(e)),
+                    "from": from_label(read_attention(e), had_attention(e)),
                     "block": e.block,
                     "narrow": e.narrow,
                     "wide": e.wide,
@@ -369,11 +365,54 @@ impl CpuPlanRun {
     }
 }
 
+/// Where a choice came from: read from the file (`file`), measured again
+/// where the file's choice of its shape lost its check, else measured.
+fn from_label(read: bool, had: bool) -> &'static str {
+    match (read, had) {
+        (true, _) => "file",
+        (false, true) => "measured again",
+        (false, false) => "measured",
+    }
+}
+
+/// One product's choice as the provenance and the file see it.
+#[derive(Debug, PartialEq)]
+struct Origin {
+    /// [`from_label`] of the entry before the trial in the step.
+    from: &'static str,
+    /// What the trial did (`kept`, `changed`), where one ran.
+    step: Option<&'static str>,
+    /// The choice's median in the step over the first choice's.
+    step_gain: Option<f64>,
+    /// Whether the file must be written for it (measured, or moved).
+    save: bool,
+}
+
+/// Where entry `e` came from, given the file's entries `loaded` and the
+/// trial in the step that ran on its shape, if any. An entry read from the
+/// file comes back as it was read (timings included): served, or timed
+/// again and still the faster (`planner::recheck`), before the trial
+/// (`planner::begin_trials`) may move its choice; one of a shape the file
+/// had, but another before the trial, lost that check and was measured
+/// again; anything else was measured by this run.
+fn product_origin(e: &Entry, trial: Option<&TrialRecord>, loaded: &[Entry]) -> Origin {
+    let before = trial.map_or(e, |r| &r.before);
+    let read = loaded.contains(before);
+    let had = loaded.iter().any(|l| l.shape == e.shape);
+    let moved = trial.is_some_and(|r| r.changed());
+    Origin {
+        from: from_label(read, had),
+        step: trial.map(|_| if moved { "changed" } else { "kept" }),
+        step_gain: trial.and_then(|r| r.gain()),
+        save: !read || moved,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use referee_workloads::cpu::dense::{Blocking, Layout};
-    use referee_workloads::cpu::planner::Shape;
+    use referee_workloads::cpu::planner::{Shape, Timing};
 
     fn entry(m: usize, k_block: usize) -> Entry {
         Entry {
@@ -389,7 +428,61 @@ mod tests {
                 ..Blocking::default_for(Layout::Normal)
             },
             timings: vec![],
+            in_step: vec![],
         }
+    }
+
+    /// A choice's origin is that of its entry before the trial in the step:
+    /// a file's choice the trial moved is still from the file, and the move
+    /// (like anything measured) makes the file be written.
+    #[test]
+    fn a_choice_moved_in_the_step_is_still_from_the_file() {
+        let file = entry(2048, 256);
+        let other = Entry {
+            blocking: Blocking {
+                k_block: 128,
+                ..file.blocking
+            },
+            ..file.clone()
+        };
+        let timing = |e: &Entry, micros| Timing {
+            blocking: e.blocking,
+            micros,
+        };
+        let trial = |before: &Entry, chosen: &Entry| TrialRecord {
+            before: before.clone(),
+            medians: vec![timing(before, 100.0), timing(chosen, 90.0)],
+            chosen: chosen.blocking,
+        };
+        let loaded = vec![file.clone()];
+        let o = |e: &Entry, t: Option<&TrialRecord>| product_origin(e, t, &loaded);
+        let origin = |from, step, step_gain, save| Origin {
+            from,
+            step,
+            step_gain,
+            save,
+        };
+        assert_eq!(o(&file, None), origin("file", None, None, false));
+        let kept = trial(&file, &file);
+        assert_eq!(
+            o(&file, Some(&kept)),
+            origin("file", Some("kept"), Some(1.0), false)
+        );
+        let moved = Entry {
+            in_step: kept.medians.clone(),
+            ..other.clone()
+        };
+        assert_eq!(
+            o(&moved, Some(&trial(&file, &other))),
+            origin("file", Some("changed"), Some(0.9), true)
+        );
+        // The file's choice lost its check: measured again (then tried).
+        assert_eq!(
+            o(&other, Some(&trial(&other, &other))),
+            origin("measured again", Some("kept"), Some(1.0), true)
+        );
+        let new = entry(512, 256);
+        assert_eq!(o(&new, None), origin("measured", None, None, true));
     }
 
     fn plans(products: Vec<Entry>) -> Plans {
