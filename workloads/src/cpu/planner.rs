@@ -1241,6 +1241,25 @@ mod tests {
         Shape { m, n, k, a, b }
     }
 
+    /// `a · b` at `s` on the hand-chosen blocking, on the current pool.
+    fn hand_chosen(isa: Isa, s: Shape, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut out = vec![0f32; s.m * s.n];
+        dense::matmul(
+            isa,
+            Threads::All,
+            s.m,
+            s.n,
+            s.k,
+            a,
+            s.a,
+            b,
+            s.b,
+            &mut out,
+            false,
+        );
+        out
+    }
+
     /// Every blocking the search can try gives bitwise the hand-chosen
     /// blocking's product: overwriting and accumulating, every layout and
     /// kernel set, on 1 and 2 threads, with K in one block and in several
@@ -1849,21 +1868,7 @@ mod tests {
             );
             let mut got = vec![0f32; s.m * s.n];
             matmul(isa, s.m, s.n, s.k, &a, s.a, &b, s.b, &mut got, false);
-            let mut want = vec![0f32; s.m * s.n];
-            dense::matmul(
-                isa,
-                Threads::All,
-                s.m,
-                s.n,
-                s.k,
-                &a,
-                s.a,
-                &b,
-                s.b,
-                &mut want,
-                false,
-            );
-            assert!(got == want, "{s}");
+            assert!(got == hand_chosen(isa, s, &a, &b), "{s}");
         };
         let times = |s: Shape| product_times().into_iter().find(|p| p.shape == s);
         profile_products(true);
@@ -2122,21 +2127,7 @@ mod tests {
             .build()
             .expect("a pool");
         pool.install(|| {
-            let mut want = vec![0f32; s.m * s.n];
-            dense::matmul_blocked(
-                isa,
-                Threads::All,
-                s.m,
-                s.n,
-                s.k,
-                &a,
-                s.a,
-                &b,
-                s.b,
-                &mut want,
-                false,
-                def,
-            );
+            let want = hand_chosen(isa, s, &a, &b);
             let passes = begin_trials(isa, threads);
             for _ in 0..passes {
                 trial_pass();
