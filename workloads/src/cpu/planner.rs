@@ -530,14 +530,14 @@ pub fn choose_attention(
         .min_by(|x, y| x.1.total_cmp(&y.1))
         .unwrap_or((AttentionPlan::DEFAULT, f64::INFINITY));
     let mut plan = AttentionPlan::DEFAULT;
-    if t < best[0] * (1.0 - MARGIN) {
+    if clearly_faster(t, best[0]) {
         let (d, c) = confirm(AttentionPlan::DEFAULT, fastest, time);
         for (p, x) in [(AttentionPlan::DEFAULT, d), (fastest, c)] {
             if let Some(i) = cands.iter().position(|c| *c == p) {
                 best[i] = x;
             }
         }
-        if c < d * (1.0 - MARGIN) {
+        if clearly_faster(c, d) {
             plan = fastest;
         }
     }
@@ -657,9 +657,8 @@ pub fn product_times() -> Vec<ProductTime> {
     PROFILE.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// Candidates each shape tries in the model's own passes
-/// ([`begin_trials`]): its choice, the hand-chosen blocking and the fastest
-/// others of its synthetic timings, at most this many.
+/// Candidates each shape tries in the model's own passes, at most
+/// ([`trial_candidates`]).
 pub const TRIAL_CANDIDATES: usize = 4;
 
 /// Passes a trial takes per candidate ([`begin_trials`]).
@@ -669,8 +668,7 @@ pub const TRIAL_SAMPLES: usize = 3;
 struct Trial {
     isa: Isa,
     threads: usize,
-    shape: Shape,
-    /// Its entry before the trial.
+    /// Its entry before the trial (the shape's).
     before: Entry,
     /// The table's choice first.
     cands: Vec<Blocking>,
@@ -745,7 +743,8 @@ fn trial_candidates(isa: Isa, threads: usize, e: &Entry) -> Vec<Blocking> {
 /// synthetic timings warm the operands first, and a product's rate there
 /// does not predict its rate in the step (on Zen 3, 2026-12-03, the
 /// `mini_llm` weight gradients ran at 0.80–0.84 of their synthetic rate
-/// in the step, the other products at 0.85–0.97: `bench_step --products`). Every candidate gives bitwise the same product, so the
+/// in the step, the other products at 0.85–0.97: `bench_step
+/// --products`). Every candidate gives bitwise the same product, so the
 /// passes' results are those of the choice alone.
 pub fn begin_trials(isa: Isa, threads: usize) -> usize {
     let mut t = table();
@@ -763,7 +762,6 @@ pub fn begin_trials(isa: Isa, threads: usize) -> usize {
             tr.list.push(Trial {
                 isa,
                 threads,
-                shape: e.shape,
                 before: e.clone(),
                 samples: vec![Vec::new(); cands.len()],
                 cands,
@@ -803,7 +801,7 @@ pub fn end_trials() -> Vec<TrialRecord> {
             continue;
         };
         let Some(i) = position_keyed(&t.entries, trial.isa, trial.threads, |e| {
-            e.shape == trial.shape
+            e.shape == trial.before.shape
         }) else {
             continue;
         };
@@ -842,7 +840,7 @@ fn choose_in_step(medians: &[Timing]) -> Blocking {
         .iter()
         .min_by(|x, y| x.micros.total_cmp(&y.micros))
         .unwrap_or(first);
-    if fastest.micros < first.micros * (1.0 - MARGIN) {
+    if clearly_faster(fastest.micros, first.micros) {
         fastest.blocking
     } else {
         first.blocking
@@ -872,7 +870,7 @@ fn trial_blocking(isa: Isa, threads: usize, shape: Shape) -> Option<Blocking> {
     let t = tr
         .list
         .iter_mut()
-        .find(|t| t.isa == isa && t.threads == threads && t.shape == shape)?;
+        .find(|t| t.isa == isa && t.threads == threads && t.before.shape == shape)?;
     let b = t.cands[(t.calls + pass) % t.cands.len()];
     t.calls += 1;
     Some(b)
@@ -884,7 +882,7 @@ fn record_trial(isa: Isa, threads: usize, shape: Shape, b: Blocking, micros: f64
     if let Some(t) = tr
         .list
         .iter_mut()
-        .find(|t| t.isa == isa && t.threads == threads && t.shape == shape)
+        .find(|t| t.isa == isa && t.threads == threads && t.before.shape == shape)
         && let Some(i) = t.cands.iter().position(|c| *c == b)
     {
         t.samples[i].push(micros);
@@ -959,7 +957,7 @@ pub fn recheck(
         return cached;
     }
     let (d, c) = confirm(def, cached.blocking, time);
-    if c < d * (1.0 - MARGIN) {
+    if clearly_faster(c, d) {
         cached
     } else {
         search(isa, shape, threads, time)
@@ -979,7 +977,7 @@ pub fn recheck_attention(
         return cached;
     }
     let (d, c) = confirm(AttentionPlan::DEFAULT, cached.plan(), time);
-    if c < d * (1.0 - MARGIN) {
+    if clearly_faster(c, d) {
         cached
     } else {
         choose_attention(isa, shape, time)
@@ -1080,6 +1078,12 @@ const MIN_TIMED_MICROS: f64 = 400.0;
 /// hand-chosen blocking.
 const MARGIN: f64 = 0.03;
 
+/// Whether a time `t` beats `than` by more than [`MARGIN`]: the one test
+/// every choice of the planner is made by.
+fn clearly_faster(t: f64, than: f64) -> bool {
+    t < than * (1.0 - MARGIN)
+}
+
 /// Coordinate search from the hand-chosen blocking: for each knob in turn
 /// (the AVX2 kernels under an AVX-512 set, threads' blocks of rows or of
 /// columns, reduction block, packing of B,
@@ -1121,7 +1125,7 @@ pub fn search(
                 }),
             }
         }
-        if t < now * (1.0 - MARGIN) {
+        if clearly_faster(t, now) {
             cur = fastest;
         }
     }
@@ -1133,7 +1137,7 @@ pub fn search(
                 x.micros = t;
             }
         }
-        if c >= d * (1.0 - MARGIN) {
+        if !clearly_faster(c, d) {
             cur = def;
         }
     }
