@@ -9,7 +9,8 @@
 #
 # Usage: scripts/bench-train-step.sh
 # Env:   THREADS (2: what `referee run` uses on a 2-core machine)  STEPS (20)
-#        WARMUP (3)  ROUNDS (3)  RESNET_BATCHES ("128,256")  LLM_BATCHES ("16,32")
+#        WARMUP (3)  ROUNDS (3)  RESNET_BATCHES ("128,256")  LLM_BATCHES ("16,32";
+#        either set to "" skips that model)
 #        VARIANTS ("eager fast compiled compiled-step")  VENV (/tmp/torchvenv)
 #        BUILD (1; 0: do not run cargo, use STEP_BIN if it exists)
 #        STEP_BIN (target/release/examples/bench_step)
@@ -31,8 +32,8 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-3}
 ROUNDS=${ROUNDS:-3}
-RESNET_BATCHES=${RESNET_BATCHES:-128,256}
-LLM_BATCHES=${LLM_BATCHES:-16,32}
+RESNET_BATCHES=${RESNET_BATCHES-128,256}
+LLM_BATCHES=${LLM_BATCHES-16,32}
 VARIANTS=${VARIANTS:-eager fast compiled compiled-step}
 BUILD=${BUILD:-1}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
