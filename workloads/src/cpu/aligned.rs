@@ -20,8 +20,21 @@
 //! 64 bytes for the same reason. Alignment changes no value the engine
 //! computes, only where it is stored.
 //!
-//! It owns the layout rule and nothing else: it wraps [`System`], and knows
-//! nothing of the engine's buffers.
+//! Blocks of 2 MiB or more (the activations, their gradients and the
+//! packed panels of a training step) also start at a 2 MiB boundary and,
+//! on Linux with glibc, are offered to the kernel as transparent huge
+//! pages (`madvise(MADV_HUGEPAGE)`, before their first touch): where the
+//! system's THP mode is `madvise`, as on Debian and Ubuntu, they are
+//! otherwise mapped in 4 KiB pages, and a step that streams tens of MiB
+//! through products and row-wise passes spends its time in page walks
+//! once the TLB's few thousand entries (8–12 MiB of 4 KiB pages) are
+//! spent. glibc does the same for every heap when
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` is set; the allocator does it
+//! without the user setting anything, for large blocks only. Where the
+//! mode is `never` the advice is refused and ignored. No value changes.
+//!
+//! It owns the layout rule and the advice, and nothing else: it wraps
+//! [`System`], and knows nothing of the engine's buffers.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -31,9 +44,18 @@ const MIN_SIZE: usize = 1024;
 /// The alignment asked of [`System`].
 const LINE: usize = 64;
 
+/// A transparent huge page on x86-64 (and arm64 with 4 KiB pages): blocks
+/// this large start at this boundary and are advised as huge pages, where
+/// the platform can be advised ([`HUGE_ADVICE`]).
+const HUGE: usize = 2 << 20;
+
+/// Whether large blocks are advised as huge pages here.
+const HUGE_ADVICE: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
+
 /// [`System`] with blocks of [`MIN_SIZE`] bytes or more at a 64-byte
 /// boundary (smaller ones as asked: a string or a small vector would waste
-/// up to 48 bytes a block).
+/// up to 48 bytes a block), and blocks of [`HUGE`] or more at a huge page,
+/// advised as one (see the module's documentation).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CacheLineAligned;
 
@@ -41,12 +63,37 @@ pub struct CacheLineAligned;
 /// a block, so that `dealloc` and `realloc` pass [`System`] the layout it
 /// allocated).
 fn placed(layout: Layout) -> Layout {
-    if layout.size() >= MIN_SIZE && layout.align() < LINE {
-        // 64 is a power of two and the size is unchanged: never an error.
-        Layout::from_size_align(layout.size(), LINE).unwrap_or(layout)
+    let at = if HUGE_ADVICE && layout.size() >= HUGE {
+        HUGE
+    } else if layout.size() >= MIN_SIZE {
+        LINE
+    } else {
+        return layout;
+    };
+    if layout.align() < at {
+        // A power of two and the size unchanged: never an error.
+        Layout::from_size_align(layout.size(), at).unwrap_or(layout)
     } else {
         layout
     }
+}
+
+/// Offers the block at `p` (`layout` as [`placed`] gave it) to the kernel
+/// as transparent huge pages, where it is one of [`HUGE`]'s blocks; the
+/// pages it has not touched yet are then mapped 2 MiB at a time. A refusal
+/// (THP off, an old kernel) changes nothing, so it is ignored.
+fn advise(p: *mut u8, layout: Layout) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if !p.is_null() && layout.align() >= HUGE {
+        // SAFETY: `p` starts a live block of `layout.size()` bytes at a
+        // page boundary; advice changes how its pages are mapped, never
+        // their contents.
+        unsafe {
+            libc::madvise(p.cast(), layout.size(), libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = (p, layout);
 }
 
 // SAFETY: every block is allocated, reallocated and freed by `System` with
@@ -54,13 +101,30 @@ fn placed(layout: Layout) -> Layout {
 // least the one asked for and its size the same).
 unsafe impl GlobalAlloc for CacheLineAligned {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let l = placed(layout);
         // SAFETY: `placed` keeps the size, which the caller made non-zero.
-        unsafe { System.alloc(placed(layout)) }
+        let p = unsafe { System.alloc(l) };
+        advise(p, l);
+        p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(placed(layout)) }
+        let l = placed(layout);
+        if l.align() < HUGE {
+            // SAFETY: as for `alloc`.
+            return unsafe { System.alloc_zeroed(l) };
+        }
+        // Advised before the zeros touch its pages (which would map them
+        // 4 KiB at a time first).
+        // SAFETY: as for `alloc`; the zeros fill the live block only.
+        unsafe {
+            let p = System.alloc(l);
+            advise(p, l);
+            if !p.is_null() {
+                std::ptr::write_bytes(p, 0, l.size());
+            }
+            p
+        }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -76,14 +140,17 @@ unsafe impl GlobalAlloc for CacheLineAligned {
         if new.align() == old.align() {
             // SAFETY: `ptr` came from `System` with `old`; System keeps
             // `old`'s alignment for the new block.
-            return unsafe { System.realloc(ptr, old, new_size) };
+            let p = unsafe { System.realloc(ptr, old, new_size) };
+            advise(p, new);
+            return p;
         }
-        // The block crosses MIN_SIZE: a new one at the new alignment, the
-        // old contents copied, the old block freed.
+        // The block crosses MIN_SIZE or HUGE: a new one at the new
+        // alignment, the old contents copied, the old block freed.
         // SAFETY: `new` is a valid non-zero layout; both blocks are live
         // and distinct while the bytes are copied.
         unsafe {
             let p = System.alloc(new);
+            advise(p, new);
             if !p.is_null() {
                 std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
                 System.dealloc(ptr, old);
@@ -140,6 +207,80 @@ mod tests {
             let r = a.realloc(q, l2, 50);
             assert!((0..50).all(|i| *r.add(i) == i as u8));
             a.dealloc(r, Layout::from_size_align(50, 4).unwrap());
+        }
+    }
+
+    /// Blocks of 2 MiB or more start at a huge page and are advised as
+    /// huge pages (the kernel marks their mapping `hg`), before their first
+    /// touch: zeroed ones read as zeros; growing across the threshold and
+    /// within it keeps the contents and the advice. (Whether a smaller
+    /// block's mapping is marked depends on what the heap held there
+    /// before, so it is not asserted.)
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn large_blocks_start_at_a_huge_page_advised_as_one() {
+        // The mapping's flags for the page at `p`, from /proc/self/smaps.
+        fn flags_at(p: *const u8) -> String {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let a = p as usize;
+            let mut inside = false;
+            for line in smaps.lines() {
+                let range = line.split_whitespace().next().unwrap_or("");
+                if let Some((lo, hi)) = range.split_once('-')
+                    && let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&a);
+                } else if inside && let Some(f) = line.strip_prefix("VmFlags:") {
+                    return f.to_string();
+                }
+            }
+            panic!("no mapping holds {a:#x}");
+        }
+        let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+        let a = CacheLineAligned;
+        let advised = |p: *const u8| flags_at(p).split_whitespace().any(|f| f == "hg");
+        for (size, zeroed) in [(HUGE, false), (3 * HUGE + 4096, true), (HUGE + 12, false)] {
+            let l = Layout::from_size_align(size, 4).unwrap();
+            // SAFETY: a non-zero layout; the block is freed with it.
+            unsafe {
+                let p = if zeroed {
+                    a.alloc_zeroed(l)
+                } else {
+                    a.alloc(l)
+                };
+                assert!(!p.is_null());
+                assert_eq!(p as usize % HUGE, 0, "{size} bytes");
+                if zeroed {
+                    assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
+                }
+                if thp {
+                    assert!(advised(p), "{size} bytes: {}", flags_at(p));
+                }
+                a.dealloc(p, l);
+            }
+        }
+        // SAFETY: each pointer is the live block of the layout passed with it.
+        unsafe {
+            let l = Layout::from_size_align(100_000, 4).unwrap();
+            let p = a.alloc(l);
+            for i in 0..100_000 {
+                *p.add(i) = (i % 251) as u8;
+            }
+            let q = a.realloc(p, l, HUGE + 1);
+            assert_eq!(q as usize % HUGE, 0);
+            assert!((0..100_000).all(|i| *q.add(i) == (i % 251) as u8));
+            if thp {
+                assert!(advised(q), "grown: {}", flags_at(q));
+            }
+            let l2 = Layout::from_size_align(HUGE + 1, 4).unwrap();
+            let r = a.realloc(q, l2, 2 * HUGE);
+            assert_eq!(r as usize % HUGE, 0);
+            assert!((0..100_000).all(|i| *r.add(i) == (i % 251) as u8));
+            if thp {
+                assert!(advised(r), "grown again: {}", flags_at(r));
+            }
+            a.dealloc(r, Layout::from_size_align(2 * HUGE, 4).unwrap());
         }
     }
 }
