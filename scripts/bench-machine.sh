@@ -14,12 +14,18 @@
 #   `steal` column of /proc/stat): what a "slow spell" of a shared VM is made
 #   of, when it is made of that.
 # TORCHINDUCTOR_CACHE_DIR (default: one per ISA setting, below)
+# THP_MEM_ALLOC_ENABLE (1 by default): PyTorch's CPU allocator advises its
+#   buffers of 2 MiB or more as transparent huge pages, as referee's
+#   allocator does by itself (workloads/src/cpu/aligned.rs), so that the
+#   peer runs at its best: with THP in `madvise` mode its steps were 2–33 %
+#   faster with it (Zen 4, 2026-12-04; docs/performance.md). 0 turns it off.
 
 # Each restriction compiles PyTorch's inductor kernels into its own cache:
 # with one cache for both, the unrestricted compiled forms aborted (`free():
 # invalid pointer`, exit 134 and 139) on 2026-11-29 after AVX2-restricted
 # runs had filled it, and ran with a cache of their own.
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor-$(id -un)-${ISA:-native}}"
+export THP_MEM_ALLOC_ENABLE="${THP_MEM_ALLOC_ENABLE:-1}"
 
 case "${ISA:-}" in
     "") ;;
@@ -39,13 +45,14 @@ bench_cpuinfo() {
 }
 
 bench_machine_line() {
-    local name fam model isa=""
+    local name fam model thp isa=""
     name=$(bench_cpuinfo "model name")
     fam=$(bench_cpuinfo "cpu family")
     model=$(bench_cpuinfo model)
     grep -qw avx2 /proc/cpuinfo && isa="avx2"
     grep -qw avx512f /proc/cpuinfo && isa="$isa avx512f"
-    echo "machine: $name (family $fam model $model; $isa; $(nproc) CPUs); ISA restriction: ${ISA:-none}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true)
+    echo "machine: $name (family $fam model $model; $isa; $(nproc) CPUs); ISA restriction: ${ISA:-none}; huge pages: ${thp:-unknown} (PyTorch THP_MEM_ALLOC_ENABLE=$THP_MEM_ALLOC_ENABLE); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # "total steal" jiffies of all CPUs so far.
