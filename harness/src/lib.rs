@@ -30,8 +30,9 @@ pub mod tsa;
 
 /// Every program that links the harness (the `referee` binary, its tests)
 /// allocates blocks of 1 KiB or more at a 64-byte cache line, so that the
-/// CPU engine's 64-byte vector loads of its buffers never span two lines
-/// (see [`referee_workloads::cpu::aligned`]).
+/// CPU engine's 64-byte vector loads of its buffers never span two lines,
+/// and blocks of 2 MiB or more in transparent huge pages (see
+/// [`referee_workloads::cpu::aligned`]).
 #[global_allocator]
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
     referee_workloads::cpu::aligned::CacheLineAligned;
