@@ -31,7 +31,8 @@
 //! spent. glibc does the same for every heap when
 //! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` is set; the allocator does it
 //! without the user setting anything, for large blocks only. Where the
-//! mode is `never` the advice is refused and ignored. No value changes.
+//! mode is `never` the advice has no effect, and where the kernel refuses
+//! it (no THP in its build) it is ignored. No value changes.
 //!
 //! It owns the layout rule and the advice, and nothing else: it wraps
 //! [`System`], and knows nothing of the engine's buffers.
@@ -137,15 +138,14 @@ unsafe impl GlobalAlloc for CacheLineAligned {
         // SAFETY: the caller's new size is non-zero and, with the old
         // alignment, a valid layout.
         let new = placed(unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) });
-        if new.align() == old.align() {
+        if new.align() == old.align() && new.align() < HUGE {
             // SAFETY: `ptr` came from `System` with `old`; System keeps
             // `old`'s alignment for the new block.
-            let p = unsafe { System.realloc(ptr, old, new_size) };
-            advise(p, new);
-            return p;
+            return unsafe { System.realloc(ptr, old, new_size) };
         }
-        // The block crosses MIN_SIZE or HUGE: a new one at the new
-        // alignment, the old contents copied, the old block freed.
+        // The block crosses MIN_SIZE or HUGE, or is a huge one: a new one
+        // at the new alignment (advised before the copy touches its
+        // pages), the old contents copied, the old block freed.
         // SAFETY: `new` is a valid non-zero layout; both blocks are live
         // and distinct while the bytes are copied.
         unsafe {
