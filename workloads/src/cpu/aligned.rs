@@ -167,26 +167,39 @@ mod tests {
     /// Large blocks start at a line, however they were made; small ones
     /// keep what they asked for; growing across the threshold and back
     /// keeps the contents.
+    /// A block of `size` bytes (asked at 4-byte alignment) from `a`,
+    /// zeroed where asked: checked to be there, to start at a multiple of
+    /// `at`, and zeroed where asked. Free it with [`freed`].
+    fn checked(a: &CacheLineAligned, size: usize, zeroed: bool, at: usize) -> *mut u8 {
+        let l = Layout::from_size_align(size, 4).unwrap();
+        // SAFETY: a non-zero layout; the caller frees the block with it.
+        unsafe {
+            let p = if zeroed {
+                a.alloc_zeroed(l)
+            } else {
+                a.alloc(l)
+            };
+            assert!(!p.is_null());
+            assert_eq!(p as usize % at, 0, "{size} bytes, zeroed {zeroed}");
+            if zeroed {
+                assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
+            }
+            p
+        }
+    }
+
+    /// Frees a block [`checked`] made of `size` bytes.
+    fn freed(a: &CacheLineAligned, p: *mut u8, size: usize) {
+        // SAFETY: `p` is the live block `checked` made with this layout.
+        unsafe { a.dealloc(p, Layout::from_size_align(size, 4).unwrap()) }
+    }
+
     #[test]
     fn large_blocks_start_at_a_cache_line_and_keep_their_contents() {
         let a = CacheLineAligned;
         for size in [1024usize, 4096, 100_000, 1 << 21] {
-            let l = Layout::from_size_align(size, 4).unwrap();
             for zeroed in [false, true] {
-                // SAFETY: a non-zero layout; the block is freed with it.
-                unsafe {
-                    let p = if zeroed {
-                        a.alloc_zeroed(l)
-                    } else {
-                        a.alloc(l)
-                    };
-                    assert!(!p.is_null());
-                    assert_eq!(p as usize % LINE, 0, "{size} bytes, zeroed {zeroed}");
-                    if zeroed {
-                        assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
-                    }
-                    a.dealloc(p, l);
-                }
+                freed(&a, checked(&a, size, zeroed, LINE), size);
             }
         }
         let small = Layout::from_size_align(24, 8).unwrap();
@@ -262,24 +275,11 @@ mod tests {
         let a = CacheLineAligned;
         let advised = |p: *const u8| flags_at(p).split_whitespace().any(|f| f == "hg");
         for (size, zeroed) in [(HUGE, false), (3 * HUGE + 4096, true), (HUGE + 12, false)] {
-            let l = Layout::from_size_align(size, 4).unwrap();
-            // SAFETY: a non-zero layout; the block is freed with it.
-            unsafe {
-                let p = if zeroed {
-                    a.alloc_zeroed(l)
-                } else {
-                    a.alloc(l)
-                };
-                assert!(!p.is_null());
-                assert_eq!(p as usize % HUGE, 0, "{size} bytes");
-                if zeroed {
-                    assert!(std::slice::from_raw_parts(p, size).iter().all(|&b| b == 0));
-                }
-                if thp {
-                    assert!(advised(p), "{size} bytes: {}", flags_at(p));
-                }
-                a.dealloc(p, l);
+            let p = checked(&a, size, zeroed, HUGE);
+            if thp {
+                assert!(advised(p), "{size} bytes: {}", flags_at(p));
             }
+            freed(&a, p, size);
         }
         // SAFETY: each pointer is the live block of the layout passed with it.
         unsafe {
