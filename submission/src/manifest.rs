@@ -722,5 +722,157 @@ mod tests {
         assert!(matches!(&d[1], Change::Modified { path, .. } if path == "b"));
         assert_eq!(d[2], Change::Added("d".into()));
         assert!(old.diff(&old).is_empty());
+        // Whatever one side has past the other's last path is reported too.
+        let short = Manifest::from_entries(vec![e("b", 1, 1)]).unwrap();
+        assert_eq!(
+            old.diff(&short),
+            [Change::Removed("a".into()), Change::Removed("c".into())]
+        );
+        assert_eq!(
+            short.diff(&old),
+            [Change::Added("a".into()), Change::Added("c".into())]
+        );
+        assert_eq!(
+            Manifest::default().diff(&short),
+            [Change::Added("b".into())]
+        );
+    }
+
+    #[test]
+    fn parse_names_each_line_problem() {
+        let h = "00".repeat(32);
+        let problem = |text: &str| match Manifest::parse(text) {
+            Err(ManifestError::Parse { problem, .. }) => problem,
+            other => panic!("{text:?}: {other:?}"),
+        };
+        assert!(matches!(
+            problem(&format!("referee-manifest v1\n{h}  1  a\n{h}  1  a\n")),
+            LineProblem::Twice { path } if path == "a"
+        ));
+        assert!(matches!(
+            problem(&format!("referee-manifest v1\n{h}  1  b\n{h}  1  a\n")),
+            LineProblem::OutOfOrder { path, after } if path == "a" && after == "b"
+        ));
+        // Lines too short to hold a hash, a size and a name (the last has
+        // every separator but an empty name).
+        for short in [format!("{h}  1"), format!("{h}  1  ")] {
+            assert!(
+                matches!(
+                    problem(&format!("referee-manifest v1\n{short}\n")),
+                    LineProblem::Shape { .. }
+                ),
+                "{short:?}"
+            );
+        }
+        assert!(matches!(
+            problem("referee-manifest v2\n"),
+            LineProblem::Header { found } if found == "referee-manifest v2"
+        ));
+        // The shortest line there can be (a one-byte name) parses.
+        let m = Manifest::parse(&format!("referee-manifest v1\n{h}  0  a\n")).unwrap();
+        assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn entries_from_a_list_are_checked_like_a_parsed_manifest() {
+        assert!(matches!(
+            Manifest::from_entries(vec![e("a", 1, 1), e("b", 1, 1), e("a", 2, 2)]),
+            Err(ManifestError::Parse {
+                problem: LineProblem::Twice { .. },
+                ..
+            })
+        ));
+        assert!(Manifest::from_entries(vec![e("../a", 1, 1)]).is_err());
+        let m = Manifest::from_entries(vec![e("b", 5, 2), e("a", 3, 1)]).unwrap();
+        assert_eq!(m.len(), 2);
+        assert!(!m.is_empty());
+        assert_eq!(m.total_bytes(), 8);
+        assert_eq!(m.entries()[0].path, "a");
+        assert_eq!(m.get("b").map(|x| x.size), Some(5));
+        assert_eq!(m.get("c"), None);
+        assert_eq!(m.entries()[1].sha256_hex(), "02".repeat(32));
+        assert!(Manifest::default().is_empty());
+    }
+
+    #[test]
+    fn changes_print_their_path_and_what_differs() {
+        let modified = |old_size, new_size| Change::Modified {
+            path: "d/f".into(),
+            old_size,
+            new_size,
+            old_sha256: [0; 32],
+            new_sha256: [255; 32],
+        };
+        let (z, f) = ("00".repeat(32), "ff".repeat(32));
+        assert_eq!(
+            modified(1, 2).to_string(),
+            format!("changed: d/f (size was 1, now 2; sha256 was {z}, now {f})")
+        );
+        assert_eq!(
+            modified(1, 1).to_string(),
+            format!("changed: d/f (sha256 was {z}, now {f})")
+        );
+        assert_eq!(modified(1, 1).path(), "d/f");
+        assert_eq!(Change::Added("x".into()).to_string(), "added: x");
+        assert_eq!(Change::Removed("y".into()).path(), "y");
+        assert_eq!(Change::Removed("y".into()).to_string(), "removed: y");
+    }
+
+    #[test]
+    fn errors_name_the_file_they_concern() {
+        for e in [
+            ManifestError::BadName { path: "a".into() },
+            ManifestError::Symlink { path: "a".into() },
+            ManifestError::NotRegular { path: "a".into() },
+        ] {
+            assert_eq!(e.rel_path(), Some("a"), "{e:?}");
+        }
+        assert_eq!(ManifestError::NotUtf8(PathBuf::from("x")).rel_path(), None);
+    }
+
+    /// A read interrupted by a signal is retried, not an error, and every
+    /// byte after it is hashed.
+    #[test]
+    fn hashing_retries_interrupted_reads() {
+        struct Flaky(u8, Vec<u8>);
+        impl Read for Flaky {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.0 += 1;
+                match self.0 {
+                    1 => Err(io::Error::from(io::ErrorKind::Interrupted)),
+                    2 => {
+                        buf[..self.1.len()].copy_from_slice(&self.1);
+                        Ok(self.1.len())
+                    }
+                    _ => Ok(0),
+                }
+            }
+        }
+        let (n, h) = hash_reader(&mut Flaky(0, b"abc".to_vec())).unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(h, hash_reader(&mut &b"abc"[..]).unwrap().1);
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk on fire"))
+            }
+        }
+        assert!(hash_reader(&mut Broken).is_err());
+    }
+
+    /// A name that is not UTF-8 is reported under its lossy form, with the
+    /// directory it is in. (Linux: other systems refuse such a name.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_name_that_is_not_utf8_is_reported_where_it_is() {
+        use std::os::unix::ffi::OsStrExt;
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("d")).unwrap();
+        let name = std::ffi::OsStr::from_bytes(b"x\xff");
+        fs::write(t.path().join("d").join(name), "x").unwrap();
+        let scan = Manifest::scan(t.path()).unwrap();
+        assert_eq!(scan.errors.len(), 1);
+        assert_eq!(scan.errors[0].0, "d/x\u{fffd}");
+        assert!(matches!(scan.errors[0].1, ManifestError::NotUtf8(_)));
     }
 }

@@ -1226,5 +1226,146 @@ mod tests {
         assert!(match_pattern_list("referee", "r?feree"));
         assert!(!match_pattern_list("referee", "git"));
         assert!(!match_pattern_list("referee", "*,!referee"));
+        // Every character must match, not only the length.
+        assert!(!match_pattern_list("referee", "referex"));
+        assert!(!match_pattern_list("referee", "r?ferex"));
+        assert!(!match_pattern_list("referee", "*x"));
+        assert!(!match_pattern_list("", "?"));
+        assert!(match_pattern_list("", "*"));
+        assert!(match_pattern_list("referee", "*e*e"));
+    }
+
+    #[test]
+    fn signer_lines_keep_quoted_spaces_and_read_every_option() {
+        let k = "AAAAC3NzaC1lZDI1NTE5AAAAIGwwKsRGuEKbR3EAAG5cP/CsDyfTTNwi2tCCF8DQc92s";
+        assert_eq!(
+            next_token("  \"a b\" rest"),
+            Some(("\"a b\"".to_string(), " rest"))
+        );
+        let s = AllowedSigners::parse(&format!(
+            "\"ann lee\" namespaces=\"a b,referee\" ssh-ed25519 {k}\n\
+             bo cert-authority ssh-ed25519 {k}\n\
+             cy valid-before=\"1\",verify-required ssh-ed25519 {k}\n"
+        ))
+        .unwrap();
+        assert_eq!(s.signers[0].principals, ["ann lee"]);
+        assert_eq!(s.signers[0].namespaces.as_deref(), Some("a b,referee"));
+        assert!(s.signers[1].cert_authority && s.signers[1].unsupported.is_none());
+        assert!(!s.signers[0].cert_authority);
+        // The first option referee does not support is the one it names.
+        assert_eq!(s.signers[2].unsupported.as_deref(), Some("valid-before"));
+        assert_eq!(
+            split_options("a,b=\"x,y\",c").unwrap(),
+            ["a", "b=\"x,y\"", "c"]
+        );
+        assert!(split_options("a,,b").is_err());
+        assert!(split_options("a=\"x").is_err());
+    }
+
+    #[test]
+    fn fingerprints_are_sha256_and_43_base64_characters() {
+        let b64 = "A".repeat(43);
+        assert!(parse_fingerprint(&format!("SHA256:{b64}")).is_ok());
+        assert!(parse_fingerprint(&format!("SHA256:{}+/", "A".repeat(41))).is_ok());
+        assert!(parse_fingerprint(&format!("SHA256:{}", "A".repeat(42))).is_err());
+        assert!(parse_fingerprint(&format!("SHA256:{}=", "A".repeat(42))).is_err());
+        assert!(parse_fingerprint(&format!("SHA256:{}-", "A".repeat(42))).is_err());
+    }
+
+    #[test]
+    fn allowed_signers_lines_never_split_the_principal() {
+        let l = allowed_signers_line("a b\"c,d\te", "ssh-ed25519 AAAA x");
+        assert!(l.starts_with("a_b_c_d_e namespaces=\"referee\" "), "{l}");
+    }
+
+    #[test]
+    fn problems_print_what_changed() {
+        let mut p = Problem::new(ProblemKind::Modified, "a/b.txt", "");
+        let d = |size, h: &str| FileDigest {
+            size,
+            sha256: h.into(),
+        };
+        p.was = Some(d(1, "aa"));
+        p.now = Some(d(2, "bb"));
+        assert_eq!(
+            p.to_string(),
+            "changed: a/b.txt (size was 1, now 2; sha256 was aa, now bb)"
+        );
+        p.now = Some(d(1, "bb"));
+        assert_eq!(p.to_string(), "changed: a/b.txt (sha256 was aa, now bb)");
+        let q = Problem::new(ProblemKind::Added, "c", "");
+        assert_eq!(q.to_string(), "added: c");
+        let r = Problem::new(ProblemKind::Symlink, "l", "not allowed");
+        assert_eq!(r.to_string(), "symlink: l (not allowed)");
+    }
+
+    /// What a tree holds that cannot be signed is reported once, by kind;
+    /// the files under such a directory are not also reported removed, but
+    /// a file whose name only starts with the directory's is. (Linux: other
+    /// systems refuse a name that is not UTF-8.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn verification_names_each_kind_of_tampering_once() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("pkg");
+        fs::create_dir_all(tree.join("d")).unwrap();
+        for f in ["a.txt", "d/x", "d2", "z"] {
+            fs::write(tree.join(f), f).unwrap();
+        }
+        keygen(&t.path().join("k"), "k", false).unwrap();
+        sign_dir(&tree, &t.path().join("k")).unwrap();
+        let clean = verify_dir_trusting(&tree, &Trust::Unchecked).unwrap();
+        assert!(clean.ok, "{clean:?}");
+        // The directory `d` becomes a symlink, `d2` goes, `z` (the last
+        // path) goes, a FIFO and a file with a non-UTF-8 name appear.
+        fs::remove_dir_all(tree.join("d")).unwrap();
+        std::os::unix::fs::symlink(t.path(), tree.join("d")).unwrap();
+        fs::remove_file(tree.join("d2")).unwrap();
+        fs::remove_file(tree.join("z")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(tree.join("p"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        use std::os::unix::ffi::OsStrExt;
+        fs::write(tree.join(std::ffi::OsStr::from_bytes(b"bad\xff")), "x").unwrap();
+        let r = verify_dir_trusting(&tree, &Trust::Unchecked).unwrap();
+        let of = |k| r.of_kind(k).map(|p| p.path.clone()).collect::<Vec<_>>();
+        assert_eq!(of(ProblemKind::Symlink), ["d"], "{r:?}");
+        let link = r.of_kind(ProblemKind::Symlink).next().unwrap();
+        assert!(link.detail.contains("not allowed"), "{link:?}");
+        assert_eq!(of(ProblemKind::SpecialFile), ["p"], "{r:?}");
+        assert_eq!(of(ProblemKind::BadName).len(), 1, "{r:?}");
+        assert_eq!(of(ProblemKind::Removed), ["d2", "z"], "{r:?}");
+        assert!(of(ProblemKind::Unreadable).is_empty(), "{r:?}");
+        let removed = r.of_kind(ProblemKind::Removed).next().unwrap();
+        assert_eq!(removed.was.as_ref().map(|w| w.size), Some(2));
+    }
+
+    #[test]
+    fn an_unreadable_manifest_is_unreadable_not_missing() {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join(MANIFEST_FILE)).unwrap();
+        let r = verify_dir_trusting(t.path(), &Trust::Unchecked).unwrap();
+        assert!(!r.ok);
+        let unreadable: Vec<_> = r.of_kind(ProblemKind::Unreadable).collect();
+        assert_eq!(unreadable.len(), 1, "{r:?}");
+        assert_eq!(unreadable[0].path, MANIFEST_FILE);
+        assert_eq!(r.of_kind(ProblemKind::MissingManifest).count(), 0);
+        assert_eq!(r.of_kind(ProblemKind::MissingSignature).count(), 1);
+    }
+
+    #[test]
+    fn atomic_writes_refuse_to_clobber_unless_asked() {
+        let t = tempfile::tempdir().unwrap();
+        let dest = t.path().join("f");
+        write_atomic(&dest, b"one", 0o600, false).unwrap();
+        assert!(matches!(
+            write_atomic(&dest, b"two", 0o600, false),
+            Err(SignError::Exists(p)) if p == dest
+        ));
+        assert_eq!(fs::read(&dest).unwrap(), b"one");
+        write_atomic(&dest, b"two", 0o600, true).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"two");
     }
 }
