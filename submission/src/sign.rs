@@ -1131,9 +1131,13 @@ fn compare_files(
 mod tests {
     use super::*;
 
+    /// An ed25519 public key's base64 blob, for allowed_signers lines.
+    const ED25519_KEY: &str =
+        "AAAAC3NzaC1lZDI1NTE5AAAAIGwwKsRGuEKbR3EAAG5cP/CsDyfTTNwi2tCCF8DQc92s";
+
     #[test]
     fn allowed_signers_forms() {
-        let k = "AAAAC3NzaC1lZDI1NTE5AAAAIGwwKsRGuEKbR3EAAG5cP/CsDyfTTNwi2tCCF8DQc92s";
+        let k = ED25519_KEY;
         let text = format!(
             "# comment\n\
              alice@example.org ssh-ed25519 {k} laptop\n\
@@ -1237,7 +1241,7 @@ mod tests {
 
     #[test]
     fn signer_lines_keep_quoted_spaces_and_read_every_option() {
-        let k = "AAAAC3NzaC1lZDI1NTE5AAAAIGwwKsRGuEKbR3EAAG5cP/CsDyfTTNwi2tCCF8DQc92s";
+        let k = ED25519_KEY;
         assert_eq!(
             next_token("  \"a b\" rest"),
             Some(("\"a b\"".to_string(), " rest"))
