@@ -1118,7 +1118,7 @@ pub fn quirk_notes(tbl: &RcpTable, outcome: &RcpOutcome, opts: &RcpOptions) -> V
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1190,6 +1190,942 @@ mod tests {
         assert!(engine_note(&outcome(Some("cpu-avx512"), vec![run(Some("cpu-avx512"))])).is_none());
         assert!(engine_note(&outcome(Some("cpu-avx512"), vec![run(None)])).is_none());
         assert!(engine_note(&outcome(None, vec![run(Some("cpu-avx2"))])).is_none());
+    }
+
+    use crate::ruleset_facts::BenchmarkFacts;
+
+    /// The facts of a toy benchmark under ruleset `toy-1.0`: 5 runs, one
+    /// dropped at each end (also the score module's tests').
+    pub(crate) fn toy_facts() -> RulesetFacts {
+        RulesetFacts::official().with_benchmark(
+            "toy-1.0",
+            BenchmarkFacts {
+                name: "mini_toy".into(),
+                result_files: 5,
+                max_dropped: 1,
+                rcp_submission_runs: Some(5),
+                converges_in_samples: true,
+                rcp_samples_field: false,
+            },
+        )
+    }
+
+    fn toy_table(json: &str) -> Result<RcpTable, RcpTableError> {
+        RcpTable::from_json(
+            json,
+            "rcps_mini_toy.json",
+            "training",
+            "toy-1.0",
+            "mini_toy",
+            &toy_facts(),
+        )
+    }
+
+    /// A table JSON: `(name, BS, points)` per record.
+    fn table_json(records: &[(&str, f64, &[f64])]) -> String {
+        let body: Vec<String> = records
+            .iter()
+            .map(|(name, bs, points)| {
+                format!(
+                    r#""{name}": {{"Benchmark": "mini_toy", "BS": {bs}, "Epochs to converge": {points:?}}}"#
+                )
+            })
+            .collect();
+        format!("{{{}}}", body.join(", "))
+    }
+
+    #[test]
+    fn a_record_takes_the_olympic_mean_and_the_untrimmed_population_stdev() {
+        let t = toy_table(&table_json(&[
+            ("b", 16.0, &[100.0; 4]),
+            ("a", 8.0, &[14.0, 10.0, 12.0, 11.0, 13.0, 30.0]),
+            ("a2", 8.0, &[20.0; 3]),
+        ]))
+        .unwrap();
+        assert_eq!(t.submission_runs, 5);
+        // Sorted by batch size, equal sizes in file order.
+        let names: Vec<&str> = t.records.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, vec!["a", "a2", "b"]);
+        let a = &t.records[0];
+        assert_eq!(a.points, vec![10.0, 11.0, 12.0, 13.0, 14.0, 30.0]);
+        // 11..14 averaged; the spread is of all six (mean 15, Σ d² = 280).
+        assert_eq!(a.mean, 12.5);
+        assert!(
+            (a.stdev - (280.0f64 / 6.0).sqrt()).abs() < 1e-12,
+            "{}",
+            a.stdev
+        );
+        assert_eq!(a.min_epochs, min_acceptable_mean(12.5, a.stdev, 4.0, 5));
+        assert!(a.min_epochs < a.mean);
+        assert_eq!(a.max_speedup, a.mean / a.min_epochs);
+        assert!(!a.interpolated);
+        assert_eq!(t.records[1].mean, 20.0);
+        assert_eq!(t.records[1].min_epochs, 20.0);
+    }
+
+    #[test]
+    fn malformed_tables_are_named_errors() {
+        let err = |json: &str| toy_table(json).unwrap_err();
+        assert!(matches!(err("{"), RcpTableError::Json { .. }));
+        assert!(matches!(err("[1, 2]"), RcpTableError::NotAnObject { .. }));
+        let missing = |json: &str| match err(json) {
+            RcpTableError::MissingField { record, what, .. } => (record, what),
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(
+            missing(r#"{"r": {"BS": 8, "Epochs to converge": [1, 2, 3]}}"#),
+            ("r".into(), "Benchmark".into())
+        );
+        assert_eq!(
+            missing(
+                r#"{"r": {"Benchmark": "mini_toy", "BS": "8", "Epochs to converge": [1, 2, 3]}}"#
+            ),
+            ("r".into(), "numeric BS".into())
+        );
+        assert_eq!(
+            missing(
+                r#"{"r": {"Benchmark": "mini_toy", "BS": 8, "samples to converge": [1, 2, 3]}}"#
+            ),
+            ("r".into(), "list `Epochs to converge`".into())
+        );
+        assert!(matches!(
+            err(r#"{"r": {"Benchmark": "mini_toy", "BS": 8, "Epochs to converge": [1, "2", 3]}}"#),
+            RcpTableError::NonNumericPoint { found, .. } if found == "\"2\""
+        ));
+        // Two points leave nothing once one is dropped at each end.
+        assert!(matches!(
+            err(&table_json(&[("r", 8.0, &[1.0, 2.0])])),
+            RcpTableError::TooFewPoints {
+                found: 2,
+                needed: 2,
+                ..
+            }
+        ));
+        // A benchmark without an RCP test has no table.
+        assert!(matches!(
+            RcpTable::from_json("{}", "x", "training", "5.0.0", "dlrm", &toy_facts()),
+            Err(RcpTableError::NoRcpTest { .. })
+        ));
+    }
+
+    /// Means 12 (below the fastest: dropped), 10, 11, 11.8, 20, 13 at
+    /// batch sizes 4, 8, 16, 24, 32, 40.
+    fn bumpy_table() -> RcpTable {
+        toy_table(&table_json(&[
+            ("r4", 4.0, &[12.0; 3]),
+            ("r8", 8.0, &[10.0; 3]),
+            ("r16", 16.0, &[11.0; 3]),
+            ("r24", 24.0, &[11.8; 3]),
+            ("r32", 32.0, &[20.0; 3]),
+            ("r40", 40.0, &[13.0; 3]),
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn official_pruning_compares_each_record_with_its_neighbours_only() {
+        let t = bumpy_table();
+        let sizes = |v: &[RcpRecord]| v.iter().map(|r| r.bs).collect::<Vec<_>>();
+        // 16 lies above the line 8–24 and goes; 24 then lies below 8–32 and
+        // stays; 32 lies above 24–40 and goes. 24 is above the line 8–40,
+        // which the official algorithm never looks at again.
+        assert_eq!(sizes(&t.pruned), vec![8.0, 24.0, 40.0]);
+        assert_eq!(sizes(&t.prune(Pruning::Official)), vec![8.0, 24.0, 40.0]);
+        assert_eq!(sizes(&t.prune(Pruning::ConvexEnvelope)), vec![8.0, 40.0]);
+        let notes = quirk_notes(
+            &t,
+            &RcpOutcome::failed("", Vec::new(), Vec::new()),
+            &RcpOptions::default(),
+        );
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].code, "rcp-pruning-quirk");
+        assert!(
+            notes[0].message.contains(
+                "keeps batch sizes [8, 24, 40] where the lower convex envelope has [8, 40]"
+            ),
+            "{}",
+            notes[0].message
+        );
+        // Asked for the envelope, there is nothing to say.
+        let convex = RcpOptions {
+            pruning: Pruning::ConvexEnvelope,
+            ..RcpOptions::default()
+        };
+        assert!(
+            quirk_notes(&t, &RcpOutcome::failed("", Vec::new(), Vec::new()), &convex).is_empty()
+        );
+    }
+
+    /// Records at batch sizes 8 (olympic mean 100, spread 10.3) and 32
+    /// (200, no spread).
+    fn two_record_table() -> RcpTable {
+        toy_table(&table_json(&[
+            (
+                "r8",
+                8.0,
+                &[
+                    80.0, 90.0, 95.0, 98.0, 100.0, 100.0, 102.0, 105.0, 110.0, 120.0,
+                ],
+            ),
+            ("r32", 32.0, &[200.0; 10]),
+        ]))
+        .unwrap()
+    }
+
+    fn runs_at(bs: i64, points: &[f64]) -> Vec<Result<RunConvergence, RunReadError>> {
+        points
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                Ok(RunConvergence {
+                    file: format!("result_{i}.txt"),
+                    converged: p < NOT_CONVERGED,
+                    point: p,
+                    bs: Some(Value::Int(bs)),
+                    benchmark: Some("mini_toy".into()),
+                    engine: None,
+                })
+            })
+            .collect()
+    }
+
+    fn check(runs: Vec<Result<RunConvergence, RunReadError>>, bypass: bool) -> RcpOutcome {
+        let t = two_record_table();
+        let opts = RcpOptions {
+            usage: "training".into(),
+            ruleset: "toy-1.0".into(),
+            bypass,
+            ..RcpOptions::default()
+        };
+        check_runs(runs, &|_| Ok(t.clone()), &opts, &toy_facts())
+    }
+
+    fn codes(o: &RcpOutcome) -> Vec<&'static str> {
+        o.diagnostics.iter().map(|d| d.code).collect()
+    }
+
+    #[test]
+    fn a_found_record_passes_a_slower_mean_and_normalises_a_faster_one() {
+        // Olympic mean 120: slower than the reference, nothing to normalise.
+        let o = check(runs_at(8, &[140.0, 100.0, 120.0, 110.0, 130.0]), false);
+        assert_eq!(
+            (o.passed, o.message.as_str(), o.column()),
+            (true, "RCP found", "Pass")
+        );
+        assert_eq!(o.record.as_ref().unwrap().name, "r8");
+        assert_eq!(
+            (o.submission_mean, o.norm_factor, o.writes_scaling),
+            (Some(120.0), 1.0, None)
+        );
+        assert_eq!(o.global_batch_size, Some(8.0));
+        assert_eq!(o.benchmark.as_deref(), Some("mini_toy"));
+        // Mean 95: faster, but within the allowed speed-up: normalised.
+        let o = check(runs_at(8, &[1.0, 90.0, 95.0, 100.0, 500.0]), false);
+        assert!(o.passed);
+        assert_eq!(o.submission_mean, Some(95.0));
+        assert_eq!(o.writes_scaling, Some(100.0 / 95.0));
+        assert_eq!(o.norm_factor, 100.0 / 95.0);
+        // Mean 80: too fast.
+        let o = check(runs_at(8, &[70.0, 75.0, 80.0, 85.0, 90.0]), false);
+        assert_eq!(
+            (o.passed, o.column(), o.writes_scaling),
+            (false, "Fail", None)
+        );
+        assert_eq!(o.norm_factor, 1.25);
+        assert!(codes(&o).is_empty());
+    }
+
+    #[test]
+    fn a_batch_size_between_records_is_held_to_their_interpolation() {
+        let o = check(runs_at(16, &[150.0; 5]), false);
+        assert_eq!(o.message, "RCP Interpolation");
+        let r = o.record.as_ref().unwrap();
+        assert!(r.interpolated);
+        assert_eq!(r.name, "mini_toy_interp_16");
+        // A third of the way from 100 to 200.
+        assert!((r.mean - (100.0 + 100.0 / 3.0)).abs() < 1e-9, "{}", r.mean);
+        // n_ref = 2 × 5 runs, not the reference's 8 kept points.
+        assert_eq!(r.min_epochs, min_acceptable_mean(r.mean, r.stdev, 10.0, 5));
+        assert!(o.passed);
+        let notes = quirk_notes(&two_record_table(), &o, &RcpOptions::default());
+        let codes_of = |n: &[Diagnostic]| n.iter().map(|d| d.code).collect::<Vec<_>>();
+        assert_eq!(codes_of(&notes), vec!["rcp-interpolation-quirk"]);
+        assert!(
+            notes[0]
+                .message
+                .contains("BS 16: the official checker takes n_ref = 2 × 5 runs"),
+            "{}",
+            notes[0].message
+        );
+        // A record found in the table gets no such note.
+        let found = check(runs_at(8, &[120.0; 5]), false);
+        assert!(quirk_notes(&two_record_table(), &found, &RcpOptions::default()).is_empty());
+        let o = check(runs_at(16, &[50.0; 5]), false);
+        assert_eq!((o.passed, o.column()), (false, "Interp. Fail"));
+    }
+
+    #[test]
+    fn batch_sizes_outside_the_table() {
+        // Above every record: missing.
+        let o = check(runs_at(64, &[500.0; 5]), false);
+        assert_eq!(o.message, "Missing RCP, please submit RCP with BS = 64");
+        assert_eq!((o.passed, o.column()), (false, "Missing"));
+        assert!(o.record.is_none());
+        // Below every record: held to the smallest, and passes when slower.
+        let o = check(runs_at(4, &[150.0; 5]), false);
+        assert_eq!(
+            o.message,
+            "RCP not found but slower convergence on smaller batch size"
+        );
+        assert!(o.passed);
+        assert_eq!(o.record.as_ref().unwrap().name, "r8");
+        let o = check(runs_at(4, &[50.0; 5]), false);
+        assert_eq!(
+            (o.passed, o.message.as_str()),
+            (false, "Missing RCP, please submit RCP with BS = 4")
+        );
+        assert_eq!(o.record.as_ref().unwrap().name, "r8");
+    }
+
+    #[test]
+    fn rcp_bypass_passes_a_failed_or_missing_record_with_a_warning() {
+        let o = check(runs_at(8, &[70.0, 75.0, 80.0, 85.0, 90.0]), true);
+        assert!(o.passed);
+        assert_eq!(o.message, "RCP found passed using rcp_bypass");
+        assert_eq!(codes(&o), vec!["rcp-bypass"]);
+        let o = check(runs_at(64, &[500.0; 5]), true);
+        assert!(o.passed);
+        assert_eq!(
+            o.message,
+            "Missing RCP, please submit RCP with BS = 64 passed using rcp_bypass"
+        );
+        let o = check(runs_at(16, &[50.0; 5]), true);
+        assert_eq!(
+            (o.passed, o.message.as_str()),
+            (true, "RCP Interpolation passed using rcp_bypass")
+        );
+        // A passing test is left alone.
+        let o = check(runs_at(8, &[120.0; 5]), true);
+        assert_eq!((o.passed, o.message.as_str()), (true, "RCP found"));
+        assert!(codes(&o).is_empty());
+    }
+
+    #[test]
+    fn runs_that_cannot_be_tested() {
+        // One failed run is allowed, two are not.
+        let o = check(
+            runs_at(8, &[120.0, 120.0, 120.0, 120.0, NOT_CONVERGED]),
+            false,
+        );
+        assert!(o.passed);
+        let o = check(
+            runs_at(8, &[120.0, 120.0, 120.0, NOT_CONVERGED, NOT_CONVERGED]),
+            false,
+        );
+        assert_eq!(
+            (o.passed, o.message.as_str()),
+            (false, "Insufficient convergence")
+        );
+        assert!(o.insufficient());
+        assert_eq!(o.column(), "Unknown state");
+        assert_eq!(codes(&o), vec!["rcp-insufficient-convergence"]);
+        assert!(!o.official_crash);
+        // Runs that disagree on the batch size.
+        let mut runs = runs_at(8, &[120.0; 3]);
+        runs.extend(runs_at(16, &[120.0; 2]));
+        let o = check(runs, false);
+        assert_eq!(o.message, "Could not detect global_batch_size");
+        assert!(o.official_crash);
+        assert_eq!(codes(&o), vec!["rcp-batch-size"]);
+        // No run logs a batch size: no crash, no verdict.
+        let runs = runs_at(8, &[120.0; 5])
+            .into_iter()
+            .map(|r| r.map(|r| RunConvergence { bs: None, ..r }))
+            .collect();
+        let o = check(runs, false);
+        assert_eq!(
+            (o.message.as_str(), o.official_crash),
+            ("Could not detect global_batch_size", false)
+        );
+        // Runs that name different benchmarks.
+        let mut runs = runs_at(8, &[120.0; 4]);
+        runs.extend(runs_at(8, &[120.0]).into_iter().map(|r| {
+            r.map(|r| RunConvergence {
+                benchmark: Some("mini_other".into()),
+                ..r
+            })
+        }));
+        let o = check(runs, false);
+        assert_eq!(codes(&o), vec!["rcp-batch-size"]);
+        assert!(
+            o.diagnostics[0]
+                .message
+                .contains("benchmark names differ between runs (mini_other in result_0.txt)"),
+            "{}",
+            o.diagnostics[0].message
+        );
+        // No run names its benchmark.
+        let runs = runs_at(8, &[120.0; 5])
+            .into_iter()
+            .map(|r| {
+                r.map(|r| RunConvergence {
+                    benchmark: None,
+                    ..r
+                })
+            })
+            .collect();
+        let o = check(runs, false);
+        assert_eq!(
+            (o.message.as_str(), o.official_crash),
+            ("Could not detect the benchmark", true)
+        );
+        assert_eq!(codes(&o), vec!["rcp-no-benchmark"]);
+        // A run that cannot be read.
+        let mut runs = runs_at(8, &[120.0; 4]);
+        runs.push(Err(RunReadError::NotMllog {
+            file: "result_4.txt".into(),
+            line: 3,
+        }));
+        let o = check(runs, false);
+        assert_eq!(
+            (o.message.as_str(), o.official_crash),
+            ("Could not read the runs", true)
+        );
+        assert_eq!(codes(&o), vec!["rcp-unreadable"]);
+        assert!(o.diagnostics[0].message.contains("result_4.txt:3"));
+        // A table without records.
+        let empty = toy_table("{}").unwrap();
+        let o = check_runs(
+            runs_at(8, &[120.0; 5]),
+            &|_| Ok(empty.clone()),
+            &RcpOptions::default(),
+            &toy_facts(),
+        );
+        assert_eq!(
+            (o.passed, o.message.as_str(), o.column()),
+            (false, "Cannot find any RCPs", "No RCP")
+        );
+        // No table for the benchmark.
+        let opts = RcpOptions::default();
+        let o = check_runs(
+            runs_at(8, &[120.0; 5]),
+            &|b| {
+                Err(RcpTableError::NoRcpTest {
+                    benchmark: b.to_string(),
+                })
+            },
+            &opts,
+            &toy_facts(),
+        );
+        assert!(o.official_crash);
+        assert_eq!(codes(&o), vec!["rcp-no-table"]);
+    }
+
+    /// Read a log of `(key, value, metadata)` lines as the RCP reader does.
+    fn read(
+        lines: &[(&str, &str, &str)],
+        ruleset: &str,
+        bert_train_samples: bool,
+    ) -> Result<RunConvergence, RunReadError> {
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (key, value, meta))| {
+                format!(
+                    ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {}, \"event_type\": \"POINT_IN_TIME\", \"key\": \"{key}\", \"value\": {value}, \"metadata\": {meta}}}\n",
+                    1000 + i
+                )
+            })
+            .collect();
+        read_text(&text, ruleset, bert_train_samples)
+    }
+
+    /// Read a log's text as the RCP reader does.
+    fn read_text(
+        text: &str,
+        ruleset: &str,
+        bert_train_samples: bool,
+    ) -> Result<RunConvergence, RunReadError> {
+        let log = crate::mllog::read_from(text.as_bytes()).unwrap();
+        let opts = RcpOptions {
+            ruleset: ruleset.into(),
+            bert_train_samples,
+            ..RcpOptions::default()
+        };
+        read_run("result_0.txt", &log, None, &opts)
+    }
+
+    const STOP: (&str, &str, &str) = ("run_stop", "null", r#"{"status": "success"}"#);
+
+    #[test]
+    fn the_reader_takes_the_last_evaluation_before_a_successful_stop() {
+        // Epochs, rounded to 3 decimals.
+        let r = read(
+            &[
+                ("submission_benchmark", r#""resnet""#, "{}"),
+                ("global_batch_size", "3264", "{}"),
+                ("eval_accuracy", "0.7", r#"{"epoch_num": 1.0}"#),
+                ("eval_accuracy", "0.76", r#"{"epoch_num": 2.00049}"#),
+                STOP,
+            ],
+            "5.0.0",
+            false,
+        )
+        .unwrap();
+        assert!(r.converged);
+        assert_eq!(r.point, 2.0);
+        assert_eq!(r.bs.as_ref().and_then(Value::as_f64), Some(3264.0));
+        assert_eq!(r.benchmark.as_deref(), Some("resnet"));
+        assert_eq!(r.engine, None);
+        // Samples for the LLM benchmarks and referee's own.
+        for bench in [r#""llama2_70b_lora""#, r#""mini_llm""#] {
+            let r = read(
+                &[
+                    ("submission_benchmark", bench, "{}"),
+                    (
+                        "eval_accuracy",
+                        "0.9",
+                        r#"{"samples_count": 3072, "epoch_num": 0.5}"#,
+                    ),
+                    STOP,
+                ],
+                "5.0.0",
+                false,
+            )
+            .unwrap();
+            assert_eq!(r.point, 3072.0, "{bench}");
+        }
+        // Aborted: not converged, whatever was evaluated.
+        let r = read(
+            &[
+                ("submission_benchmark", r#""resnet""#, "{}"),
+                ("eval_accuracy", "0.7", r#"{"epoch_num": 1.0}"#),
+                ("run_stop", "null", r#"{"status": "aborted"}"#),
+            ],
+            "5.0.0",
+            false,
+        )
+        .unwrap();
+        assert_eq!((r.converged, r.point), (false, NOT_CONVERGED));
+    }
+
+    #[test]
+    fn the_reader_matches_substrings_as_the_official_one_does() {
+        // Any line that mentions global_batch_size sets the batch size.
+        let r = read(
+            &[
+                ("submission_benchmark", r#""resnet""#, "{}"),
+                ("global_batch_size", "3264", "{}"),
+                (
+                    "opt_base_learning_rate",
+                    "0.5",
+                    r#"{"note": "global_batch_size"}"#,
+                ),
+                ("eval_accuracy", "0.76", r#"{"epoch_num": 2.0}"#),
+                STOP,
+            ],
+            "5.0.0",
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.bs.as_ref().and_then(Value::as_f64), Some(0.5));
+        // BERT with --bert_train_samples: train_samples, not epochs.
+        let bert = [
+            ("submission_benchmark", r#""bert""#, "{}"),
+            ("train_samples", "5000", "{}"),
+            ("eval_accuracy", "0.72", r#"{"epoch_num": 1.5}"#),
+            STOP,
+        ];
+        assert_eq!(read(&bert, "5.0.0", true).unwrap().point, 5000.0);
+        assert_eq!(read(&bert, "5.0.0", false).unwrap().point, 1.5);
+        // Another benchmark ignores the option.
+        let mut resnet = bert;
+        resnet[0] = ("submission_benchmark", r#""resnet""#, "{}");
+        assert_eq!(read(&resnet, "5.0.0", true).unwrap().point, 1.5);
+        // referee's provenance names the engine.
+        let r = read(
+            &[
+                ("submission_benchmark", r#""mini_llm""#, "{}"),
+                ("referee_provenance", r#"{"engine": "cpu-avx2"}"#, "{}"),
+                ("eval_accuracy", "0.9", r#"{"samples_count": 3072}"#),
+                STOP,
+            ],
+            "5.0.0",
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.engine.as_deref(), Some("cpu-avx2"));
+    }
+
+    #[test]
+    fn the_reader_skips_the_lines_it_does_not_need() {
+        let ok = read(
+            &[
+                ("submission_benchmark", r#""resnet""#, "{}"),
+                ("eval_accuracy", "0.76", r#"{"epoch_num": 2.0}"#),
+                STOP,
+            ],
+            "5.0.0",
+            false,
+        )
+        .unwrap();
+        let text = |extra: &str| {
+            format!(
+                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"submission_benchmark\", \"value\": \"resnet\", \"metadata\": {{}}}}\n{extra}\n\
+                 :::MLLOG {{\"namespace\": \"\", \"time_ms\": 3, \"event_type\": \"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.76, \"metadata\": {{\"epoch_num\": 2.0}}}}\n\
+                 :::MLLOG {{\"namespace\": \"\", \"time_ms\": 4, \"event_type\": \"INTERVAL_END\", \"key\": \"run_stop\", \"value\": null, \"metadata\": {{\"status\": \"success\"}}}}\n"
+            )
+        };
+        // A broken line that names none of the keys the reader looks for.
+        let broken = ":::MLLOG {\"key\": \"train_samples\", broken";
+        assert_eq!(
+            read_text(&text(broken), "5.0.0", false).unwrap().point,
+            ok.point
+        );
+        // The same line is needed (and breaks the read) for BERT's train_samples.
+        let bert = text(broken).replace("\"resnet\"", "\"bert\"");
+        assert!(matches!(
+            read_text(&bert, "5.0.0", true),
+            Err(RunReadError::NotMllog { line: 2, .. })
+        ));
+        // A line that mentions run_stop under another key is not the stop.
+        let mention = r#":::MLLOG {"namespace": "", "time_ms": 2, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": 1, "metadata": {"note": "before run_stop"}}"#;
+        let r = read_text(&text(mention), "5.0.0", false).unwrap();
+        assert_eq!((r.converged, r.point), (true, 2.0));
+    }
+
+    #[test]
+    fn equal_batch_sizes_give_the_first_record_in_the_tables_order() {
+        let t = toy_table(&table_json(&[
+            ("a", 8.0, &[100.0; 3]),
+            ("a2", 8.0, &[120.0; 3]),
+            ("c", 32.0, &[200.0; 3]),
+            ("c2", 32.0, &[260.0; 3]),
+        ]))
+        .unwrap();
+        let opts = RcpOptions {
+            usage: "training".into(),
+            ruleset: "toy-1.0".into(),
+            pass: RcpPass::Full,
+            ..RcpOptions::default()
+        };
+        let test = |bs: i64| {
+            check_runs(
+                runs_at(bs, &[500.0; 5]),
+                &|_| Ok(t.clone()),
+                &opts,
+                &toy_facts(),
+            )
+        };
+        // Between a (100 at 8) and c (200 at 32).
+        let o = test(16);
+        assert_eq!(o.record.as_ref().unwrap().mean, 100.0 + 100.0 / 3.0);
+        // Below every record: the first of the smallest.
+        let o = test(4);
+        assert_eq!(o.record.as_ref().unwrap().name, "a");
+    }
+
+    #[test]
+    fn the_reader_raises_where_the_official_one_does() {
+        let bench = ("submission_benchmark", r#""resnet""#, "{}");
+        assert!(matches!(
+            read(&[bench, STOP], "5.0.0", false),
+            Err(RunReadError::SuccessBeforeEvaluation { line: 2, .. })
+        ));
+        assert!(matches!(
+            read(&[bench, ("eval_accuracy", "0.7", r#"{"samples_count": 5}"#), STOP], "5.0.0", false),
+            Err(RunReadError::NoMetadata { line: 2, ref name, .. }) if name == "epoch_num"
+        ));
+        assert!(matches!(
+            read(
+                &[
+                    bench,
+                    ("eval_accuracy", "0.7", r#"{"epoch_num": "one"}"#),
+                    STOP
+                ],
+                "5.0.0",
+                false
+            ),
+            Err(RunReadError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            read(&[bench, ("eval_accuracy", "0.7", r#"{"epoch_num": 1}"#), ("run_stop", "null", "{}")], "5.0.0", false),
+            Err(RunReadError::NoMetadata { ref name, .. }) if name == "status"
+        ));
+    }
+
+    #[test]
+    fn stable_diffusion_converges_at_its_first_step_meeting_both_metrics() {
+        let sd = |unit: &str, ruleset: &str, evals: &[(u64, &str, &str)]| {
+            let mut lines: Vec<(String, String, String)> = vec![(
+                "submission_benchmark".into(),
+                r#""stable_diffusion""#.into(),
+                "{}".into(),
+            )];
+            for (step, metric, value) in evals {
+                lines.push((
+                    "eval_accuracy".into(),
+                    value.to_string(),
+                    format!(r#"{{"{unit}": {step}, "metric": "{metric}"}}"#),
+                ));
+            }
+            lines.push((
+                "run_stop".into(),
+                "null".into(),
+                r#"{"status": "success"}"#.into(),
+            ));
+            let refs: Vec<(&str, &str, &str)> = lines
+                .iter()
+                .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+                .collect();
+            read(&refs, ruleset, false)
+        };
+        // Step 1000: FID too high; 3000 passes; 2000 has a low CLIP.
+        let evals = [
+            (1000, "FID", "95.0"),
+            (1000, "CLIP", "0.2"),
+            (3000, "FID", "80.0"),
+            (3000, "CLIP", "0.16"),
+            (2000, "FID", "85.0"),
+            (2000, "CLIP", "0.1"),
+        ];
+        assert_eq!(sd("samples_count", "5.0.0", &evals).unwrap().point, 3000.0);
+        // At the boundaries: FID 90 and CLIP 0.15 pass; the smallest step wins.
+        let edge = [
+            (4000, "FID", "90.0"),
+            (4000, "CLIP", "0.15"),
+            (5000, "FID", "1.0"),
+            (5000, "CLIP", "0.9"),
+        ];
+        assert_eq!(sd("samples_count", "5.0.0", &edge).unwrap().point, 4000.0);
+        // 3.1.0 counts in steps.
+        assert_eq!(sd("step_num", "3.1.0", &evals).unwrap().point, 3000.0);
+        assert!(matches!(
+            sd("samples_count", "5.0.0", &evals[..2]),
+            Err(RunReadError::NoPassingEvaluation { .. })
+        ));
+        assert!(matches!(
+            sd("samples_count", "5.0.0", &evals[..1]),
+            Err(RunReadError::EvaluationMissing { metric: "CLIP", .. })
+        ));
+    }
+
+    #[test]
+    fn a_record_for_any_batch_size_in_the_tables_range() {
+        let t = two_record_table();
+        assert_eq!(t.record_for(8.0).unwrap().name, "r8");
+        let mid = t.record_for(20.0).unwrap();
+        assert!(mid.interpolated);
+        assert_eq!(mid.name, "mini_toy_interp_20");
+        assert_eq!(mid.mean, 150.0);
+        assert!(t.record_for(4.0).is_none());
+        assert!(t.record_for(64.0).is_none());
+        // Batch sizes that are not whole numbers keep their digits.
+        assert_eq!(t.record_for(12.5).unwrap().name, "mini_toy_interp_12.5");
+    }
+
+    #[test]
+    fn an_interpolated_record_keeps_the_engine_both_neighbours_share() {
+        let t = two_record_table();
+        let mut lo = t.records[0].clone();
+        let mut hi = t.records[1].clone();
+        lo.engine = Some("cpu-avx2".into());
+        hi.engine = Some("cpu-avx2".into());
+        assert_eq!(
+            t.interpolate(16.0, &lo, &hi).engine.as_deref(),
+            Some("cpu-avx2")
+        );
+        hi.engine = Some("cpu-avx512".into());
+        assert_eq!(t.interpolate(16.0, &lo, &hi).engine, None);
+    }
+
+    #[test]
+    fn tables_load_from_the_official_layout_or_a_flat_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = table_json(&[("r8", 8.0, &[1.0, 2.0, 3.0])]);
+        let official = RcpTable::official_path(dir.path(), "training", "toy-1.0", "mini_toy");
+        assert_eq!(
+            official,
+            dir.path().join("training_toy-1.0/rcps_mini_toy.json")
+        );
+        assert!(matches!(
+            RcpTable::load(dir.path(), "training", "toy-1.0", "mini_toy", &toy_facts()),
+            Err(RcpTableError::NoFile { ref path, .. }) if *path == official
+        ));
+        std::fs::write(dir.path().join("rcps_mini_toy.json"), &json).unwrap();
+        let t =
+            RcpTable::load(dir.path(), "training", "toy-1.0", "mini_toy", &toy_facts()).unwrap();
+        assert!(t.source.ends_with("rcps_mini_toy.json") && !t.source.contains("training_"));
+        std::fs::create_dir_all(official.parent().unwrap()).unwrap();
+        std::fs::write(&official, &json).unwrap();
+        let t =
+            RcpTable::load(dir.path(), "training", "toy-1.0", "mini_toy", &toy_facts()).unwrap();
+        assert_eq!(t.source, official.display().to_string());
+        assert_eq!(t.records.len(), 1);
+    }
+
+    #[test]
+    fn the_bisection_stops_where_the_official_one_does() {
+        // The official `_find_min_acceptable_mean` of mlperf-logging 4.1.68
+        // on the same inputs (5 submission runs), to the last bit.
+        assert_eq!(min_acceptable_mean(15.75, 0.43, 8.0, 5), 15.216386318206787);
+        assert_eq!(
+            min_acceptable_mean(100.0, 10.28591269, 8.0, 5),
+            87.23492622375488
+        );
+        assert_eq!(min_acceptable_mean(3.5, 0.2, 18.0, 5), 3.284320831298828);
+    }
+
+    #[test]
+    fn unet3d_drops_four_runs_at_each_end() {
+        let facts = RulesetFacts::official();
+        let json = |n: usize| {
+            let points: Vec<f64> = (1..=n).map(|i| i as f64).collect();
+            format!(
+                r#"{{"u": {{"Benchmark": "unet3d", "BS": 7, "Epochs to converge": {points:?}}}}}"#
+            )
+        };
+        let t = RcpTable::from_json(&json(10), "x", "training", "5.0.0", "unet3d", &facts).unwrap();
+        // 5 and 6 are left of 1..10.
+        assert_eq!(t.records[0].mean, 5.5);
+        // n_ref counts the two points kept.
+        assert_eq!(
+            t.records[0].min_epochs,
+            min_acceptable_mean(5.5, t.records[0].stdev, 2.0, 40)
+        );
+        assert!(matches!(
+            RcpTable::from_json(&json(8), "x", "training", "5.0.0", "unet3d", &facts),
+            Err(RcpTableError::TooFewPoints {
+                found: 8,
+                needed: 8,
+                ..
+            })
+        ));
+        // The submission side drops four at each end too.
+        let mut rec = t.records[0].clone();
+        rec.min_epochs = 1.0;
+        rec.max_speedup = rec.mean;
+        let mut out = RcpOutcome::failed("", Vec::new(), Vec::new());
+        let mut subm = [9.0, 1.0, 2.0, 3.0, 4.0, 50.0, 60.0, 70.0, 80.0, 90.0];
+        let (passed, _) = evaluate(rec, &mut subm, &RcpOptions::default(), &mut out);
+        assert!(passed);
+        assert_eq!(out.submission_mean, Some((9.0 + 50.0) / 2.0));
+        // Eight runs or fewer leave nothing to average.
+        let (passed, _) = evaluate(
+            t.records[0].clone(),
+            &mut [5.0; 5],
+            &RcpOptions::default(),
+            &mut out,
+        );
+        assert!(!passed);
+        assert!(out.submission_mean.unwrap().is_nan());
+    }
+
+    #[test]
+    fn llama31_405b_gets_one_evaluation_of_allowance_from_5_0_0_on() {
+        let rec = RcpRecord {
+            name: "l".into(),
+            benchmark: "llama31_405b".into(),
+            bs: 1152.0,
+            points: Vec::new(),
+            mean: 1_000_000.0,
+            stdev: 1.0,
+            min_epochs: 900_000.0,
+            max_speedup: 1_000_000.0 / 900_000.0,
+            interpolated: false,
+            engine: None,
+        };
+        // 870,000 samples: below the minimum, within one interval of it.
+        let run = |ruleset: &str| {
+            let mut out = RcpOutcome::failed("", Vec::new(), Vec::new());
+            out.benchmark = Some("llama31_405b".into());
+            let opts = RcpOptions {
+                ruleset: ruleset.into(),
+                ..RcpOptions::default()
+            };
+            let (passed, used) = evaluate(rec.clone(), &mut [870_000.0; 3], &opts, &mut out);
+            (passed, used.max_speedup)
+        };
+        assert_eq!(run("5.1.0"), (true, 1_000_000.0 / (900_000.0 - 46_080.0)));
+        assert!(run("5.0.0").0);
+        assert_eq!(run("4.1.0"), (false, rec.max_speedup));
+        let table = RcpTable {
+            benchmark: "llama31_405b".into(),
+            ruleset: "5.1.0".into(),
+            submission_runs: 3,
+            source: String::new(),
+            records: vec![rec.clone()],
+            pruned: vec![rec.clone()],
+        };
+        let mut outcome = RcpOutcome::failed("RCP found", Vec::new(), Vec::new());
+        outcome.record = Some(rec);
+        let notes = |ruleset: &str| {
+            let opts = RcpOptions {
+                ruleset: ruleset.into(),
+                ..RcpOptions::default()
+            };
+            quirk_notes(&table, &outcome, &opts)
+                .iter()
+                .map(|d| d.code)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(notes("5.1.0"), vec!["rcp-405b-allowance"]);
+        assert!(notes("4.1.0").is_empty());
+    }
+
+    #[test]
+    fn a_mean_equal_to_the_reference_needs_no_normalisation() {
+        let o = check(runs_at(8, &[1.0, 100.0, 100.0, 100.0, 500.0]), false);
+        assert!(o.passed);
+        assert_eq!((o.norm_factor, o.writes_scaling), (1.0, None));
+    }
+
+    #[test]
+    fn pruning_keeps_records_on_the_line_and_the_first_of_equally_fast_ones() {
+        let sizes = |means: &[(f64, f64)], how: Pruning| {
+            let records: Vec<(String, f64, Vec<f64>)> = means
+                .iter()
+                .map(|&(bs, m)| (format!("r{bs}"), bs, vec![m; 3]))
+                .collect();
+            let refs: Vec<(&str, f64, &[f64])> = records
+                .iter()
+                .map(|(n, bs, p)| (n.as_str(), *bs, p.as_slice()))
+                .collect();
+            toy_table(&table_json(&refs))
+                .unwrap()
+                .prune(how)
+                .iter()
+                .map(|r| r.bs)
+                .collect::<Vec<_>>()
+        };
+        // 16 lies on the line from 8 to 24: kept.
+        let on_line = [(8.0, 10.0), (16.0, 11.0), (24.0, 12.0)];
+        assert_eq!(sizes(&on_line, Pruning::Official), vec![8.0, 16.0, 24.0]);
+        // 8 and 16 are equally fast: the smaller batch size is the fastest
+        // record, and nothing below it goes.
+        let tie = [(8.0, 10.0), (16.0, 10.0), (24.0, 15.0)];
+        assert_eq!(sizes(&tie, Pruning::Official), vec![8.0, 16.0, 24.0]);
+        // The lower convex envelope of six records.
+        let six = [
+            (8.0, 10.0),
+            (16.0, 10.4),
+            (24.0, 11.8),
+            (32.0, 20.0),
+            (40.0, 13.0),
+            (48.0, 16.0),
+        ];
+        assert_eq!(
+            sizes(&six, Pruning::ConvexEnvelope),
+            vec![8.0, 16.0, 40.0, 48.0]
+        );
+    }
+
+    #[test]
+    fn batch_sizes_print_as_python_prints_them() {
+        assert_eq!(fmt_bs(64.0), "64");
+        assert_eq!(fmt_bs(12.5), "12.5");
+        assert_eq!(fmt_bs(1e15), crate::value::float_repr(1e15));
+        assert_eq!(fmt_bs(-8.0), "-8");
     }
 
     #[test]

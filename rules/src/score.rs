@@ -1129,6 +1129,737 @@ mod tests {
     }
 
     use super::*;
+    use crate::diag::Severity;
+
+    /// The MLLOG lines of `(time_ms, event, key, value)` events.
+    fn mllog_text(events: &[(u64, &str, &str, &str)]) -> String {
+        events
+            .iter()
+            .map(|(t, ev, key, value)| {
+                format!(
+                    ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"{ev}\", \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{}}}}\n"
+                )
+            })
+            .collect()
+    }
+
+    /// The events' records, parsed as a file's would be.
+    fn records(events: &[(u64, &str, &str, &str)]) -> Vec<Record> {
+        let log = mllog::read_from(mllog_text(events).as_bytes()).unwrap();
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        log.records
+    }
+
+    fn write_log(path: &Path, events: &[(u64, &str, &str, &str)]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, mllog_text(events)).unwrap();
+    }
+
+    const P: &str = "POINT_IN_TIME";
+
+    #[test]
+    fn run_start_is_the_last_one_before_the_first_run_stop() {
+        let mut recs = records(&[
+            (100, "INTERVAL_START", "run_start", "null"),
+            (150, "INTERVAL_END", "run_stop", "null"),
+            (200, "INTERVAL_START", "run_start", "null"),
+            (500, "INTERVAL_END", "run_stop", "null"),
+            (600, "INTERVAL_START", "run_start", "null"),
+            (700, "INTERVAL_END", "run_stop", "null"),
+        ]);
+        // The first run_stop at 150 is synthesised by a rule, not logged.
+        recs[1].index = -1;
+        assert_eq!(run_start_stop(&recs), (Some(200.0), Some(500.0)));
+        assert_eq!(run_start_stop(&recs[..1]), (Some(100.0), None));
+        assert_eq!(run_start_stop(&recs[3..4]), (None, Some(500.0)));
+        assert_eq!(run_start_stop(&[]), (None, None));
+    }
+
+    #[test]
+    fn python_slices_count_negative_bounds_from_the_end_and_clamp() {
+        assert_eq!(py_slice(5, 1, -1), (1, 4));
+        assert_eq!(py_slice(5, -2, 10), (3, 5));
+        assert_eq!(py_slice(2, -5, 1), (0, 1));
+        // An empty slice starts and ends at its start.
+        assert_eq!(py_slice(3, 5, 1), (3, 3));
+        assert_eq!(py_slice(4, 3, 1), (3, 3));
+        assert_eq!(py_slice(3, 0, 2), (0, 2));
+    }
+
+    #[test]
+    fn olympic_scoring_drops_the_fastest_and_the_slowest_not_yet_dropped() {
+        // Five runs: the fastest and the slowest go.
+        assert_eq!(olympic_mean(&[5.0, 1.0, 3.0, 2.0, 4.0], 0, 1), Some(3.0));
+        assert_eq!(olympic_range(5, 0, 1), 1..4);
+        // One run failed and counts as the slowest: only the fastest goes.
+        assert_eq!(olympic_mean(&[4.0, 1.0, 3.0, 2.0], 1, 1), Some(3.0));
+        assert_eq!(olympic_range(4, 1, 1), 1..4);
+        // unet3d: four fastest and four slowest of nine.
+        let nine: Vec<f64> = (1..=9).map(f64::from).rev().collect();
+        assert_eq!(olympic_mean(&nine, 0, 4), Some(5.0));
+        assert_eq!(olympic_range(9, 0, 4), 4..5);
+        assert_eq!(olympic_range(7, 2, 4), 4..5);
+        // Nothing left to average.
+        assert_eq!(olympic_mean(&[2.0, 1.0], 0, 1), None);
+        assert_eq!(olympic_mean(&[], 0, 1), None);
+        assert_eq!(olympic_range(1, 0, 4), 1..1);
+    }
+
+    #[test]
+    fn the_mean_sums_in_order_as_python_3_11_does() {
+        // 1e16 + 1 rounds back to 1e16: a sequential sum loses the 1,
+        // a compensated one (Python 3.12's `sum`) keeps it.
+        assert_eq!(sequential_mean(&[1e16, 1.0, -1e16]), Some(0.0));
+        assert_eq!(sequential_mean(&[1.0, 2.0, 6.0]), Some(3.0));
+        assert_eq!(sequential_mean(&[]), None);
+    }
+
+    /// A node log: start at 1 s, 100 W read at 2 s, 200 W at 3 s, stop at
+    /// 4 s; readings before the start and after the stop do not count.
+    const NODE: &[(u64, &str, &str, &str)] = &[
+        (500, P, "power_reading", "1000"),
+        (1000, P, "power_measurement_start", "null"),
+        (1000, P, "conversion_eff", "0.5"),
+        (2000, P, "power_reading", "100"),
+        (3000, P, "power_reading", "200"),
+        (4000, P, "power_measurement_stop", "null"),
+        (5000, P, "power_reading", "1000"),
+    ];
+
+    #[test]
+    fn a_node_log_integrates_its_readings_over_its_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node_0.txt");
+        write_log(&node, NODE);
+        // Σ reading × interval = 100 × 1000 + 200 × 1000 W·ms over 3 s:
+        // 100 W, times the efficiency 0.5.
+        let draw = node_power(&node).unwrap();
+        assert_eq!(
+            draw,
+            PowerDraw {
+                watts: 50.0,
+                readings: 2,
+                seconds: 3.0
+            }
+        );
+        // Over a time to train of 6 s: 50 W × 6 s.
+        assert_eq!(node_energy_joules(&node, 6000.0).unwrap(), 300.0);
+        // The lines in any order: the log is sorted by time first.
+        let mut shuffled = NODE.to_vec();
+        shuffled.reverse();
+        write_log(&node, &shuffled);
+        assert_eq!(node_energy_joules(&node, 6000.0).unwrap(), 300.0);
+    }
+
+    #[test]
+    fn a_node_log_without_a_stop_ends_at_its_last_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node_0.txt");
+        write_log(&node, &NODE[1..5]);
+        // 300,000 W·ms over 2 s, efficiency 0.5.
+        let draw = node_power(&node).unwrap();
+        assert_eq!((draw.watts, draw.readings, draw.seconds), (75.0, 2, 2.0));
+        assert_eq!(node_energy_joules(&node, 4000.0).unwrap(), 300.0);
+    }
+
+    #[test]
+    fn broken_node_logs_are_named_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node_0.txt");
+        write_log(&node, &[(2000, P, "power_reading", "100")]);
+        assert!(matches!(node_power(&node), Err(PowerError::NoStart { path }) if path == node));
+        write_log(
+            &node,
+            &[
+                (1000, P, "power_measurement_start", "null"),
+                (1000, P, "power_measurement_stop", "null"),
+            ],
+        );
+        assert!(matches!(
+            node_energy_joules(&node, 1000.0),
+            Err(PowerError::ZeroWindow { .. })
+        ));
+        for key in ["power_reading", "conversion_eff"] {
+            write_log(
+                &node,
+                &[
+                    (1000, P, "power_measurement_start", "null"),
+                    (2000, P, key, "\"high\""),
+                ],
+            );
+            assert!(
+                matches!(node_power(&node), Err(PowerError::NotANumber { key: k, .. }) if k == key)
+            );
+        }
+        assert!(matches!(
+            node_power(&dir.path().join("node_9.txt")),
+            Err(PowerError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn a_switch_draws_its_first_estimate_times_its_efficiency() {
+        let dir = tempfile::tempdir().unwrap();
+        let sw = dir.path().join("sw_0.txt");
+        write_log(
+            &sw,
+            &[
+                (1000, P, "conversion_eff", "0.8"),
+                (1000, P, "interconnect_power_est", "50"),
+                (2000, P, "interconnect_power_est", "999"),
+            ],
+        );
+        assert_eq!(
+            switch_power(&sw).unwrap(),
+            PowerDraw {
+                watts: 40.0,
+                readings: 0,
+                seconds: 0.0
+            }
+        );
+    }
+
+    #[test]
+    fn a_runs_energy_adds_every_node_and_switch_of_its_power_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("power").join("result_3");
+        write_log(&folder.join("node_0.txt"), NODE);
+        write_log(&folder.join("node_1.txt"), NODE);
+        write_log(
+            &folder.join("sw_0.txt"),
+            &[(1000, P, "interconnect_power_est", "10")],
+        );
+        // Not a power log: neither .txt nor node_/sw_.
+        std::fs::write(folder.join("node_2.json"), "{}").unwrap();
+        std::fs::write(folder.join("readme.txt"), "x").unwrap();
+        let (nodes, switches) = power_logs(&folder);
+        assert_eq!(
+            nodes,
+            vec![folder.join("node_0.txt"), folder.join("node_1.txt")]
+        );
+        assert_eq!(switches, vec![folder.join("sw_0.txt")]);
+        // 6 s: two nodes at 50 W and a switch at 10 W.
+        let log = dir.path().join("result_3.txt");
+        let joules = run_energy_joules(&log, 6000.0).unwrap().unwrap();
+        assert_eq!(joules, 2.0 * 300.0 + 60.0);
+        // A run without a power folder has no energy; a broken log is an error.
+        assert!(run_energy_joules(&dir.path().join("result_4.txt"), 6000.0).is_none());
+        write_log(&folder.join("node_1.txt"), &NODE[..1]);
+        assert!(matches!(
+            run_energy_joules(&log, 6000.0),
+            Some(Err(PowerError::NoStart { .. }))
+        ));
+    }
+
+    /// A toy benchmark scored under a toy ruleset: one rule file (a run
+    /// complies when it starts once and stops once with status success),
+    /// olympic scoring over 5 runs, and an RCP table whose 10 reference
+    /// runs all converged at 100 samples (so the slowest acceptable mean is
+    /// 100).
+    fn toy_context() -> ScoreContext {
+        use crate::ruleset::RuleLibrary;
+        let mut lib = RuleLibrary::embedded_only();
+        lib.add_embedded(
+            "toy.yaml",
+            "- KEY:\n    NAME: run_start\n    REQ: EXACTLY_ONE\n\
+             - KEY:\n    NAME: run_stop\n    REQ: EXACTLY_ONE\n    CHECK: \" v['metadata']['status'] == 'success' \"\n",
+        );
+        let facts = crate::rcp::tests::toy_facts();
+        let checker = Arc::new(Checker::new(Arc::new(lib), Default::default()));
+        let mut ctx = ScoreContext::new(checker, "training", "toy-1.0", facts, None);
+        ctx.choice = RulesetChoice::Config("toy.yaml".into());
+        ctx.rcp_json.insert(
+            "mini_toy".into(),
+            r#"{"mini_toy_ref_8": {"Benchmark": "mini_toy", "BS": 8, "Epochs to converge": [100, 100, 100, 100, 100, 100, 100, 100, 100, 100]}}"#.into(),
+        );
+        ctx
+    }
+
+    /// One toy run: `minutes` from run_start to run_stop, converged at
+    /// `samples` (or aborted there).
+    fn toy_log(path: &Path, minutes: f64, samples: u64, success: bool) {
+        let t0 = 1_700_000_000_000u64;
+        let t1 = t0 + (minutes * 60_000.0) as u64;
+        let status = if success { "success" } else { "aborted" };
+        let lines = [
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "submission_benchmark", "value": "mini_toy", "metadata": {{}}}}"#
+            ),
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "global_batch_size", "value": 8, "metadata": {{}}}}"#
+            ),
+            // The same seed from the same line in every run.
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "seed", "value": 42, "metadata": {{"file": "train.py", "lineno": 7}}}}"#
+            ),
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "INTERVAL_START", "key": "run_start", "value": null, "metadata": {{}}}}"#
+            ),
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t1}, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", "value": 0.9, "metadata": {{"samples_count": {samples}}}}}"#
+            ),
+            format!(
+                r#":::MLLOG {{"namespace": "", "time_ms": {t1}, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, "metadata": {{"samples_count": {samples}, "status": "{status}"}}}}"#
+            ),
+        ];
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+
+    /// A toy result set `org/results/sys/mini_toy` with one run per
+    /// `(minutes, samples, success)`, scored in `division`.
+    fn score_toy(
+        root: &Path,
+        runs: &[(f64, u64, bool)],
+        division: &str,
+        extra: impl FnOnce(&Path),
+    ) -> BenchScore {
+        score_toy_in(&toy_context(), root, runs, division, extra)
+    }
+
+    /// [`score_toy`] in the context `ctx`.
+    fn score_toy_in(
+        ctx: &ScoreContext,
+        root: &Path,
+        runs: &[(f64, u64, bool)],
+        division: &str,
+        extra: impl FnOnce(&Path),
+    ) -> BenchScore {
+        let path = root.join("org/results/sys/mini_toy");
+        for (i, (minutes, samples, ok)) in runs.iter().enumerate() {
+            toy_log(
+                &path.join(format!("result_{i}.txt")),
+                *minutes,
+                *samples,
+                *ok,
+            );
+        }
+        extra(&path);
+        let dir = BenchmarkDir {
+            org: root.join("org"),
+            system: "sys".into(),
+            benchmark: "mini_toy".into(),
+            scaling: None,
+            path: path.clone(),
+        };
+        let analysed: Vec<RunAnalysis> = layout::result_files(&path)
+            .unwrap()
+            .iter()
+            .map(|f| analyze_run(ctx, f, false))
+            .collect();
+        score_dir(ctx, &dir, division, Some(1), &analysed, "Toy")
+    }
+
+    fn codes(s: &BenchScore) -> Vec<(&str, Severity)> {
+        s.diagnostics.iter().map(|d| (d.code, d.severity)).collect()
+    }
+
+    const FIVE: &[(f64, u64, bool)] = &[
+        (3.0, 120, true),
+        (1.0, 100, true),
+        (2.0, 110, true),
+        (5.0, 140, true),
+        (4.0, 130, true),
+    ];
+
+    #[test]
+    fn a_result_set_scores_its_olympic_mean_in_minutes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = score_toy(dir.path(), FIVE, "open", |_| {});
+        assert_eq!((s.runs, s.dropped, s.max_dropped), (5, 0, 1));
+        assert_eq!(s.score_minutes, Some(3.0));
+        assert_eq!(s.scaling_factor, 1.0);
+        assert_eq!(
+            s.run_minutes,
+            vec![Some(3.0), Some(1.0), Some(2.0), Some(5.0), Some(4.0)]
+        );
+        assert_eq!(codes(&s), vec![]);
+        // The open division has no RCP test.
+        assert_eq!((s.rcp.as_deref(), s.samples_to_converge), (None, None));
+        assert!(s.energy.is_none());
+    }
+
+    #[test]
+    fn a_failed_run_is_dropped_as_the_slowest_and_two_make_the_score_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = FIVE.to_vec();
+        runs[1].2 = false; // the fastest run (1 minute) failed
+        let s = score_toy(&dir.path().join("one"), &runs, "open", |_| {});
+        assert_eq!(s.dropped, 1);
+        // 2, 3, 4 and 5 count; the fastest (2) goes, the failure was the slowest.
+        assert_eq!(s.score_minutes, Some(4.0));
+        assert_eq!(s.run_minutes[1], None);
+        assert_eq!(
+            codes(&s),
+            vec![
+                ("run-dropped", Severity::Warning),
+                ("olympic-drop", Severity::Note)
+            ]
+        );
+        assert!(
+            s.diagnostics[0]
+                .file
+                .as_deref()
+                .unwrap()
+                .ends_with("result_1.txt")
+        );
+        runs[3].2 = false;
+        let s = score_toy(&dir.path().join("two"), &runs, "open", |_| {});
+        assert_eq!((s.dropped, s.score_minutes), (2, None));
+        assert_eq!(
+            codes(&s),
+            vec![
+                ("run-dropped", Severity::Warning),
+                ("run-dropped", Severity::Warning),
+                ("too-many-failed-runs", Severity::Error)
+            ]
+        );
+    }
+
+    #[test]
+    fn scaling_json_multiplies_the_score_and_a_broken_one_voids_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = score_toy(&dir.path().join("a"), FIVE, "open", |p| {
+            std::fs::write(p.join("scaling.json"), r#"{"scaling_factor": 1.5}"#).unwrap()
+        });
+        assert_eq!((s.scaling_factor, s.score_minutes), (1.5, Some(4.5)));
+        let s = score_toy(&dir.path().join("b"), FIVE, "open", |p| {
+            std::fs::write(p.join("scaling.json"), r#"{"factor": 1.5}"#).unwrap()
+        });
+        assert_eq!((s.scaling_factor, s.score_minutes), (1.0, None));
+        assert_eq!(codes(&s), vec![("scaling-json", Severity::Error)]);
+    }
+
+    #[test]
+    fn the_closed_division_runs_the_rcp_test() {
+        let dir = tempfile::tempdir().unwrap();
+        // Olympic mean of the samples 110, 120, 130: slower than the
+        // reference's 100, so it passes, and needs no normalisation.
+        let s = score_toy(&dir.path().join("pass"), FIVE, "closed", |_| {});
+        assert_eq!(s.rcp.as_deref(), Some("Pass"));
+        assert_eq!(s.samples_to_converge, Some(120.0));
+        assert_eq!(s.global_batch_size, Some(8.0));
+        assert_eq!(s.rcp_normalization, Some(1.0));
+        assert_eq!(codes(&s), vec![]);
+        // Converging in half the reference's samples fails.
+        let fast: Vec<(f64, u64, bool)> = FIVE.iter().map(|&(m, n, ok)| (m, n / 2, ok)).collect();
+        let s = score_toy(&dir.path().join("fail"), &fast, "closed", |_| {});
+        assert_eq!(s.rcp.as_deref(), Some("Fail"));
+        assert_eq!(s.samples_to_converge, Some(60.0));
+        assert_eq!(codes(&s), vec![("rcp", Severity::Error)]);
+        // The score itself is unchanged by the verdict.
+        assert_eq!(s.score_minutes, Some(3.0));
+    }
+
+    #[test]
+    fn energy_is_the_olympic_mean_of_the_runs_ordered_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = score_toy(dir.path(), FIVE, "open", |p| {
+            toy_power(p, &[10, 1000, 30, 40, 50])
+        });
+        // Joules = watts × minutes × 60: 1800, 60000, 3600, 12000, 12000.
+        // By time the 1-minute run (60000 J) and the 5-minute run go:
+        // (1800 + 3600 + 12000) / 3.
+        assert_eq!(s.energy, Some(5800.0));
+        // A set with too many failures has no energy.
+        let mut runs = FIVE.to_vec();
+        runs[0].2 = false;
+        runs[2].2 = false;
+        let s = score_toy(&dir.path().join("failed"), &runs, "open", |p| {
+            write_log(
+                &p.join("power/result_1/node_0.txt"),
+                &[(0, P, "power_measurement_start", "null")],
+            );
+        });
+        assert_eq!(s.energy, None);
+    }
+
+    #[test]
+    fn a_run_counts_when_it_complies_and_parses() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = toy_context();
+        let ok = dir.path().join("result_0.txt");
+        toy_log(&ok, 2.5, 100, true);
+        let a = analyze_run(&ctx, &ok, false);
+        assert!(a.compliant());
+        assert_eq!(a.minutes, Ok(2.5));
+        assert_eq!(a.run_start_ms, Some(1_700_000_000_000.0));
+        assert_eq!(a.run_stop_ms, Some(1_700_000_150_000.0));
+        assert_eq!(a.convergence.as_ref().unwrap().point, 100.0);
+        assert_eq!(a.seeds.as_ref().unwrap().len(), 1);
+        let aborted = dir.path().join("result_1.txt");
+        toy_log(&aborted, 2.5, 100, false);
+        let a = analyze_run(&ctx, &aborted, false);
+        assert!(!a.compliant());
+        assert_eq!(a.minutes, Err(NotCounted::NotCompliant));
+        // A line with the marker that is not MLLOG JSON fails compliance.
+        let broken = dir.path().join("result_2.txt");
+        toy_log(&broken, 2.5, 100, true);
+        let text = std::fs::read_to_string(&broken).unwrap() + ":::MLLOG {not json\n";
+        std::fs::write(&broken, text).unwrap();
+        let a = analyze_run(&ctx, &broken, false);
+        assert_eq!(a.minutes, Err(NotCounted::NotCompliant));
+        // A file that cannot be read.
+        let a = analyze_run(&ctx, &dir.path().join("result_9.txt"), false);
+        assert!(!a.compliant());
+        assert!(matches!(a.minutes, Err(NotCounted::Unreadable(_))));
+        assert!(a.convergence.is_err() && a.seeds.is_err());
+    }
+
+    #[test]
+    fn the_seed_finding_is_referees_only_where_the_official_check_does_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed_findings = |s: &BenchScore| {
+            s.policy
+                .iter()
+                .filter(|d| d.message.contains("seed 42 is used by 5 runs"))
+                .count()
+        };
+        // Open division: the official seed checker does not look.
+        let s = score_toy(&dir.path().join("open"), FIVE, "open", |_| {});
+        assert_eq!(seed_findings(&s), 1, "{:#?}", s.policy);
+        // Closed: the official checker judges the seeds (its own verdict).
+        let s = score_toy(&dir.path().join("closed"), FIVE, "closed", |_| {});
+        assert_eq!(seed_findings(&s), 0, "{:#?}", s.policy);
+    }
+
+    /// An RCP table with these means at batch sizes 4, 8, 16, 24, 32 and
+    /// 40, where the official pruning keeps 8, 24 and 40 and the convex
+    /// envelope 8 and 40 (see the RCP module's tests).
+    fn bumpy_json(means: &[f64; 6]) -> String {
+        let records: Vec<String> = [4, 8, 16, 24, 32, 40]
+            .iter()
+            .zip(means)
+            .map(|(bs, m)| {
+                format!(r#""r{bs}": {{"Benchmark": "mini_toy", "BS": {bs}, "Epochs to converge": [{m}, {m}, {m}]}}"#)
+            })
+            .collect();
+        format!("{{{}}}", records.join(", "))
+    }
+
+    #[test]
+    fn the_context_prunes_tables_as_asked_and_passes_its_options_on() {
+        let mut ctx = toy_context();
+        ctx.rcp_json.insert(
+            "mini_toy".into(),
+            bumpy_json(&[12.0, 10.0, 11.0, 11.8, 20.0, 13.0]),
+        );
+        let sizes = |t: &RcpTable| t.pruned.iter().map(|r| r.bs).collect::<Vec<_>>();
+        assert_eq!(
+            sizes(&ctx.table("mini_toy").unwrap()),
+            vec![8.0, 24.0, 40.0]
+        );
+        ctx.tables.lock().unwrap().clear();
+        ctx.pruning = Pruning::ConvexEnvelope;
+        assert_eq!(sizes(&ctx.table("mini_toy").unwrap()), vec![8.0, 40.0]);
+        assert!(matches!(ctx.table("bert"), Err(RcpTableError::NoTables)));
+        let o = ctx.rcp_options(true, true);
+        assert_eq!(
+            (o.usage.as_str(), o.ruleset.as_str()),
+            ("training", "toy-1.0")
+        );
+        assert_eq!(
+            (o.pass, o.pruning, o.bypass, o.bert_train_samples),
+            (RcpPass::Pruned, Pruning::ConvexEnvelope, true, true)
+        );
+    }
+
+    #[test]
+    fn a_normalisation_the_rcp_test_asks_for_is_noted_until_scaling_json_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // An olympic mean of 95 samples against a reference of 10 runs
+        // (olympic mean 100, with spread): faster, within the allowed
+        // speed-up, so it passes and is normalised by 100 / 95.
+        let runs: Vec<(f64, u64, bool)> = [1, 90, 95, 100, 500]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (1.0 + i as f64, n, true))
+            .collect();
+        let spread = r#"{"r8": {"Benchmark": "mini_toy", "BS": 8, "Epochs to converge": [80, 90, 95, 98, 100, 100, 102, 105, 110, 120]}}"#;
+        let mut ctx = toy_context();
+        ctx.rcp_json.insert("mini_toy".into(), spread.into());
+        let score = |name: &str, scaling: Option<&str>| {
+            score_toy_in(&ctx, &dir.path().join(name), &runs, "closed", |p| {
+                if let Some(text) = scaling {
+                    std::fs::write(p.join("scaling.json"), text).unwrap();
+                }
+            })
+        };
+        let s = score("absent", None);
+        assert_eq!(s.rcp.as_deref(), Some("Pass"));
+        assert_eq!(s.rcp_normalization, Some(100.0 / 95.0));
+        assert_eq!(codes(&s), vec![("rcp-normalization", Severity::Note)]);
+        assert!(s.diagnostics[0].message.contains("scaling.json is absent"));
+        let s = score("other", Some(r#"{"scaling_factor": 1.5}"#));
+        assert_eq!(codes(&s), vec![("rcp-normalization", Severity::Note)]);
+        assert!(s.diagnostics[0].message.contains("scaling.json says 1.5"));
+        let due = format!(r#"{{"scaling_factor": {}}}"#, 100.0 / 95.0);
+        let s = score("written", Some(&due));
+        assert_eq!(codes(&s), vec![]);
+        assert_eq!(s.score_minutes, Some(3.0 * 100.0 / 95.0));
+    }
+
+    /// Node logs drawing a steady `watts[i]` (read from 0 to 4 s) for run
+    /// `i` of the set at `p`.
+    fn toy_power(p: &Path, watts: &[u32]) {
+        for (i, w) in watts.iter().enumerate() {
+            let value = w.to_string();
+            write_log(
+                &p.join(format!("power/result_{i}/node_0.txt")),
+                &[
+                    (0, P, "power_measurement_start", "null"),
+                    (4000, P, "power_reading", &value),
+                    (4000, P, "power_measurement_stop", "null"),
+                ],
+            );
+        }
+    }
+
+    #[test]
+    fn energy_follows_the_scaling_factor() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = score_toy(dir.path(), FIVE, "open", |p| {
+            toy_power(p, &[10, 1000, 30, 40, 50]);
+            std::fs::write(p.join("scaling.json"), r#"{"scaling_factor": 2}"#).unwrap();
+        });
+        assert_eq!(s.energy, Some(2.0 * 5800.0));
+    }
+
+    #[test]
+    fn of_two_runs_as_fast_the_one_the_directory_lists_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut listed = Vec::new();
+        let s = score_toy(dir.path(), FIVE, "open", |p| {
+            // Two runs tie at one minute: a pair the directory lists out
+            // of name order where there is one.
+            let order: Vec<String> = std::fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with("result_"))
+                .collect();
+            let (first, second) = (0..5)
+                .flat_map(|i| (i + 1..5).map(move |j| (i, j)))
+                .map(|(i, j)| {
+                    let pos = |k: usize| order.iter().position(|n| *n == format!("result_{k}.txt"));
+                    if pos(j) < pos(i) { (j, i) } else { (i, j) }
+                })
+                .find(|(a, b)| a > b)
+                .unwrap_or((0, 1));
+            let mut watts = [30; 5];
+            let mut minutes = [3.0, 3.0, 3.0, 3.0, 5.0];
+            for (k, m) in [(first, 1.0), (second, 1.0)] {
+                minutes[k] = m;
+            }
+            watts[first] = 10;
+            watts[second] = 1000;
+            for (k, m) in minutes.iter().enumerate() {
+                toy_log(&p.join(format!("result_{k}.txt")), *m, 100, true);
+            }
+            toy_power(p, &watts);
+            listed = vec![first, second];
+        });
+        // The first-listed 1-minute run (10 W: 600 J) goes as the fastest;
+        // the other (1000 W: 60,000 J) stays with two 3-minute runs at
+        // 30 W (5,400 J each); the slowest goes.
+        assert_eq!(listed.len(), 2);
+        assert_eq!(s.score_minutes, Some((1.0 + 3.0 + 3.0) / 3.0));
+        assert_eq!(s.energy, Some((60_000.0 + 5_400.0 + 5_400.0) / 3.0));
+    }
+
+    #[test]
+    fn summarize_scores_each_system_and_benchmark_of_an_organisation() {
+        let dir = tempfile::tempdir().unwrap();
+        let org = dir.path().join("org");
+        score_toy(dir.path(), FIVE, "open", |_| {});
+        std::fs::create_dir_all(org.join("systems")).unwrap();
+        std::fs::write(
+            org.join("systems/sys.json"),
+            r#"{"submitter": "Toy Inc", "division": "open", "status": "available", "system_name": "Toy box", "framework": "none", "number_of_nodes": 2, "accelerators_per_node": 4}"#,
+        )
+        .unwrap();
+        // A system without a description is skipped with an error.
+        toy_log(
+            &org.join("results/ghost/mini_toy/result_0.txt"),
+            1.0,
+            100,
+            true,
+        );
+        let orgs = vec![org.clone()];
+        assert_eq!(count_logs(&orgs, "training"), 6);
+        let ctx = toy_context();
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let (mut rows, problems) = summarize(&ctx, &orgs, &|| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(seen.into_inner(), 5);
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].message.starts_with("system ghost is skipped"),
+            "{}",
+            problems[0].message
+        );
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(
+            (
+                r.submitter.as_str(),
+                r.submitter_dir.as_str(),
+                r.system.as_str()
+            ),
+            ("Toy Inc", "org", "sys")
+        );
+        assert_eq!(
+            (
+                r.system_name.as_str(),
+                r.division.as_str(),
+                r.availability.as_str(),
+                r.framework.as_str()
+            ),
+            ("Toy box", "open", "available", "none")
+        );
+        assert_eq!(r.accelerators_count, Some(8));
+        assert_eq!(r.score.score_minutes, Some(3.0));
+        let dir_of = layout::benchmark_dirs(&org, "training").unwrap().remove(1);
+        assert_eq!(dir_of.system, "sys");
+        assert_eq!(nodes_of_set(&dir_of), Some(2));
+        // The policy findings take the mode's severity and are counted.
+        assert!(r.score.policy_summary.is_none());
+        finish_rows(&mut rows, crate::policy::PolicyMode::Error);
+        let r = &rows[0];
+        assert!(!r.score.policy.is_empty());
+        assert!(r.score.policy.iter().all(|d| d.severity == Severity::Error));
+        let summary = r.score.policy_summary.as_ref().unwrap();
+        assert_eq!(summary.findings, r.score.policy.len());
+    }
+
+    #[test]
+    fn the_rcp_test_of_a_directory_lists_the_outcomes_findings_then_the_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = toy_context();
+        ctx.rcp_json.insert(
+            "mini_toy".into(),
+            bumpy_json(&[120.0, 100.0, 110.0, 118.0, 200.0, 130.0]),
+        );
+        let path = dir.path().join("set");
+        for (i, (m, _, ok)) in FIVE.iter().enumerate() {
+            // Every run converges at 50 samples: too fast.
+            toy_log(&path.join(format!("result_{i}.txt")), *m, 50, *ok);
+        }
+        let opts = ctx.rcp_options(true, false);
+        let c = check_rcp_dir(&ctx, &path, &opts, false).unwrap();
+        let codes: Vec<&str> = c.diagnostics().iter().map(|d| d.code).collect();
+        assert_eq!(codes, vec!["rcp-bypass", "rcp-pruning-quirk"]);
+        assert!(c.outcome.passed);
+        std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+        assert!(matches!(
+            check_rcp_dir(&ctx, &dir.path().join("empty"), &opts, false),
+            Err(DirError::NoResultFiles { .. })
+        ));
+        assert!(matches!(
+            check_rcp_dir(&ctx, &dir.path().join("absent"), &opts, false),
+            Err(DirError::Io { .. })
+        ));
+    }
 
     #[test]
     fn scaling_json_is_written_read_back_and_removed_when_not_due() {
