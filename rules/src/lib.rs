@@ -29,6 +29,8 @@ pub mod score;
 pub mod seeds;
 pub mod stats;
 pub mod sysdesc;
+#[cfg(test)]
+mod testing;
 pub mod value;
 pub mod yaml;
 

@@ -1118,8 +1118,9 @@ pub fn quirk_notes(tbl: &RcpTable, outcome: &RcpOutcome, opts: &RcpOptions) -> V
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::testing::{bumpy_table_json, flat_table_json, mllog_line, table_json, toy_facts};
 
     #[test]
     fn rules_worked_example() {
@@ -1192,24 +1193,6 @@ pub(crate) mod tests {
         assert!(engine_note(&outcome(None, vec![run(Some("cpu-avx2"))])).is_none());
     }
 
-    use crate::ruleset_facts::BenchmarkFacts;
-
-    /// The facts of a toy benchmark under ruleset `toy-1.0`: 5 runs, one
-    /// dropped at each end (also the score module's tests').
-    pub(crate) fn toy_facts() -> RulesetFacts {
-        RulesetFacts::official().with_benchmark(
-            "toy-1.0",
-            BenchmarkFacts {
-                name: "mini_toy".into(),
-                result_files: 5,
-                max_dropped: 1,
-                rcp_submission_runs: Some(5),
-                converges_in_samples: true,
-                rcp_samples_field: false,
-            },
-        )
-    }
-
     fn toy_table(json: &str) -> Result<RcpTable, RcpTableError> {
         RcpTable::from_json(
             json,
@@ -1219,19 +1202,6 @@ pub(crate) mod tests {
             "mini_toy",
             &toy_facts(),
         )
-    }
-
-    /// A table JSON: `(name, BS, points)` per record.
-    fn table_json(records: &[(&str, f64, &[f64])]) -> String {
-        let body: Vec<String> = records
-            .iter()
-            .map(|(name, bs, points)| {
-                format!(
-                    r#""{name}": {{"Benchmark": "mini_toy", "BS": {bs}, "Epochs to converge": {points:?}}}"#
-                )
-            })
-            .collect();
-        format!("{{{}}}", body.join(", "))
     }
 
     #[test]
@@ -1311,15 +1281,7 @@ pub(crate) mod tests {
     /// Means 12 (below the fastest: dropped), 10, 11, 11.8, 20, 13 at
     /// batch sizes 4, 8, 16, 24, 32, 40.
     fn bumpy_table() -> RcpTable {
-        toy_table(&table_json(&[
-            ("r4", 4.0, &[12.0; 3]),
-            ("r8", 8.0, &[10.0; 3]),
-            ("r16", 16.0, &[11.0; 3]),
-            ("r24", 24.0, &[11.8; 3]),
-            ("r32", 32.0, &[20.0; 3]),
-            ("r40", 40.0, &[13.0; 3]),
-        ]))
-        .unwrap()
+        toy_table(&bumpy_table_json([12.0, 10.0, 11.0, 11.8, 20.0, 13.0])).unwrap()
     }
 
     #[test]
@@ -1630,12 +1592,7 @@ pub(crate) mod tests {
         let text: String = lines
             .iter()
             .enumerate()
-            .map(|(i, (key, value, meta))| {
-                format!(
-                    ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {}, \"event_type\": \"POINT_IN_TIME\", \"key\": \"{key}\", \"value\": {value}, \"metadata\": {meta}}}\n",
-                    1000 + i
-                )
-            })
+            .map(|(i, (key, value, meta))| mllog_line(1000 + i as u64, P, key, value, meta))
             .collect();
         read_text(&text, ruleset, bert_train_samples)
     }
@@ -1654,6 +1611,8 @@ pub(crate) mod tests {
         };
         read_run("result_0.txt", &log, None, &opts)
     }
+
+    const P: &str = "POINT_IN_TIME";
 
     const STOP: (&str, &str, &str) = ("run_stop", "null", r#"{"status": "success"}"#);
 
@@ -1770,11 +1729,17 @@ pub(crate) mod tests {
         )
         .unwrap();
         let text = |extra: &str| {
-            format!(
-                ":::MLLOG {{\"namespace\": \"\", \"time_ms\": 1, \"event_type\": \"POINT_IN_TIME\", \"key\": \"submission_benchmark\", \"value\": \"resnet\", \"metadata\": {{}}}}\n{extra}\n\
-                 :::MLLOG {{\"namespace\": \"\", \"time_ms\": 3, \"event_type\": \"POINT_IN_TIME\", \"key\": \"eval_accuracy\", \"value\": 0.76, \"metadata\": {{\"epoch_num\": 2.0}}}}\n\
-                 :::MLLOG {{\"namespace\": \"\", \"time_ms\": 4, \"event_type\": \"INTERVAL_END\", \"key\": \"run_stop\", \"value\": null, \"metadata\": {{\"status\": \"success\"}}}}\n"
-            )
+            mllog_line(1, P, "submission_benchmark", r#""resnet""#, "{}")
+                + extra
+                + "\n"
+                + &mllog_line(3, P, "eval_accuracy", "0.76", r#"{"epoch_num": 2.0}"#)
+                + &mllog_line(
+                    4,
+                    "INTERVAL_END",
+                    "run_stop",
+                    "null",
+                    r#"{"status": "success"}"#,
+                )
         };
         // A broken line that names none of the keys the reader looks for.
         let broken = ":::MLLOG {\"key\": \"train_samples\", broken";
@@ -1789,8 +1754,8 @@ pub(crate) mod tests {
             Err(RunReadError::NotMllog { line: 2, .. })
         ));
         // A line that mentions run_stop under another key is not the stop.
-        let mention = r#":::MLLOG {"namespace": "", "time_ms": 2, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": 1, "metadata": {"note": "before run_stop"}}"#;
-        let r = read_text(&text(mention), "5.0.0", false).unwrap();
+        let mention = mllog_line(2, P, "tracked_stats", "1", r#"{"note": "before run_stop"}"#);
+        let r = read_text(&text(mention.trim_end()), "5.0.0", false).unwrap();
         assert_eq!((r.converged, r.point), (true, 2.0));
     }
 
@@ -1857,28 +1822,19 @@ pub(crate) mod tests {
     #[test]
     fn stable_diffusion_converges_at_its_first_step_meeting_both_metrics() {
         let sd = |unit: &str, ruleset: &str, evals: &[(u64, &str, &str)]| {
-            let mut lines: Vec<(String, String, String)> = vec![(
-                "submission_benchmark".into(),
-                r#""stable_diffusion""#.into(),
-                "{}".into(),
-            )];
+            let mut text = mllog_line(0, P, "submission_benchmark", r#""stable_diffusion""#, "{}");
             for (step, metric, value) in evals {
-                lines.push((
-                    "eval_accuracy".into(),
-                    value.to_string(),
-                    format!(r#"{{"{unit}": {step}, "metric": "{metric}"}}"#),
-                ));
+                let meta = format!(r#"{{"{unit}": {step}, "metric": "{metric}"}}"#);
+                text += &mllog_line(1, P, "eval_accuracy", value, &meta);
             }
-            lines.push((
-                "run_stop".into(),
-                "null".into(),
-                r#"{"status": "success"}"#.into(),
-            ));
-            let refs: Vec<(&str, &str, &str)> = lines
-                .iter()
-                .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-                .collect();
-            read(&refs, ruleset, false)
+            text += &mllog_line(
+                2,
+                "INTERVAL_END",
+                "run_stop",
+                "null",
+                r#"{"status": "success"}"#,
+            );
+            read_text(&text, ruleset, false)
         };
         // Step 1000: FID too high; 3000 passes; 2000 has a low CLIP.
         let evals = [
@@ -2083,15 +2039,7 @@ pub(crate) mod tests {
     #[test]
     fn pruning_keeps_records_on_the_line_and_the_first_of_equally_fast_ones() {
         let sizes = |means: &[(f64, f64)], how: Pruning| {
-            let records: Vec<(String, f64, Vec<f64>)> = means
-                .iter()
-                .map(|&(bs, m)| (format!("r{bs}"), bs, vec![m; 3]))
-                .collect();
-            let refs: Vec<(&str, f64, &[f64])> = records
-                .iter()
-                .map(|(n, bs, p)| (n.as_str(), *bs, p.as_slice()))
-                .collect();
-            toy_table(&table_json(&refs))
+            toy_table(&flat_table_json(means))
                 .unwrap()
                 .prune(how)
                 .iter()

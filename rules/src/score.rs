@@ -1130,16 +1130,13 @@ mod tests {
 
     use super::*;
     use crate::diag::Severity;
+    use crate::testing::{bumpy_table_json, mllog_line, toy_facts};
 
     /// The MLLOG lines of `(time_ms, event, key, value)` events.
     fn mllog_text(events: &[(u64, &str, &str, &str)]) -> String {
         events
             .iter()
-            .map(|(t, ev, key, value)| {
-                format!(
-                    ":::MLLOG {{\"namespace\": \"\", \"time_ms\": {t}, \"event_type\": \"{ev}\", \"key\": \"{key}\", \"value\": {value}, \"metadata\": {{}}}}\n"
-                )
-            })
+            .map(|(t, ev, key, value)| mllog_line(*t, ev, key, value, "{}"))
             .collect()
     }
 
@@ -1354,7 +1351,7 @@ mod tests {
     /// A toy benchmark scored under a toy ruleset: one rule file (a run
     /// complies when it starts once and stops once with status success),
     /// olympic scoring over 5 runs, and an RCP table whose 10 reference
-    /// runs all converged at 100 samples (so the slowest acceptable mean is
+    /// runs all converged at 100 samples (so the smallest acceptable mean is
     /// 100).
     fn toy_context() -> ScoreContext {
         use crate::ruleset::RuleLibrary;
@@ -1364,7 +1361,7 @@ mod tests {
             "- KEY:\n    NAME: run_start\n    REQ: EXACTLY_ONE\n\
              - KEY:\n    NAME: run_stop\n    REQ: EXACTLY_ONE\n    CHECK: \" v['metadata']['status'] == 'success' \"\n",
         );
-        let facts = crate::rcp::tests::toy_facts();
+        let facts = toy_facts();
         let checker = Arc::new(Checker::new(Arc::new(lib), Default::default()));
         let mut ctx = ScoreContext::new(checker, "training", "toy-1.0", facts, None);
         ctx.choice = RulesetChoice::Config("toy.yaml".into());
@@ -1381,29 +1378,32 @@ mod tests {
         let t0 = 1_700_000_000_000u64;
         let t1 = t0 + (minutes * 60_000.0) as u64;
         let status = if success { "success" } else { "aborted" };
-        let lines = [
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "submission_benchmark", "value": "mini_toy", "metadata": {{}}}}"#
-            ),
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "global_batch_size", "value": 8, "metadata": {{}}}}"#
-            ),
+        let stop_meta = format!(r#"{{"samples_count": {samples}, "status": "{status}"}}"#);
+        let text = [
+            mllog_line(t0, P, "submission_benchmark", r#""mini_toy""#, "{}"),
+            mllog_line(t0, P, "global_batch_size", "8", "{}"),
             // The same seed from the same line in every run.
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "POINT_IN_TIME", "key": "seed", "value": 42, "metadata": {{"file": "train.py", "lineno": 7}}}}"#
+            mllog_line(t0, P, "seed", "42", r#"{"file": "train.py", "lineno": 7}"#),
+            mllog_line(t0, "INTERVAL_START", "run_start", "null", "{}"),
+            mllog_line(
+                t1,
+                P,
+                "eval_accuracy",
+                "0.9",
+                &format!(r#"{{"samples_count": {samples}}}"#),
             ),
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t0}, "event_type": "INTERVAL_START", "key": "run_start", "value": null, "metadata": {{}}}}"#
-            ),
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t1}, "event_type": "POINT_IN_TIME", "key": "eval_accuracy", "value": 0.9, "metadata": {{"samples_count": {samples}}}}}"#
-            ),
-            format!(
-                r#":::MLLOG {{"namespace": "", "time_ms": {t1}, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, "metadata": {{"samples_count": {samples}, "status": "{status}"}}}}"#
-            ),
-        ];
+            mllog_line(t1, "INTERVAL_END", "run_stop", "null", &stop_meta),
+        ]
+        .concat();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// `result_<i>.txt` in `path` for each run `(minutes, samples, success)`.
+    fn write_toy_set(path: &Path, runs: &[(f64, u64, bool)]) {
+        for (i, &(minutes, samples, ok)) in runs.iter().enumerate() {
+            toy_log(&path.join(format!("result_{i}.txt")), minutes, samples, ok);
+        }
     }
 
     /// A toy result set `org/results/sys/mini_toy` with one run per
@@ -1426,14 +1426,7 @@ mod tests {
         extra: impl FnOnce(&Path),
     ) -> BenchScore {
         let path = root.join("org/results/sys/mini_toy");
-        for (i, (minutes, samples, ok)) in runs.iter().enumerate() {
-            toy_log(
-                &path.join(format!("result_{i}.txt")),
-                *minutes,
-                *samples,
-                *ok,
-            );
-        }
+        write_toy_set(&path, runs);
         extra(&path);
         let dir = BenchmarkDir {
             org: root.join("org"),
@@ -1623,26 +1616,12 @@ mod tests {
         assert_eq!(seed_findings(&s), 0, "{:#?}", s.policy);
     }
 
-    /// An RCP table with these means at batch sizes 4, 8, 16, 24, 32 and
-    /// 40, where the official pruning keeps 8, 24 and 40 and the convex
-    /// envelope 8 and 40 (see the RCP module's tests).
-    fn bumpy_json(means: &[f64; 6]) -> String {
-        let records: Vec<String> = [4, 8, 16, 24, 32, 40]
-            .iter()
-            .zip(means)
-            .map(|(bs, m)| {
-                format!(r#""r{bs}": {{"Benchmark": "mini_toy", "BS": {bs}, "Epochs to converge": [{m}, {m}, {m}]}}"#)
-            })
-            .collect();
-        format!("{{{}}}", records.join(", "))
-    }
-
     #[test]
     fn the_context_prunes_tables_as_asked_and_passes_its_options_on() {
         let mut ctx = toy_context();
         ctx.rcp_json.insert(
             "mini_toy".into(),
-            bumpy_json(&[12.0, 10.0, 11.0, 11.8, 20.0, 13.0]),
+            bumpy_table_json([12.0, 10.0, 11.0, 11.8, 20.0, 13.0]),
         );
         let sizes = |t: &RcpTable| t.pruned.iter().map(|r| r.bs).collect::<Vec<_>>();
         assert_eq!(
@@ -1728,40 +1707,38 @@ mod tests {
     #[test]
     fn of_two_runs_as_fast_the_one_the_directory_lists_first_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut listed = Vec::new();
         let s = score_toy(dir.path(), FIVE, "open", |p| {
-            // Two runs tie at one minute: a pair the directory lists out
-            // of name order where there is one.
-            let order: Vec<String> = std::fs::read_dir(p)
+            // Two runs tie at one minute: neighbours in the directory's
+            // listing that it lists out of name order, where there are any.
+            let listed: Vec<usize> = std::fs::read_dir(p)
                 .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with("result_"))
-                .collect();
-            let (first, second) = (0..5)
-                .flat_map(|i| (i + 1..5).map(move |j| (i, j)))
-                .map(|(i, j)| {
-                    let pos = |k: usize| order.iter().position(|n| *n == format!("result_{k}.txt"));
-                    if pos(j) < pos(i) { (j, i) } else { (i, j) }
+                .filter_map(|e| {
+                    let name = e.unwrap().file_name().to_string_lossy().to_string();
+                    name.strip_prefix("result_")?
+                        .strip_suffix(".txt")?
+                        .parse()
+                        .ok()
                 })
+                .collect();
+            let (first, second) = listed
+                .windows(2)
+                .map(|w| (w[0], w[1]))
                 .find(|(a, b)| a > b)
                 .unwrap_or((0, 1));
-            let mut watts = [30; 5];
             let mut minutes = [3.0, 3.0, 3.0, 3.0, 5.0];
-            for (k, m) in [(first, 1.0), (second, 1.0)] {
-                minutes[k] = m;
-            }
+            minutes[first] = 1.0;
+            minutes[second] = 1.0;
+            let mut watts = [30; 5];
             watts[first] = 10;
             watts[second] = 1000;
             for (k, m) in minutes.iter().enumerate() {
                 toy_log(&p.join(format!("result_{k}.txt")), *m, 100, true);
             }
             toy_power(p, &watts);
-            listed = vec![first, second];
         });
         // The first-listed 1-minute run (10 W: 600 J) goes as the fastest;
         // the other (1000 W: 60,000 J) stays with two 3-minute runs at
         // 30 W (5,400 J each); the slowest goes.
-        assert_eq!(listed.len(), 2);
         assert_eq!(s.score_minutes, Some((1.0 + 3.0 + 3.0) / 3.0));
         assert_eq!(s.energy, Some((60_000.0 + 5_400.0 + 5_400.0) / 3.0));
     }
@@ -1838,13 +1815,12 @@ mod tests {
         let mut ctx = toy_context();
         ctx.rcp_json.insert(
             "mini_toy".into(),
-            bumpy_json(&[120.0, 100.0, 110.0, 118.0, 200.0, 130.0]),
+            bumpy_table_json([120.0, 100.0, 110.0, 118.0, 200.0, 130.0]),
         );
         let path = dir.path().join("set");
-        for (i, (m, _, ok)) in FIVE.iter().enumerate() {
-            // Every run converges at 50 samples: too fast.
-            toy_log(&path.join(format!("result_{i}.txt")), *m, 50, *ok);
-        }
+        // Every run converges at 50 samples: too fast.
+        let fast: Vec<(f64, u64, bool)> = FIVE.iter().map(|&(m, _, ok)| (m, 50, ok)).collect();
+        write_toy_set(&path, &fast);
         let opts = ctx.rcp_options(true, false);
         let c = check_rcp_dir(&ctx, &path, &opts, false).unwrap();
         let codes: Vec<&str> = c.diagnostics().iter().map(|d| d.code).collect();
