@@ -631,44 +631,94 @@ pub fn package_from_dir(dir: &Path) -> Option<MlperfLogging> {
     MlperfLogging::at(dir.join("mlperf_logging"))
 }
 
-/// Find an installed `mlperf-logging`: `$REFEREE_MLPERF_LOGGING`, then
-/// virtual environments (`$VIRTUAL_ENV`; the prefix the referee binary is
-/// installed in, `PREFIX/bin/referee`, where `pip install referee-mlperf`
-/// puts it beside its pinned mlperf-logging, venv or `--user`; `./.venv`;
-/// the `.venv` next to the referee checkout), then whatever
-/// `python3`/`python` imports.
-pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
-    let mut tried = Vec::new();
-    if let Ok(d) = std::env::var("REFEREE_MLPERF_LOGGING") {
-        if let Some(p) = package_from_dir(Path::new(&d)) {
-            return Ok(p);
+/// Where the official rules may come from: the environments the user
+/// named and referee's own installation, never the current directory (a
+/// package an auditor opens could carry `.venv/` or `mlperf_logging/`
+/// there, docs/trust.md).
+#[derive(Debug, Clone, Default)]
+pub struct RuleSources {
+    /// `$REFEREE_MLPERF_LOGGING`: the package directory itself.
+    pub explicit: Option<PathBuf>,
+    /// `$VIRTUAL_ENV`: the environment the user activated.
+    pub virtual_env: Option<PathBuf>,
+    /// The referee binary: `PREFIX/bin/referee` (a pip install beside its
+    /// pinned mlperf-logging) or `ROOT/target/<profile>/referee` (a
+    /// checkout with its `.venv`).
+    pub exe: Option<PathBuf>,
+    /// Interpreters asked, in order (`$REFEREE_PYTHON`, `python3`,
+    /// `python`), each run isolated (`-I`) from a neutral directory.
+    pub pythons: Vec<String>,
+}
+
+impl RuleSources {
+    /// The sources of this process: its environment and its binary.
+    pub fn of_this_process() -> Self {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        let mut pythons: Vec<String> = Vec::new();
+        if let Ok(py) = std::env::var("REFEREE_PYTHON") {
+            pythons.push(py);
         }
-        tried.push(format!("$REFEREE_MLPERF_LOGGING={d}"));
+        pythons.extend(["python3".to_string(), "python".to_string()]);
+        RuleSources {
+            explicit: var("REFEREE_MLPERF_LOGGING").map(PathBuf::from),
+            virtual_env: var("VIRTUAL_ENV").map(PathBuf::from),
+            exe: std::env::current_exe().ok(),
+            pythons,
+        }
     }
-    let mut venvs: Vec<PathBuf> = Vec::new();
-    if let Ok(v) = std::env::var("VIRTUAL_ENV") {
-        venvs.push(PathBuf::from(v));
-    }
-    let exe = std::env::current_exe().ok();
-    // PREFIX/bin/referee → PREFIX (its lib/pythonX.Y/site-packages).
-    if let Some(prefix) = exe
-        .as_deref()
-        .filter(|e| e.parent().and_then(Path::file_name) == Some("bin".as_ref()))
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-    {
-        venvs.push(prefix.to_path_buf());
-    }
-    if let Ok(cwd) = std::env::current_dir() {
-        venvs.push(cwd.join(".venv"));
-    }
-    if let Some(exe) = exe {
-        // target/<profile>/referee → checkout root
-        if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
+
+    /// The virtual environments to look in, in order.
+    fn venvs(&self) -> Vec<PathBuf> {
+        let mut venvs: Vec<PathBuf> = self.virtual_env.iter().cloned().collect();
+        let exe = self.exe.as_deref();
+        // PREFIX/bin/referee → PREFIX (its lib/pythonX.Y/site-packages).
+        if let Some(prefix) = exe
+            .filter(|e| e.parent().and_then(Path::file_name) == Some("bin".as_ref()))
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+        {
+            venvs.push(prefix.to_path_buf());
+        }
+        // ROOT/target/<profile>/[dir/]referee → ROOT/.venv.
+        if let Some(root) = exe
+            .and_then(|e| {
+                e.ancestors()
+                    .skip(1)
+                    .take(3)
+                    .find(|a| a.file_name() == Some("target".as_ref()))
+            })
+            .and_then(Path::parent)
+        {
             venvs.push(root.join(".venv"));
         }
+        venvs
     }
-    for venv in &venvs {
+}
+
+/// The directory an isolated interpreter is started in: one no package
+/// can be in (`-I` already keeps the current directory off `sys.path`;
+/// this also keeps the interpreter's relative paths away from it).
+pub const NEUTRAL_DIR: &str = "/";
+
+/// Find an installed `mlperf-logging` from [`RuleSources::of_this_process`]
+/// (see [`discover_from`]).
+pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
+    discover_from(&RuleSources::of_this_process())
+}
+
+/// Find `mlperf-logging`: the explicit directory, then the virtual
+/// environments ([`RuleSources`]), then whatever each interpreter imports
+/// when run isolated (`python3 -I`, from [`NEUTRAL_DIR`], its output read
+/// as a path and checked to hold the rule files).
+pub fn discover_from(src: &RuleSources) -> Result<MlperfLogging, DiscoveryError> {
+    let mut tried = Vec::new();
+    if let Some(d) = &src.explicit {
+        if let Some(p) = package_from_dir(d) {
+            return Ok(p);
+        }
+        tried.push(format!("$REFEREE_MLPERF_LOGGING={}", d.display()));
+    }
+    for venv in src.venvs() {
         let lib = venv.join("lib");
         if let Ok(rd) = std::fs::read_dir(&lib) {
             for e in rd.flatten() {
@@ -680,18 +730,15 @@ pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
         }
         tried.push(format!("virtual environment {}", venv.display()));
     }
-    let mut pythons: Vec<String> = Vec::new();
-    if let Ok(py) = std::env::var("REFEREE_PYTHON") {
-        pythons.push(py);
-    }
-    pythons.push("python3".into());
-    pythons.push("python".into());
-    for py in pythons {
-        let out = std::process::Command::new(&py)
+    for py in &src.pythons {
+        let out = std::process::Command::new(py)
             .args([
+                "-I",
                 "-c",
                 "import os, mlperf_logging; print(os.path.dirname(mlperf_logging.__file__))",
             ])
+            .current_dir(NEUTRAL_DIR)
+            .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .output();
         if let Ok(out) = out
@@ -702,7 +749,7 @@ pub fn discover_mlperf_logging() -> Result<MlperfLogging, DiscoveryError> {
                 return Ok(p);
             }
         }
-        tried.push(format!("`{py} -c 'import mlperf_logging'`"));
+        tried.push(format!("`{py} -I -c 'import mlperf_logging'`"));
     }
     Err(DiscoveryError { tried })
 }
