@@ -210,6 +210,62 @@ pub fn python() -> PathBuf {
     }
 }
 
+/// A Python interpreter an audit's re-run can start: the tests' own, or,
+/// when the tests run as root (whose re-runs run a package's program as
+/// the unprivileged user nobody, docs/trust.md), the first of the tests'
+/// own, `/usr/bin/python3` and `/usr/local/bin/python3` that nobody can
+/// read. A program it runs imports `mlperf_logging` from its own code
+/// ([`vendor_mllog`]), not from the tests' environment.
+pub fn rerun_python() -> PathBuf {
+    use referee_harness::audit::sandbox::{readable_by, unprivileged_user};
+    let Some((uid, gid)) = unprivileged_user() else {
+        return python();
+    };
+    let own = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
+    [own, "/usr/bin/python3".into(), "/usr/local/bin/python3".into()]
+        .into_iter()
+        .find(|p| p.is_file() && readable_by(p, uid, gid).is_ok())
+        .expect("the tests run as root: an audit's re-run needs a Python interpreter that the user nobody can read (install Debian's python3)")
+}
+
+/// Copy the official logging library (`mlperf_logging/__init__.py` and
+/// `mllog/`, standard library only) into a program's code directory, so
+/// that the program imports it from there under any interpreter.
+pub fn vendor_mllog(code: &Path) {
+    let pkg = mlperf_logging();
+    let to = code.join("mlperf_logging");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::copy(pkg.dir.join("__init__.py"), to.join("__init__.py")).unwrap();
+    copy_tree(&pkg.dir.join("mllog"), &to.join("mllog"));
+    for e in walk_files(&to) {
+        if e.extension().is_some_and(|x| x == "pyc") {
+            std::fs::remove_file(e).unwrap();
+        }
+    }
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A fresh temporary directory that the unprivileged user of an audit's
+/// re-run can reach (mode 0755; tempfile makes them 0700), kept.
+pub fn open_tempdir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap().keep();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
 /// Split one CSV line (RFC 4180 quoting; no embedded newlines).
 pub fn csv_fields(line: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -500,15 +556,4 @@ pub fn sign(dir: &Path, key: &Path) {
         key.to_str().unwrap(),
     ]);
     assert!(s.status.success(), "{}", stderr(&s));
-}
-
-/// The installation the tests' Python interpreter lives in (two levels
-/// above its real binary): the audit's sandbox hides the home directory,
-/// where pyenv and similar tools install, so an audit shows it read-only.
-pub fn interpreter_prefix() -> PathBuf {
-    let real = std::fs::canonicalize(python()).unwrap_or_else(|_| python());
-    real.ancestors()
-        .nth(2)
-        .unwrap_or(Path::new("/usr"))
-        .to_path_buf()
 }

@@ -11,8 +11,8 @@
 //! the program's working directory).
 
 use referee_tests::{
-    copy_tree, interpreter_prefix, keygen, python, referee, referee_in, repo_root, sign, stderr,
-    stdout,
+    copy_tree, keygen, open_tempdir, python, referee, referee_in, repo_root, rerun_python, sign,
+    stderr, stdout, vendor_mllog,
 };
 use serde_json::Value;
 use std::net::TcpListener;
@@ -49,7 +49,10 @@ fn git(dir: &Path, args: &[&str]) {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap().keep();
+        // Reachable by the unprivileged user a root auditor's re-run runs
+        // as; the program carries the logging library it imports, so that
+        // any interpreter runs it.
+        let root = open_tempdir();
         let work = root.join("work");
         std::fs::create_dir_all(&work).unwrap();
         std::fs::copy(
@@ -57,14 +60,15 @@ fn fixture() -> &'static Fixture {
             work.join("fake_lora.py"),
         )
         .unwrap();
+        vendor_mllog(&work);
         git(&work, &["init", "-q"]);
-        git(&work, &["add", "fake_lora.py"]);
+        git(&work, &["add", "fake_lora.py", "mlperf_logging"]);
         git(&work, &["commit", "-q", "-m", "fake"]);
         let data = root.join("dataset");
         std::fs::create_dir_all(data.join("shard")).unwrap();
         std::fs::write(data.join("shard/a.bin"), b"tokens").unwrap();
         let out = root.join("runs");
-        let py = python().display().to_string();
+        let py = rerun_python().display().to_string();
         let o = referee_in(
             &[
                 "run",
@@ -282,7 +286,7 @@ fn a_malicious_package_runs_nothing_without_consent() {
         format!(
             "touch {}; exec {} fake_lora.py",
             marker.display(),
-            python().display()
+            rerun_python().display()
         ),
     );
     let out = f.root.join("audit-no-consent");
@@ -331,21 +335,39 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
+    // A host socket outside the home directory (an ssh-agent's, D-Bus's
+    // under /run): a read-only bind would still let the program connect.
+    let sock = repo_root()
+        .join("target")
+        .join(format!("audit-trust-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    let unix = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    unix.set_nonblocking(true).unwrap();
     // One marker under /tmp (private in the sandbox), one in the
-    // repository's target directory (read-only in the sandbox).
+    // repository's target directory (not shown in the sandbox).
     let tmp_marker = f.root.join("PWNED-tmp");
     let sys_marker = repo_root()
         .join("target")
         .join(format!("PWNED-audit-trust-{}", std::process::id()));
-    let py = python().display().to_string();
+    let py = rerun_python().display().to_string();
+    let repo_file = repo_root().join("Cargo.toml");
     let script = format!(
         "touch {tmp} 2>>probe.txt; touch {sys} 2>>probe.txt; \
          echo \"secret=[$SECRET_TOKEN]\" >> probe.txt; \
+         echo \"uid=$(id -u)\" >> probe.txt; \
+         cat /etc/shadow >/dev/null 2>&1 && echo shadow-read >> probe.txt; \
+         ls /run >/dev/null 2>&1 && echo run-visible >> probe.txt; \
+         cat {repo_file} >/dev/null 2>&1 && echo repo-read >> probe.txt; \
+         v=$(cat /proc/sys/kernel/core_pattern); \
+         (printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern) 2>/dev/null && echo sysctl-written >> probe.txt; \
+         {py} -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{sock}\")' 2>/dev/null && echo unix-connected >> probe.txt; \
          if {py} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2)' 2>>probe.txt; \
          then echo connected >> probe.txt; else echo refused >> probe.txt; fi; \
          exec {py} fake_lora.py",
         tmp = tmp_marker.display(),
         sys = sys_marker.display(),
+        repo_file = repo_file.display(),
+        sock = sock.display(),
     );
     let (org, fp) = with_command("evil-sandboxed", script);
     let out = f.root.join("audit-sandboxed");
@@ -360,16 +382,20 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
             "--allow-exec",
             "--data",
             f.data.to_str().unwrap(),
-            "--sandbox-ro",
-            interpreter_prefix().to_str().unwrap(),
         ],
         &[("SECRET_TOKEN", "hunter2")],
     );
+    let _ = std::fs::remove_file(&sock);
     assert!(!tmp_marker.exists(), "wrote {}", tmp_marker.display());
     assert!(!sys_marker.exists(), "wrote {}", sys_marker.display());
     assert!(
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "the sandboxed program reached 127.0.0.1:{port}"
+    );
+    assert!(
+        matches!(unix.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the sandboxed program reached the host socket {}",
+        sock.display()
     );
     let rerun = r["reruns"][0].clone();
     let dir = PathBuf::from(
@@ -385,6 +411,17 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
         probe.contains("refused") && !probe.contains("connected"),
         "{probe}"
     );
+    for leak in [
+        "shadow-read",
+        "run-visible",
+        "repo-read",
+        "sysctl-written",
+        "unix-connected",
+    ] {
+        assert!(!probe.contains(leak), "{leak}: {probe}");
+    }
+    // An auditor who is root never runs the package's program as root.
+    assert!(!probe.contains("uid=0\n"), "{probe}");
     // The re-run's captures and result stay for the auditor.
     for f in ["run_0/stdout.txt", "run_0/stderr.txt", "result_0.txt"] {
         assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
@@ -403,18 +440,155 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
         "{rerun:#}"
     );
     assert!(rerun["plan"]["env"].get("SECRET_TOKEN").is_none());
+    // The plan lists what the sandbox shows; nothing of the host's root.
+    let shown = rerun["plan"]["read_only"].to_string();
+    assert!(shown.contains("/usr (system)"), "{shown}");
+    assert!(!shown.contains("\"/ ("), "{shown}");
+}
+
+/// git reads a checkout's configuration, which can name commands
+/// (`diff.external`, `core.fsmonitor`): referee never runs git, nor the
+/// program's interpreter, on a package's code outside the sandbox.
+#[test]
+fn no_git_and_no_interpreter_run_on_a_package_s_code_outside_the_sandbox() {
+    let f = fixture();
+    let marker = f.root.join("PWNED-git");
+    let (org, fp) = tampered("evil-git", |org| {
+        let code = imp(org).join("code");
+        std::fs::write(code.join("notes.txt"), "one\n").unwrap();
+        git(&code, &["init", "-q"]);
+        git(&code, &["add", "notes.txt"]);
+        git(&code, &["commit", "-q", "-m", "notes"]);
+        std::fs::write(code.join("notes.txt"), "two\n").unwrap();
+        git(
+            &code,
+            &[
+                "config",
+                "diff.external",
+                &format!("touch {}; true", marker.display()),
+            ],
+        );
+        git(
+            &code,
+            &[
+                "config",
+                "core.fsmonitor",
+                &format!("touch {}; true", marker.display()),
+            ],
+        );
+    });
+    // An auditor's git that trusts every directory (common in CI
+    // containers), so that git's check of the owner does not hide the
+    // attack.
+    let gitconfig = f.root.join("auditor-gitconfig");
+    std::fs::write(&gitconfig, "[safe]\n\tdirectory = *\n").unwrap();
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-git"),
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--force",
+            "--sandbox",
+            "none",
+            "--data",
+            f.data.to_str().unwrap(),
+        ],
+        &[("GIT_CONFIG_GLOBAL", gitconfig.to_str().unwrap())],
+    );
+    let dir = PathBuf::from(
+        r["reruns"][0]["rerun_dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the re-run was not done: {r:#}")),
+    );
+    assert!(
+        !marker.exists(),
+        "a command of the package's git configuration ran: {r:#}"
+    );
+    // Nor was the program's interpreter asked for its packages.
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("referee_run.json")).unwrap())
+            .unwrap();
+    assert!(
+        record["software"]["not_queried"].is_string(),
+        "{:#}",
+        record["software"]
+    );
+    assert!(record["software"].get("python_packages").is_none());
+}
+
+/// A root auditor's re-run runs as nobody; what nobody cannot read is
+/// refused before anything runs, saying what stops it and what to do.
+#[test]
+fn as_root_a_program_nobody_can_read_is_refused_saying_how() {
+    if referee_harness::audit::sandbox::unprivileged_user().is_none() {
+        eprintln!("not root: re-runs run as this user; nothing to refuse");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let closed = f.root.join("closed");
+    std::fs::create_dir_all(closed.join("bin")).unwrap();
+    std::fs::create_dir_all(closed.join("lib")).unwrap();
+    let hidden_py = closed.join("bin/python3");
+    let _ = std::fs::remove_file(&hidden_py);
+    std::os::unix::fs::symlink(rerun_python(), &hidden_py).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let marker = f.root.join("PWNED-closed");
+    let (org, fp) = with_command(
+        "closed-interpreter",
+        format!(
+            "touch {}; exec {} fake_lora.py",
+            marker.display(),
+            hidden_py.display()
+        ),
+    );
+    let (_, r) = audit(
+        &org,
+        &f.root.join("audit-closed"),
+        &[
+            "--rerun",
+            "1",
+            "--signer",
+            &fp,
+            "--allow-exec",
+            "--data",
+            f.data.to_str().unwrap(),
+            "--sandbox-ro",
+            closed.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let s = step(&r, "re-run");
+    assert_eq!(s["status"], "not_done", "{r:#}");
+    let why = s["detail"].as_str().unwrap();
+    assert!(
+        why.contains("unprivileged user 65534") && why.contains("0700"),
+        "{why}"
+    );
+    assert!(why.contains("ordinary user"), "{why}");
+    assert!(!marker.exists());
 }
 
 #[test]
 fn sandbox_none_runs_unsandboxed_and_says_so() {
+    use std::os::unix::fs::PermissionsExt;
     let f = fixture();
-    let marker = f.root.join("PWNED-unsandboxed");
+    // Writable by anyone: unsandboxed, the program writes where its user
+    // may (as root, the auditor's re-run runs as nobody).
+    let anyone = f.root.join("anyone");
+    std::fs::create_dir_all(&anyone).unwrap();
+    std::fs::set_permissions(&anyone, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let marker = anyone.join("PWNED-unsandboxed");
     let (org, fp) = with_command(
         "evil-unsandboxed",
         format!(
             "touch {}; exec {} fake_lora.py",
             marker.display(),
-            python().display()
+            rerun_python().display()
         ),
     );
     let out = f.root.join("audit-unsandboxed");
@@ -440,6 +614,12 @@ fn sandbox_none_runs_unsandboxed_and_says_so() {
         plan["sandbox"].as_str().unwrap().starts_with("NONE"),
         "{r:#}"
     );
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(&marker).unwrap().uid();
+    if referee_harness::audit::sandbox::unprivileged_user().is_some() {
+        assert_eq!(owner, 65534, "a root auditor's re-run ran as root");
+        assert!(plan["user"].as_str().unwrap().contains("65534"), "{plan:#}");
+    }
 }
 
 #[test]

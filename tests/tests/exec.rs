@@ -5,8 +5,8 @@
 //! checkers, package and audit; each fault is caught.
 
 use referee_tests::{
-    copy_tree, fake_exec_args, interpreter_prefix, keygen, official_package_ok, python, referee,
-    referee_bin, referee_in, repo_root, sign, stderr, stdout,
+    copy_tree, fake_exec_args, fake_lora, keygen, official_package_ok, open_tempdir, python,
+    referee, referee_bin, referee_in, rerun_python, sign, stderr, stdout, vendor_mllog,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -44,12 +44,25 @@ fn exec(
 fn faithful() -> &'static (PathBuf, Value) {
     static RUNS: OnceLock<(PathBuf, Value)> = OnceLock::new();
     RUNS.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap().keep();
+        // The program runs from its working directory, which it carries
+        // with the logging library it imports, so that the package's code
+        // (`--code work`) is all a re-run needs, under any interpreter
+        // (rerun_python); reachable by a root auditor's unprivileged user.
+        let root = open_tempdir();
         let cwd = root.join("work");
         std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::copy(fake_lora(), cwd.join("fake_lora.py")).unwrap();
+        vendor_mllog(&cwd);
         let out = root.join("runs");
-        let (code, summary, _) = exec(&cwd, &out, 10, &[], &[]);
-        assert_eq!(code, 0, "{summary:#}");
+        let mut args = fake_exec_args(&out, 10, &["--seed", "11"], &[]);
+        let n = args.len();
+        args[n - 2] = rerun_python().display().to_string();
+        args[n - 1] = "fake_lora.py".into();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = referee_in(&args, &cwd);
+        let summary: Value = serde_json::from_str(&stdout(&o))
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+        assert_eq!(o.status.code(), Some(0), "{summary:#}");
         (out, summary)
     })
 }
@@ -159,7 +172,7 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     let pk = root.join("pkg");
     // The program's code goes into the package (the run's working
     // directory is not a git checkout): an audit re-runs only that.
-    let code = repo_root().join("tests/fixtures/exec");
+    let code = out.parent().unwrap().join("work");
     let p = referee(&[
         "package",
         out.to_str().unwrap(),
@@ -175,7 +188,6 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
     let (fingerprint, _) = keygen(&key);
     sign(&org, &key);
     let report = root.join("audit");
-    let interpreter = interpreter_prefix();
     let mut args = vec![
         "audit",
         org.to_str().unwrap(),
@@ -185,9 +197,6 @@ fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Va
         "--signer",
         &fingerprint,
         "--allow-exec",
-        // The sandbox hides the home directory, where pyenv installs.
-        "--sandbox-ro",
-        interpreter.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let o = referee(&args);
@@ -225,7 +234,7 @@ fn a_faithful_rerun_passes_the_audit_and_a_tampered_witness_fails_it() {
     let (code, r) = audit_copy(
         "audit-tampered",
         |org| {
-            let p = org.join("benchmarks/llama2_70b_lora/implementations/exec/referee_run_0.json");
+            let p = org.join("benchmarks/llama2_70b_lora/implementations/work/referee_run_0.json");
             let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             for l in v["runs"][0]["witness"]["lines"].as_array_mut().unwrap() {
                 if l["key"] == "run_stop" {

@@ -61,6 +61,10 @@ pub struct RerunPlan {
     pub datasets: Vec<String>,
     /// How it is confined.
     pub sandbox: String,
+    /// What the sandbox shows read-only, each with why.
+    pub read_only: Vec<String>,
+    /// The user it runs as: `nobody (uid 65534)` when the auditor is root.
+    pub user: String,
     /// Facts the auditor should know (paths read from this machine, code
     /// not tied to the run).
     pub notes: Vec<String>,
@@ -97,6 +101,10 @@ impl RerunPlan {
             s.push_str(&format!("  dataset (read-only): {d}\n"));
         }
         s.push_str(&format!("  sandbox: {}\n", self.sandbox));
+        for r in &self.read_only {
+            s.push_str(&format!("    read-only: {r}\n"));
+        }
+        s.push_str(&format!("  runs as: {}\n", self.user));
         for n in &self.notes {
             s.push_str(&format!("  note: {n}\n"));
         }
@@ -140,7 +148,7 @@ fn map_paths(command: &[String], wd: &str, cwd: &Path, notes: &mut Vec<String>) 
             }
             if a.starts_with('/') && Path::new(a).exists() {
                 notes.push(format!(
-                    "{a} is a path of this machine outside the recorded working directory: the program reads it from here (read-only in the sandbox), not from the package"
+                    "{a} is a path of this machine outside the recorded working directory: the package does not carry it; the sandbox shows it only where it lies in a directory shown read-only (the system, the program's interpreter, --sandbox-ro, --data)"
                 ));
             }
             a.clone()
@@ -195,8 +203,15 @@ impl Rerunner<'_> {
         }
         let rerun_dir = absolute(&self.rerun_dir(benchmark, log));
         let cwd = rerun_dir.join("code");
-        let (plan, sandbox, env) =
-            self.exec_plan(&rec, &code_fp, &cwd, inputs.notes, inputs.datasets);
+        let run_as = sandbox::unprivileged_user();
+        let (plan, sandbox, env, mounts) = self.exec_plan(
+            &rec,
+            &code_fp,
+            (&rerun_dir, &cwd),
+            inputs.notes,
+            (inputs.datasets, inputs.binds),
+            run_as,
+        );
         eprintln!(
             "referee: the re-run of {} (seed {}) would run:\n{}",
             log.display(),
@@ -219,25 +234,28 @@ impl Rerunner<'_> {
                 return Ok(());
             }
         };
-        if sandbox == Sandbox::None && plan.command[0].contains('=') {
-            let why = format!(
-                "not done: the program's name {:?} holds '=' (env -i would read it as a variable)",
-                plan.command[0]
-            );
-            self.not_run(log, why, plan);
+        if let Some((uid, gid)) = run_as
+            && let Some(why) = unreadable(&mounts, &plan.command[0], env.get("PATH"), uid, gid)
+        {
+            self.not_run(log, format!("not done: {why}"), plan);
             return Ok(());
         }
         copy_tree(&rec.code, &cwd, &|_| false)?;
+        if let Some((uid, gid)) = run_as {
+            sandbox::hand_over(&rerun_dir, uid, gid).map_err(|source| AuditError::Io {
+                path: rerun_dir.clone(),
+                source,
+            })?;
+        }
         let shown_sandbox = match sandbox {
             Sandbox::Bwrap(_) => "bubblewrap",
             Sandbox::None => "NONE (--sandbox none)",
         };
         let confined = Confined {
-            rerun_dir: rerun_dir.clone(),
-            cwd,
-            binds: inputs.binds,
+            mounts,
             env,
             sandbox,
+            run_as,
         };
         let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined)?;
         eprintln!(
@@ -417,19 +435,25 @@ impl Rerunner<'_> {
     }
 
     /// What the re-run would run (shown before consent), the sandbox (or
-    /// why there is none) and the environment it passes.
+    /// why there is none), the environment it passes and what the sandbox
+    /// shows. `dirs`: the re-run directory and the code's copy in it;
+    /// `data`: the datasets as shown and their binds.
+    #[allow(clippy::type_complexity)]
     fn exec_plan(
         &self,
         rec: &ExecRecord,
         code_fp: &TreeFingerprint,
-        cwd: &Path,
+        dirs: (&Path, &Path),
         mut notes: Vec<String>,
-        datasets: Vec<String>,
+        data: (Vec<String>, Vec<(PathBuf, PathBuf)>),
+        run_as: Option<(u32, u32)>,
     ) -> (
         RerunPlan,
         Result<Sandbox, super::error::SandboxError>,
         BTreeMap<String, String>,
+        Mounts,
     ) {
+        let (rerun_dir, cwd) = dirs;
         let wd = rec.session["working_directory"].as_str().unwrap_or("");
         let command = map_paths(&rec.recorded_command, wd, cwd, &mut notes);
         let env: BTreeMap<String, String> = rec.run["provenance"]["env"]
@@ -442,15 +466,22 @@ impl Rerunner<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        let sandbox = sandbox::resolve(self.req.sandbox);
-        if matches!(sandbox, Ok(Sandbox::Bwrap(_))) {
-            let ro: Vec<PathBuf> = self.req.sandbox_ro.iter().map(|p| absolute(p)).collect();
-            notes.extend(sandbox::hidden_program(
+        let sandbox = sandbox::resolve(self.req.sandbox, run_as);
+        let mounts = Mounts {
+            rerun_dir: rerun_dir.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            data: data.1,
+            read_only: self.req.sandbox_ro.iter().map(|p| absolute(p)).collect(),
+            interpreter: sandbox::interpreter_dirs(
                 &command[0],
                 env.get("PATH").map(String::as_str),
-                &ro,
-            ));
-        }
+            ),
+            home: env.get("HOME").map(PathBuf::from),
+        };
+        let read_only = match &sandbox {
+            Ok(Sandbox::Bwrap(_)) => mounts.binds().iter().map(|b| b.describe()).collect(),
+            _ => Vec::new(),
+        };
         let plan = RerunPlan {
             command,
             recorded_command: rec.recorded_command.clone(),
@@ -462,14 +493,21 @@ impl Rerunner<'_> {
             code_fingerprint: code_fp.fingerprint.clone(),
             env: env.clone(),
             harness_variables: HARNESS_VARIABLES.iter().map(|s| s.to_string()).collect(),
-            datasets,
+            datasets: data.0,
             sandbox: match &sandbox {
                 Ok(s) => s.describe(),
                 Err(e) => format!("none available: {e}"),
             },
+            read_only,
+            user: match run_as {
+                Some((uid, gid)) => format!(
+                    "the unprivileged user {uid} (group {gid}): referee runs as root, a package's program never does"
+                ),
+                None => "this user (referee does not run as root)".into(),
+            },
             notes,
         };
-        (plan, sandbox, env)
+        (plan, sandbox, env, mounts)
     }
 
     /// The supervised session of the re-run: one run of `command` with the
@@ -498,7 +536,7 @@ impl Rerunner<'_> {
             org: session["org"].as_str().unwrap_or("").to_string(),
             system: session["system"].as_str().map(str::to_string),
             budget_minutes: None,
-            out: Some(confined.rerun_dir.clone()),
+            out: Some(confined.mounts.rerun_dir.clone()),
             cache_clear: crate::exec::CacheClearMethod::Skip,
             tolerance_ms: session["witness_tolerance_ms"]
                 .as_u64()
@@ -509,22 +547,17 @@ impl Rerunner<'_> {
             record_extra: Default::default(),
         };
         let mut cfg = crate::exec::ExecConfig::resolve(req)?;
-        cfg.cwd = confined.cwd.clone();
-        let mounts = Mounts {
-            rerun_dir: confined.rerun_dir,
-            cwd: confined.cwd,
-            data: confined.binds,
-            read_only: self.req.sandbox_ro.iter().map(|p| absolute(p)).collect(),
-        };
+        cfg.cwd = confined.mounts.cwd.clone();
         let base: Vec<(String, String)> = confined.env.into_iter().collect();
-        let sandbox = confined.sandbox;
-        cfg.wrap = Some(Box::new(
-            move |cmd: &[String], harness: &[(String, String)]| {
+        let (sandbox, mounts) = (confined.sandbox, confined.mounts);
+        cfg.confinement = Some(crate::exec::Confinement {
+            wrap: Box::new(move |cmd: &[String], harness: &[(String, String)]| {
                 let mut e = base.clone();
                 e.extend(harness.iter().cloned());
                 sandbox.wrap(cmd, &e, &mounts)
-            },
-        ));
+            }),
+            run_as: confined.run_as,
+        });
         Ok(cfg)
     }
 }
@@ -556,11 +589,42 @@ struct ExecInputs {
 
 /// Where and how the re-run's program is confined.
 struct Confined {
-    rerun_dir: PathBuf,
-    cwd: PathBuf,
-    binds: Vec<(PathBuf, PathBuf)>,
+    mounts: Mounts,
     env: BTreeMap<String, String>,
     sandbox: Sandbox,
+    run_as: Option<(u32, u32)>,
+}
+
+/// Why the unprivileged user `uid` cannot run the program: a path it must
+/// read (its interpreter's installation, a dataset, a `--sandbox-ro`
+/// directory, the program itself) that it cannot; `None` when it can.
+fn unreadable(m: &Mounts, prog: &str, path: Option<&String>, uid: u32, gid: u32) -> Option<String> {
+    let mut need = m.must_read();
+    let found = if prog.contains('/') {
+        Some(PathBuf::from(prog))
+    } else {
+        path.and_then(|path| {
+            std::env::split_paths(path)
+                .map(|d| d.join(prog))
+                .find(|p| p.is_file())
+        })
+    };
+    need.extend(found.filter(|p| !p.starts_with(&m.rerun_dir)));
+    // The re-run directory is handed to them; they must reach it.
+    need.extend(
+        m.rerun_dir
+            .ancestors()
+            .find(|a| a.exists())
+            .map(Path::to_path_buf),
+    );
+    need.iter().find_map(|p| {
+        sandbox::readable_by(p, uid, gid).err().map(|stop| {
+            format!(
+                "referee runs as root, so the package's program runs as the unprivileged user {uid}, who cannot read {}: {stop} stops them; run the audit as an ordinary user, or keep the program's interpreter, its data and --out where others can read them (e.g. an interpreter in a virtual environment made with `python3 -m venv /opt/audit-venv`)",
+                p.display()
+            )
+        })
+    })
 }
 
 #[cfg(test)]

@@ -69,9 +69,26 @@ pub struct ExecConfig {
     pub init_budget: Duration,
     pub run_budget: Duration,
     pub cwd: PathBuf,
-    /// The program's command line as started, from its command and
-    /// environment (an audit's sandbox: crate::audit::sandbox).
-    pub wrap: Option<crate::audit::sandbox::Wrap>,
+    /// Set when the program is not the user's own (an audit's re-run of a
+    /// package's code): how it is confined. Nothing of such a program runs
+    /// outside the confinement: no git on its code, no query of its
+    /// interpreter (docs/trust.md).
+    pub confinement: Option<Confinement>,
+}
+
+/// The program's command line as started, from its command and its
+/// environment, and the exact environment that command line starts with.
+pub type Wrap = Box<
+    dyn Fn(&[String], &[(String, String)]) -> (Vec<String>, Vec<(String, String)>) + Send + Sync,
+>;
+
+/// How a program that is not the user's own is started.
+pub struct Confinement {
+    /// Its command line, confined (an audit's sandbox).
+    pub wrap: Wrap,
+    /// The unprivileged user and group it runs as, when referee runs as
+    /// root; its run directory is handed to them.
+    pub run_as: Option<(u32, u32)>,
 }
 
 impl ExecConfig {
@@ -138,7 +155,7 @@ impl ExecConfig {
             init_budget: Duration::from_secs(init_minutes * 60),
             run_budget: Duration::from_secs_f64(budget * 60.0),
             cwd: std::env::current_dir().map_err(ExecError::WorkingDirectory)?,
-            wrap: None,
+            confinement: None,
             scoring: rules.scoring,
             rules: rules.description,
             req,

@@ -20,7 +20,7 @@ pub mod supervise;
 pub mod witness;
 mod writeback;
 
-pub use config::{CacheClearMethod, ExecConfig, ExecRequest};
+pub use config::{CacheClearMethod, Confinement, ExecConfig, ExecRequest, Wrap};
 pub use runs::{
     ExecLogCheck, ExecObserver, ExecProgress, ExecRun, ExecSummary, LogVerdict, execute,
     provenance_env, run_one,

@@ -41,20 +41,32 @@ pub(super) fn signal_group(pid: u32, sig: libc::c_int) {
     }
 }
 
-/// Spawn the program in its own process group with the run's variables,
-/// its stdout and stderr written to the files `out` and `err`.
+/// Spawn the program in its own process group with the run's variables
+/// (`env.0`; only them when `env.1`), its stdout and stderr written to the
+/// files `out` and `err`; as the user and group `run_as` when given (its
+/// supplementary groups dropped).
 pub(super) fn spawn(
     command: &[String],
     cwd: &Path,
-    env: &[(String, String)],
+    env: (&[(String, String)], bool),
     out: &Path,
     err: &Path,
+    run_as: Option<(u32, u32)>,
 ) -> Result<Child, super::error::ExecError> {
     use super::error::ExecError;
     let (prog, args) = command.split_first().ok_or(ExecError::NoCommand)?;
     let create = |p: &Path| File::create(p).map_err(|e| ExecError::io(p, e));
-    Command::new(prog)
-        .args(args)
+    let (env, clear) = env;
+    let mut cmd = Command::new(prog);
+    if clear {
+        cmd.env_clear();
+    }
+    if let Some((uid, gid)) = run_as {
+        // std drops the supplementary groups (setgroups(0)) before setuid
+        // when it runs as root.
+        cmd.uid(uid).gid(gid);
+    }
+    cmd.args(args)
         .current_dir(cwd)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())

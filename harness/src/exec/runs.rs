@@ -152,12 +152,20 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, ExecErr
         );
     }
     let env = child_env(cfg, i, seed, &run_dir, &compliance);
+    // A confined program starts with exactly the environment its
+    // confinement gives; the user's own inherits the user's.
+    let (command, start_env) = match &cfg.confinement {
+        Some(c) => {
+            let (command, exact) = (c.wrap)(&cfg.req.command, &env);
+            (command, Some(exact))
+        }
+        None => (cfg.req.command.clone(), None),
+    };
     let spec = ChildSpec {
-        command: match &cfg.wrap {
-            Some(wrap) => wrap(&cfg.req.command, &env),
-            None => cfg.req.command.clone(),
-        },
-        env: env.clone(),
+        command,
+        run_as: cfg.confinement.as_ref().and_then(|c| c.run_as),
+        clear_env: start_env.is_some(),
+        env: start_env.unwrap_or_else(|| env.clone()),
         cwd: cfg.cwd.clone(),
         run_dir: run_dir.clone(),
         compliance_file: compliance,
@@ -186,14 +194,18 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, ExecErr
     // Once the program runs, and yielding to it: referee's own digest, and
     // the identity of the program's code (in a large checkout `git diff`
     // takes a while), so that the provenance waits for neither.
+    // Never on code that is not the user's own: git reads the checkout's
+    // configuration, which can name commands (docs/trust.md).
     let mut git = None;
     let s: Supervised = supervise(&spec, &live, &mut || {
         crate::provenance::prepare_identity();
-        let cwd = cfg.cwd.clone();
-        git = Some(std::thread::spawn(move || {
-            yield_to_the_program(c"referee-git");
-            crate::provenance::git_identity(&cwd)
-        }));
+        if cfg.confinement.is_none() {
+            let cwd = cfg.cwd.clone();
+            git = Some(std::thread::spawn(move || {
+                yield_to_the_program(c"referee-git");
+                crate::provenance::git_identity(&cwd)
+            }));
+        }
     })?;
     let power = match sampler {
         Some(smp) => Some(crate::power::finish(
@@ -263,10 +275,17 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
     std::fs::create_dir_all(&cfg.out).map_err(|e| ExecError::io(&cfg.out, e))?;
     // The program's software stack (pip list, driver), once per session,
     // alongside the first run and yielding to it.
+    // Not for a confined program: asking its interpreter would run it
+    // outside the confinement.
     let command = cfg.req.command.clone();
+    let confined = cfg.confinement.is_some();
     let stack = std::thread::spawn(move || {
         yield_to_the_program(c"referee-stack");
-        crate::provenance::software_stack(&command)
+        if confined {
+            serde_json::json!({"not_queried": "a confined program's interpreter is not run outside its sandbox"})
+        } else {
+            crate::provenance::software_stack(&command)
+        }
     });
     let mut runs = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {

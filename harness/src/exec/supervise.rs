@@ -40,6 +40,8 @@ pub struct ChildSpec {
     pub command: Vec<String>,
     /// Variables added to the harness's environment.
     pub env: Vec<(String, String)>,
+    /// Start with `env` only, not the harness's environment.
+    pub clear_env: bool,
     /// The program's working directory.
     pub cwd: PathBuf,
     /// A fresh directory for this run: raw captures and the MLLOG file.
@@ -57,6 +59,10 @@ pub struct ChildSpec {
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     pub tolerance_ms: u64,
+    /// The unprivileged user and group the program runs as (referee runs
+    /// as root and the program is not the user's own): the run directory
+    /// and the MLLOG file are handed to them.
+    pub run_as: Option<(u32, u32)>,
 }
 
 /// The ruleset's rules, run on the MLLOG lines read so far.
@@ -322,6 +328,11 @@ pub fn supervise(
 ) -> Result<Supervised, ExecError> {
     std::fs::create_dir_all(&spec.run_dir).map_err(|e| ExecError::io(&spec.run_dir, e))?;
     File::create(&spec.compliance_file).map_err(|e| ExecError::io(&spec.compliance_file, e))?;
+    if let Some((uid, gid)) = spec.run_as {
+        for p in [&spec.run_dir, &spec.compliance_file] {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| ExecError::io(p, e))?;
+        }
+    }
     let partial = crate::session::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
     let (out, err) = (
@@ -330,7 +341,15 @@ pub fn supervise(
     );
     let spawn_wall_ms = wall_ms();
     let spawned = Instant::now();
-    let mut child = spawn(&spec.command, &spec.cwd, &spec.env, &out, &err).inspect_err(|_| {
+    let mut child = spawn(
+        &spec.command,
+        &spec.cwd,
+        (&spec.env, spec.clear_env),
+        &out,
+        &err,
+        spec.run_as,
+    )
+    .inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
     })?;
     let pid = child.id();
@@ -583,6 +602,7 @@ mod tests {
         ChildSpec {
             command,
             env: Vec::new(),
+            clear_env: false,
             cwd: dir.to_path_buf(),
             run_dir: dir.join("run"),
             compliance_file: dir.join("run/mllog.txt"),
@@ -592,6 +612,7 @@ mod tests {
             run_budget: Duration::from_secs(60),
             grace: Duration::from_secs(1),
             tolerance_ms: 2000,
+            run_as: None,
         }
     }
 
