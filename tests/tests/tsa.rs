@@ -5,8 +5,11 @@
 //! training program (tests/fixtures/exec/fake_lora.py); `check`, `verify`
 //! and `audit` with `--tsa-ca` verify the tokens. The attack that beats the
 //! witness (a shortened `time_ms`, the witness edited to match, re-signed)
-//! is caught by them; a token from another CA is rejected; an authority
-//! that cannot be reached stops the session before it starts.
+//! is caught by them, and so is the same attack with a fresh end token
+//! over the edited files (the logged run is too short for the interval);
+//! times and an authority forged in a reply's unsigned status text are not
+//! read; a token from another CA is rejected; an authority that cannot be
+//! reached stops the session before it starts.
 
 use referee_tests::{
     fake_exec_args, referee, referee_bin, referee_in, repo_root, sign, stderr, stdout,
@@ -699,7 +702,11 @@ fn tlv(tag: u8, value: &[u8]) -> Vec<u8> {
     if n < 0x80 {
         out.push(n as u8);
     } else {
-        let bytes: Vec<u8> = n.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        let bytes: Vec<u8> = n
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|b| *b == 0)
+            .collect();
         out.push(0x80 | bytes.len() as u8);
         out.extend(bytes);
     }
@@ -757,9 +764,7 @@ fn openssl_time(t: &str, shift_ms: i64) -> String {
 
 /// Fake fields for a reply's status text, in `openssl ts -text`'s form.
 fn fake_fields(time: &str) -> String {
-    format!(
-        "ok\nTime stamp: {time}\nAccuracy: unspecified\nTSA: DirName:/CN=Forged TSA\n"
-    )
+    format!("ok\nTime stamp: {time}\nAccuracy: unspecified\nTSA: DirName:/CN=Forged TSA\n")
 }
 
 /// The package's run record (of llama2_70b_lora) and its entry for the
@@ -798,7 +803,9 @@ fn reanchor_end(org: &Path, log: &Path, forge: impl Fn(&[u8], &Value) -> Vec<u8>
     let qs = q.to_str().unwrap();
     openssl(
         &a.tsa,
-        &["ts", "-query", "-digest", &digest, "-sha256", "-cert", "-out", qs],
+        &[
+            "ts", "-query", "-digest", &digest, "-sha256", "-cert", "-out", qs,
+        ],
     );
     let text = openssl_out(&a.tsa, &["ts", "-query", "-in", qs, "-text"]);
     let nonce = text
@@ -877,10 +884,10 @@ fn backdate_with_forged_text(org: &Path) {
     // The start token stays (the seed is derived from it); its status
     // text is forged.
     let au = &run["tsa"]["authorities"][0];
-    let start = rec
-        .parent()
-        .unwrap()
-        .join(format!("referee_run_0.{}", au["start"]["token"].as_str().unwrap()));
+    let start = rec.parent().unwrap().join(format!(
+        "referee_run_0.{}",
+        au["start"]["token"].as_str().unwrap()
+    ));
     let fake = openssl_time(au["start"]["time"].as_str().unwrap(), -DAY_MS);
     let forged = with_status_text(&std::fs::read(&start).unwrap(), &fake_fields(&fake));
     std::fs::write(&start, forged).unwrap();
@@ -963,10 +970,9 @@ fn a_shortened_run_with_a_fresh_end_token_fails_naming_both_durations() {
     let a = anchored();
     // The fresh token must be asked for some seconds after the run's end:
     // as it always is, the package being made after the runs.
-    let rec: Value = serde_json::from_str(
-        &std::fs::read_to_string(a.out.join("referee_run.json")).unwrap(),
-    )
-    .unwrap();
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.out.join("referee_run.json")).unwrap())
+            .unwrap();
     let exit = rec["runs"][0]["witness"]["exit_wall_ms"].as_u64().unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1000,7 +1006,10 @@ fn a_shortened_run_with_a_fresh_end_token_fails_naming_both_durations() {
     let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca]);
     let out = stdout(&v);
     assert_eq!(v.status.code(), Some(1), "{out}");
-    assert!(out.contains("time-stamps: FAILED (9 anchored runs"), "{out}");
+    assert!(
+        out.contains("time-stamps: FAILED (9 anchored runs"),
+        "{out}"
+    );
     let (status, detail, verdict) = audit_tsa_step(&org, "audit-stretched");
     assert_eq!(status, "failed", "{detail}");
     assert!(detail.contains("init + run as logged took"), "{detail}");
