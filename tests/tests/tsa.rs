@@ -5,8 +5,11 @@
 //! training program (tests/fixtures/exec/fake_lora.py); `check`, `verify`
 //! and `audit` with `--tsa-ca` verify the tokens. The attack that beats the
 //! witness (a shortened `time_ms`, the witness edited to match, re-signed)
-//! is caught by them; a token from another CA is rejected; an authority
-//! that cannot be reached stops the session before it starts.
+//! is caught by them, and so is the same attack with a fresh end token
+//! over the edited files (the logged run is too short for the interval);
+//! times and an authority forged in a reply's unsigned status text are not
+//! read; a token from another CA is rejected; an authority that cannot be
+//! reached stops the session before it starts.
 
 use referee_tests::{
     fake_exec_args, referee, referee_bin, referee_in, repo_root, sign, stderr, stdout,
@@ -161,12 +164,15 @@ fn exec(cwd: &Path, out: &Path, runs: usize, extra: &[&str]) -> (i32, Value, Str
 }
 
 /// Ten anchored runs (the count llama2_70b_lora needs), packaged; the
-/// authority is stopped once they are made. → (root, runs, package ORG, CA).
+/// authority is stopped once they are made (its key and configuration stay
+/// in `tsa`, for the submitter who asks it again). → (root, runs, package
+/// ORG, CA).
 struct Anchored {
     root: PathBuf,
     out: PathBuf,
     org: PathBuf,
     ca: PathBuf,
+    tsa: PathBuf,
     summary: Value,
 }
 
@@ -191,6 +197,7 @@ fn anchored() -> &'static Anchored {
         Anchored {
             org: pk.join("referee"),
             ca: tsa.ca.clone(),
+            tsa: root.join("tsa"),
             root,
             out,
             summary,
@@ -664,4 +671,347 @@ fn an_own_benchmark_with_an_unreachable_authority_stops_before_it_starts() {
         !out.exists(),
         "nothing is written before the authority answers"
     );
+}
+
+/// `openssl ARGS` in `dir`; its stdout.
+fn openssl_out(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A DER TLV: `tag`, its length, `value`.
+fn tlv(tag: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let n = value.len();
+    if n < 0x80 {
+        out.push(n as u8);
+    } else {
+        let bytes: Vec<u8> = n
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|b| *b == 0)
+            .collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(value);
+    out
+}
+
+/// The first TLV of `der` → (its value, the bytes after it, the TLV).
+fn take_tlv(der: &[u8]) -> (&[u8], &[u8], &[u8]) {
+    let (len, head) = match der[1] {
+        n if n < 0x80 => (n as usize, 2),
+        n => {
+            let k = (n & 0x7f) as usize;
+            let len = der[2..2 + k]
+                .iter()
+                .fold(0usize, |a, b| (a << 8) | *b as usize);
+            (len, 2 + k)
+        }
+    };
+    (
+        &der[head..head + len],
+        &der[head + len..],
+        &der[..head + len],
+    )
+}
+
+/// `reply` (a DER TimeStampResp) with `text` as its PKIStatusInfo's
+/// statusString: the part of a reply no signature covers, which
+/// `openssl ts -reply -text` prints before the token's fields.
+fn with_status_text(reply: &[u8], text: &str) -> Vec<u8> {
+    let (resp, _, _) = take_tlv(reply);
+    let (status_info, token, _) = take_tlv(resp);
+    let (_, _, status) = take_tlv(status_info);
+    let free_text = tlv(0x30, &tlv(0x0c, text.as_bytes()));
+    let status_info = tlv(0x30, &[status, &free_text[..]].concat());
+    tlv(0x30, &[&status_info[..], token].concat())
+}
+
+/// openssl's time (`Dec  7 21:00:00.123 2026 GMT`) `shift_ms` from the
+/// RFC 3339 time `t` the run record shows, through `date`.
+fn openssl_time(t: &str, shift_ms: i64) -> String {
+    let o = Command::new("date")
+        .args(["-u", "-d", t, "+%s%3N"])
+        .output()
+        .unwrap();
+    let ms: i64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    let ms = ms + shift_ms;
+    let o = Command::new("date")
+        .args(["-u", "-d", &format!("@{}.{:03}", ms / 1000, ms % 1000)])
+        .arg("+%b %e %H:%M:%S.%3N %Y GMT")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Fake fields for a reply's status text, in `openssl ts -text`'s form.
+fn fake_fields(time: &str) -> String {
+    format!("ok\nTime stamp: {time}\nAccuracy: unspecified\nTSA: DirName:/CN=Forged TSA\n")
+}
+
+/// The package's run record (of llama2_70b_lora) and its entry for the
+/// result file `log` (found by its digest).
+fn record_of(org: &Path) -> PathBuf {
+    org.join("benchmarks/llama2_70b_lora/implementations/work/referee_run_0.json")
+}
+
+/// A submitter re-anchors the end of the run whose result file is `log`
+/// (already edited, `log_sha256` updated): the record's digests brought
+/// up to date, a fresh end token over them from the authority (anyone can
+/// ask it), `forge` applied to the reply, the record's request nonce set.
+fn reanchor_end(org: &Path, log: &Path, forge: impl Fn(&[u8], &Value) -> Vec<u8>) {
+    let a = anchored();
+    let bytes = std::fs::read(log).unwrap();
+    let sha = sha256_hex(&bytes);
+    let rec = record_of(org);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let run = v["runs"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["log_sha256"] == sha.as_str())
+        .expect("the run of the log");
+    // The witness's bytes as referee makes them (its source is public).
+    let witness: referee_harness::exec::witness::Witness =
+        serde_json::from_value(run["witness"].clone()).unwrap();
+    let witness_sha = sha256_hex(&referee_harness::tsa::witness_bytes(Some(&witness)));
+    let digest = sha256_hex(&[unhex(&sha), unhex(&witness_sha)].concat());
+    let name = org.file_name().unwrap().to_str().unwrap();
+    // One reply at a time: the authority's serial file is read and written.
+    static AUTHORITY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = AUTHORITY.lock().unwrap_or_else(|e| e.into_inner());
+    let q = a.root.join(format!("{name}.tsq"));
+    let r = a.root.join(format!("{name}.tsr"));
+    let qs = q.to_str().unwrap();
+    openssl(
+        &a.tsa,
+        &[
+            "ts", "-query", "-digest", &digest, "-sha256", "-cert", "-out", qs,
+        ],
+    );
+    let text = openssl_out(&a.tsa, &["ts", "-query", "-in", qs, "-text"]);
+    let nonce = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Nonce:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    openssl(
+        &a.tsa,
+        &[
+            "ts",
+            "-reply",
+            "-config",
+            "tsa.cnf",
+            "-queryfile",
+            qs,
+            "-out",
+            r.to_str().unwrap(),
+        ],
+    );
+    let tsa = &mut run["tsa"];
+    tsa["result_sha256"] = sha.clone().into();
+    tsa["witness_sha256"] = witness_sha.into();
+    let au = &mut tsa["authorities"][0];
+    au["end"]["request_nonce"] = nonce.into();
+    let name = format!("referee_run_0.{}", au["end"]["token"].as_str().unwrap());
+    let forged = forge(&std::fs::read(&r).unwrap(), au);
+    std::fs::write(rec.parent().unwrap().join(name), forged).unwrap();
+    std::fs::write(&rec, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// Every `"time_ms": N` of `text` moved by `shift`.
+fn shift_times(text: &str, shift: i64) -> String {
+    text.lines()
+        .map(|l| match l.find("\"time_ms\": ") {
+            Some(at) => {
+                let t = time_ms_text(l);
+                let n: i64 = t.parse().unwrap();
+                let from = at + "\"time_ms\": ".len();
+                format!("{}{}{}\n", &l[..from], n + shift, &l[from + t.len()..])
+            }
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Backdate result_0.txt by a day (log, witness), re-anchor its end and
+/// forge both tokens' status text to show the times a day earlier and
+/// another authority: what `openssl ts -reply -text` would report.
+fn backdate_with_forged_text(org: &Path) {
+    let log = org.join("results/cpu_box/llama2_70b_lora/result_0.txt");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let old_sha = sha256_hex(text.as_bytes());
+    let edited = shift_times(&text, -DAY_MS);
+    std::fs::write(&log, &edited).unwrap();
+    let rec = record_of(org);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    let run = v["runs"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["log_sha256"] == old_sha.as_str())
+        .unwrap();
+    run["log_sha256"] = sha256_hex(edited.as_bytes()).into();
+    let w = &mut run["witness"];
+    for k in ["spawn_wall_ms", "exit_wall_ms"] {
+        w[k] = (w[k].as_i64().unwrap() - DAY_MS).into();
+    }
+    for l in w["lines"].as_array_mut().unwrap() {
+        l["time_ms"] = (l["time_ms"].as_f64().unwrap() - DAY_MS as f64).into();
+        l["read_wall_ms"] = (l["read_wall_ms"].as_i64().unwrap() - DAY_MS).into();
+    }
+    // The start token stays (the seed is derived from it); its status
+    // text is forged.
+    let au = &run["tsa"]["authorities"][0];
+    let start = rec.parent().unwrap().join(format!(
+        "referee_run_0.{}",
+        au["start"]["token"].as_str().unwrap()
+    ));
+    let fake = openssl_time(au["start"]["time"].as_str().unwrap(), -DAY_MS);
+    let forged = with_status_text(&std::fs::read(&start).unwrap(), &fake_fields(&fake));
+    std::fs::write(&start, forged).unwrap();
+    let end_time = au["end"]["time"].as_str().unwrap().to_string();
+    std::fs::write(&rec, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    reanchor_end(org, &log, |reply, _| {
+        with_status_text(reply, &fake_fields(&openssl_time(&end_time, -DAY_MS)))
+    });
+}
+
+/// The audit's time-stamps step of `org` → (its status, its detail, the verdict).
+fn audit_tsa_step(org: &Path, name: &str) -> (String, String, String) {
+    let a = anchored();
+    let o = referee(&[
+        "audit",
+        org.to_str().unwrap(),
+        "--json",
+        "--tsa-ca",
+        a.ca.to_str().unwrap(),
+        "--out",
+        a.root.join(name).to_str().unwrap(),
+    ]);
+    let r: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "time-stamps")
+        .unwrap()
+        .clone();
+    (
+        step["status"].as_str().unwrap().to_string(),
+        step["detail"].as_str().unwrap_or("").to_string(),
+        r["verdict"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn times_forged_in_the_unsigned_status_text_are_not_read() {
+    let a = anchored();
+    let org = signed_copy("forged-text", backdate_with_forged_text);
+    let log = org.join("results/cpu_box/llama2_70b_lora/result_0.txt");
+    // `openssl ts -reply -text` shows the forged fields first.
+    let start = record_of(&org)
+        .parent()
+        .unwrap()
+        .join("referee_run_0.run_0.start.tsr");
+    let text = openssl_out(
+        &a.root,
+        &["ts", "-reply", "-in", start.to_str().unwrap(), "-text"],
+    );
+    assert!(text.contains("TSA: DirName:/CN=Forged TSA"), "{text}");
+    let ca = a.ca.to_str().unwrap();
+    let c = referee(&[
+        "check",
+        "--ruleset",
+        "5.0.0",
+        "--tsa-ca",
+        ca,
+        log.to_str().unwrap(),
+    ]);
+    let out = stdout(&c);
+    assert_eq!(c.status.code(), Some(1), "{out}");
+    assert!(!out.contains("Forged TSA"), "{out}");
+    assert!(out.contains("outside the anchored interval"), "{out}");
+    let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca]);
+    let out = stdout(&v);
+    assert_eq!(v.status.code(), Some(1), "{out}");
+    assert!(!out.contains("Forged TSA"), "{out}");
+    assert!(out.contains("time-stamps: FAILED"), "{out}");
+    let (status, detail, verdict) = audit_tsa_step(&org, "audit-forged-text");
+    assert_eq!(status, "failed", "{detail}");
+    assert!(!detail.contains("Forged TSA"), "{detail}");
+    assert_eq!(verdict, "FAIL");
+}
+
+#[test]
+fn a_shortened_run_with_a_fresh_end_token_fails_naming_both_durations() {
+    let a = anchored();
+    // The fresh token must be asked for some seconds after the run's end:
+    // as it always is, the package being made after the runs.
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.out.join("referee_run.json")).unwrap())
+            .unwrap();
+    let exit = rec["runs"][0]["witness"]["exit_wall_ms"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    if now < exit + 8_000 {
+        std::thread::sleep(std::time::Duration::from_millis(exit + 8_000 - now));
+    }
+    let org = signed_copy("stretched", |org| {
+        shorten_run(org);
+        let log = org.join("results/cpu_box/llama2_70b_lora/result_0.txt");
+        reanchor_end(org, &log, |reply, _| reply.to_vec());
+    });
+    let log = org.join("results/cpu_box/llama2_70b_lora/result_0.txt");
+    let ca = a.ca.to_str().unwrap();
+    let c = referee(&[
+        "check",
+        "--ruleset",
+        "5.0.0",
+        "--tsa-ca",
+        ca,
+        log.to_str().unwrap(),
+    ]);
+    let out = stdout(&c);
+    assert_eq!(c.status.code(), Some(1), "{out}");
+    assert!(out.contains("error[tsa-token]"), "{out}");
+    assert!(
+        out.contains("init + run as logged took") && out.contains("the tokens are"),
+        "{out}"
+    );
+    let v = referee(&["verify", org.to_str().unwrap(), "--tsa-ca", ca]);
+    let out = stdout(&v);
+    assert_eq!(v.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("time-stamps: FAILED (9 anchored runs"),
+        "{out}"
+    );
+    let (status, detail, verdict) = audit_tsa_step(&org, "audit-stretched");
+    assert_eq!(status, "failed", "{detail}");
+    assert!(detail.contains("init + run as logged took"), "{detail}");
+    assert_eq!(verdict, "FAIL");
 }

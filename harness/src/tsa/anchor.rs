@@ -1,18 +1,28 @@
 //! The run side: a start token per authority before each run (its seed
 //! derived from the first), an end token after it, both written beside
-//! the run record, and the run's `tsa` entry that describes them.
+//! the run record, and the run's `tsa` entry that describes them —
+//! with what the checking side needs to bound the clock from below: how
+//! long each token request took, and how far the start tokens lay before
+//! `init_start` and the end requests after `run_stop`.
 
-use super::openssl::{self, Scratch, TokenInfo};
+use super::token::{self, TokenInfo};
 use super::{TsaError, client, end_digest, sha256};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::time::Instant;
 
 /// One authority's token, as received and checked against its request.
 struct Stamp {
     url: String,
+    /// The reply's DER, as the authority sent it.
     der: Vec<u8>,
     request_nonce: String,
     info: TokenInfo,
+    /// Wall clock (Unix ms) when the request was sent and when the reply
+    /// had come, and the round trip on the monotonic clock.
+    sent_ms: i64,
+    received_ms: i64,
+    round_trip_ms: u64,
 }
 
 impl Stamp {
@@ -22,6 +32,7 @@ impl Stamp {
             "request_nonce": self.request_nonce,
             "time": super::verify::stamp(&self.info.gen_time),
             "accuracy_ms": self.info.accuracy_ms,
+            "round_trip_ms": self.round_trip_ms,
         })
     }
 }
@@ -59,25 +70,45 @@ fn token_name(index: usize, phase: &str, k: usize) -> String {
     }
 }
 
+/// Random bytes from the kernel.
+fn random<const N: usize>() -> Result<[u8; N], TsaError> {
+    use std::io::Read;
+    let mut out = [0u8; N];
+    let dev = Path::new("/dev/urandom");
+    std::fs::File::open(dev)
+        .and_then(|mut f| f.read_exact(&mut out))
+        .map_err(TsaError::io(dev))?;
+    Ok(out)
+}
+
+/// The wall clock in Unix ms, the clock MLLOG's `time_ms` is on.
+fn wall_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 /// A token from `url` over `digest`, checked against its request (granted,
-/// same nonce, same imprint). The reply is left in `scratch` as `reply.tsr`.
-fn stamp(url: &str, digest: &[u8; 32], scratch: &Scratch) -> Result<Stamp, TsaError> {
-    let q = scratch.path("query.tsq");
-    let request_nonce = openssl::query(digest, &q)?;
-    let query = std::fs::read(&q).map_err(TsaError::io(&q))?;
+/// same nonce, same imprint). The request is built here, in DER, with a
+/// nonce drawn here: no process is started between the two clock readings
+/// around the round trip, which keep the overhead recorded small.
+fn stamp(url: &str, digest: &[u8; 32]) -> Result<Stamp, TsaError> {
+    let (query, request_nonce) = token::request(digest, random::<8>()?);
+    let sent_ms = wall_ms();
+    let t0 = Instant::now();
     let der = client::post(url, &query)?;
-    let r = scratch.path("reply.tsr");
-    std::fs::write(&r, &der).map_err(TsaError::io(&r))?;
-    let info = openssl::inspect(&r).map_err(|e| TsaError::Unreachable {
-        url: url.to_string(),
-        message: format!("not a time-stamp reply ({e})"),
-    })?;
-    if !info.granted() {
+    let round_trip_ms = t0.elapsed().as_millis() as u64;
+    let received_ms = wall_ms();
+    let reply =
+        token::parse(&der, &format!("the reply of {url}")).map_err(|e| TsaError::Unreachable {
+            url: url.to_string(),
+            message: format!("not a time-stamp reply ({e})"),
+        })?;
+    let status = reply.status_line();
+    let Some(info) = reply.token.filter(|_| reply.status.granted()) else {
         return Err(TsaError::NotGranted {
             url: url.to_string(),
-            status: info.status,
+            status,
         });
-    }
+    };
     let wrong = |what, expected: String, found: String| TsaError::WrongAnswer {
         url: url.to_string(),
         what,
@@ -91,11 +122,11 @@ fn stamp(url: &str, digest: &[u8; 32], scratch: &Scratch) -> Result<Stamp, TsaEr
             info.nonce.unwrap_or_else(|| "none".into()),
         ));
     }
-    if info.imprint != digest {
+    if info.hash_algorithm != "sha256" || info.imprint != digest {
         return Err(wrong(
             "message imprint",
-            hex::encode(digest),
-            hex::encode(&info.imprint),
+            format!("sha256 {}", hex::encode(digest)),
+            format!("{} {}", info.hash_algorithm, hex::encode(&info.imprint)),
         ));
     }
     Ok(Stamp {
@@ -103,6 +134,9 @@ fn stamp(url: &str, digest: &[u8; 32], scratch: &Scratch) -> Result<Stamp, TsaEr
         der,
         request_nonce,
         info,
+        sent_ms,
+        received_ms,
+        round_trip_ms,
     })
 }
 
@@ -128,22 +162,14 @@ impl Anchors {
     }
 
     fn obtain_start(&self, index: usize) -> Result<Started, TsaError> {
-        let mut nonce = [0u8; 32];
-        {
-            use std::io::Read;
-            let dev = Path::new("/dev/urandom");
-            std::fs::File::open(dev)
-                .and_then(|mut f| f.read_exact(&mut nonce))
-                .map_err(TsaError::io(dev))?;
-        }
+        let nonce = random::<32>()?;
         let digest = sha256(&nonce);
-        let scratch = Scratch::new()?;
         let mut stamps = Vec::new();
         let mut derived_seed = 0;
         for url in &self.urls {
-            let s = stamp(url, &digest, &scratch)?;
+            let s = stamp(url, &digest)?;
             if stamps.is_empty() {
-                derived_seed = derive_seed(&openssl::token_der(&scratch.path("reply.tsr"))?);
+                derived_seed = derive_seed(&s.info.token_der);
             }
             stamps.push(s);
         }
@@ -196,17 +222,27 @@ impl Anchors {
         let result_bytes = std::fs::read(result).map_err(TsaError::io(result))?;
         let (result_sha, witness_sha) = (sha256(&result_bytes), sha256(witness));
         let digest = end_digest(&result_sha, &witness_sha);
-        let scratch = Scratch::new()?;
+        // The run as logged: what the checking side compares with T2 − T1
+        // (`None` for a log without one `init_start` and one `run_stop`).
+        let span = super::verify::logged_span(result).ok();
         let mut authorities = Vec::new();
         for (k, (url, start)) in self.urls.iter().zip(&started.stamps).enumerate() {
-            let end = stamp(url, &digest, &scratch)?;
+            let end = stamp(url, &digest)?;
             let (sname, ename) = (token_name(index, "start", k), token_name(index, "end", k));
             write(dir, &ename, &end.der)?;
+            let mut s = start.entry(&sname);
+            let mut e = end.entry(&ename);
+            s["to_init_start_ms"] = span
+                .map(|(init_start, _)| (init_start - start.received_ms as f64).round() as i64)
+                .into();
+            e["after_run_stop_ms"] = span
+                .map(|(_, run_stop)| (end.sent_ms as f64 - run_stop).round() as i64)
+                .into();
             authorities.push(json!({
                 "url": start.url,
                 "tsa": start.info.name(url),
-                "start": start.entry(&sname),
-                "end": end.entry(&ename),
+                "start": s,
+                "end": e,
             }));
         }
         Ok(Some(json!({

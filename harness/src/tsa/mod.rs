@@ -15,15 +15,25 @@
 //! `init_start`…`run_stop` must lie between the two tokens' times, so
 //! init + run took at most T2 − T1 — whoever held the signing key.
 //!
+//! The anchored interval bounds init + run from above; the run side also
+//! records how long the token requests took and how far they lay from
+//! `init_start` and `run_stop`, and the checking side fails a run whose
+//! logged init + run is shorter than T2 − T1 by more than those overheads
+//! (each capped), both accuracies and a margin: an end token asked for
+//! later, over a log whose times were shortened, no longer passes.
+//!
 //! Maintained implementations do the cryptography and the wire format:
-//! the `openssl ts` command-line tool ([`openssl`], run with explicit
-//! arguments, never through a shell) builds requests, prints tokens and
-//! verifies them; `ureq` POSTs `application/timestamp-query` ([`client`]).
-//! No ASN.1 is parsed here: the fields come from `openssl ts -text`.
+//! RustCrypto's `der`, `cms` and `x509-cert` read a reply's DER and build
+//! requests ([`token`]); every field comes from the `TSTInfo` inside the
+//! signed data, never from text. The `openssl ts` command-line tool
+//! ([`openssl`], run with explicit arguments, never through a shell)
+//! verifies the signature and the chain on the same bytes; `ureq` POSTs
+//! `application/timestamp-query` ([`client`]).
 
 pub mod anchor;
 pub mod client;
 pub mod openssl;
+pub mod token;
 pub mod verify;
 
 pub use anchor::{Anchors, derive_seed};
@@ -62,13 +72,28 @@ pub enum TsaError {
     /// `openssl` ran and failed.
     #[error("`openssl {args}` failed: {stderr}")]
     Openssl { args: String, stderr: String },
-    /// `openssl ts -text` printed something this module cannot read.
-    #[error("{path}: cannot read `openssl ts -text` output: expected {expected}, found {found:?}")]
-    Text {
-        path: PathBuf,
+    /// A reply is not DER of the structure expected.
+    #[error("{origin}: not an RFC 3161 time-stamp reply: expected {expected}: {source}")]
+    Der {
+        origin: String,
+        expected: &'static str,
+        source: der::Error,
+    },
+    /// A reply decodes, but a field is not what RFC 3161 allows.
+    #[error("{origin}: not an RFC 3161 time-stamp reply: expected {expected}, found {found}")]
+    Malformed {
+        origin: String,
         expected: &'static str,
         found: String,
     },
+    /// A reply file that is not a regular file (it is not opened further).
+    #[error(
+        "{path}: {found}, not a regular file: a time-stamp reply is read from a regular file only"
+    )]
+    NotRegularFile { path: PathBuf, found: &'static str },
+    /// A reply file larger than [`token::MAX_REPLY_BYTES`].
+    #[error("{path}: larger than {limit} bytes, the most a time-stamp reply may have")]
+    TooLarge { path: PathBuf, limit: u64 },
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

@@ -1,8 +1,11 @@
 //! The checking side: the tokens of anchored runs verified against a CA
 //! the auditor trusts, the digests recomputed from the files, and the
-//! anchored interval (`referee check|verify|audit --tsa-ca FILE`).
+//! anchored interval (`referee check|verify|audit --tsa-ca FILE`): every
+//! claimed time inside it, and the logged init + run no shorter than it
+//! by more than the slack ([`slack`]).
 
-use super::openssl::{self, TokenInfo};
+use super::openssl;
+use super::token::{self, TokenInfo};
 use super::{TsaError, derive_seed, end_digest, sha256, witness_bytes};
 use crate::exec::witness::Witness;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -15,6 +18,26 @@ use std::path::{Path, PathBuf};
 
 /// Log keys whose claimed times must lie within the anchored interval.
 const ANCHORED_KEYS: [&str; 4] = ["init_start", "init_stop", "run_start", "run_stop"];
+
+/// The most a recorded token round trip counts for in the slack: the
+/// client gives up on an authority after this long ([`super::client::TIMEOUT`]),
+/// so a longer one was not measured by referee.
+pub const MAX_ROUND_TRIP_MS: u64 = super::client::TIMEOUT.as_millis() as u64;
+/// The most the recorded time from a start token to `init_start` counts
+/// for: the harness's own preparation (clearing caches) and the program's
+/// start-up (interpreter, imports) before it logs `init_start`.
+pub const MAX_TO_INIT_START_MS: u64 = 30_000;
+/// The most the recorded time from `run_stop` to an end request counts
+/// for: the program's exit and the harness reading the log.
+pub const MAX_AFTER_RUN_STOP_MS: u64 = 10_000;
+/// A fixed margin in the slack: whole milliseconds in the log and in the
+/// recorded overheads, and the authority's clock precision below its
+/// stated accuracy.
+pub const MARGIN_MS: u64 = 1_000;
+/// And a margin in proportion to the interval: the local clock, which
+/// times the log, may run fast or slow against the authority's by as much
+/// as the kernel lets NTP slew it (500 ppm).
+pub const DRIFT_PPM: u64 = 500;
 
 /// What one authority's two tokens prove about a run.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +52,12 @@ pub struct AuthorityAnchor {
     pub end_accuracy_ms: u64,
     /// T2 − T1 plus both accuracies: init + run took at most this long.
     pub at_most_seconds: f64,
+    /// T2 − T1.
+    pub interval_seconds: f64,
+    /// `init_start` … `run_stop` as logged (`None`: not found).
+    pub logged_seconds: Option<f64>,
+    /// How much shorter than T2 − T1 the logged init + run may be.
+    pub slack: Slack,
 }
 
 /// The time-stamps of one run, verified.
@@ -76,9 +105,12 @@ impl RunAnchor {
             .iter()
             .map(|a| {
                 format!(
-                    "anchored by {} between {} and {}: init + run took at most {:.1} s ({}; seed {})",
+                    "anchored by {} between {} and {}: init + run took at most {:.1} s, logged {} (slack {:.1} s{}) ({}; seed {})",
                     a.tsa, a.start, a.end,
                     a.at_most_seconds,
+                    a.logged_seconds.map_or("?".into(), |s| format!("{s:.1} s")),
+                    a.slack.total_ms as f64 / 1000.0,
+                    if a.slack.assumed.is_empty() { "" } else { ", overheads not recorded: assumed at their caps" },
                     self.what(),
                     if self.seed == "derived" {
                         "derived from the start token"
@@ -145,7 +177,8 @@ fn token_path(record: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// One token checked: granted, `digest` its imprint, `nonce` its nonce,
-/// its signature and chain to `ca`. Findings go to `problems`.
+/// its signature and chain to `ca` (on the bytes its fields were read
+/// from), its `tsa` name one of its signer's. Findings go to `problems`.
 fn check_token(
     path: &Path,
     what: &str,
@@ -154,29 +187,30 @@ fn check_token(
     ca: &Path,
     problems: &mut Vec<String>,
 ) -> Option<TokenInfo> {
-    let info = match openssl::inspect(path) {
-        Ok(i) => i,
+    let (bytes, reply) = match token::read(path) {
+        Ok(r) => r,
         Err(e) => {
             problems.push(format!("{what} token: {e}"));
             return None;
         }
     };
-    if !info.granted() {
+    let Some(info) = reply.token.filter(|_| reply.status.granted()) else {
         problems.push(format!(
             "{what} token {}: not granted ({})",
             path.display(),
-            info.status
+            reply.status
         ));
         return None;
-    }
-    if info.imprint != digest {
+    };
+    if info.hash_algorithm != "sha256" || info.imprint != digest {
         problems.push(format!(
-            "{what} token {}: message imprint mismatch: the token is over {}, the files give {}",
+            "{what} token {}: message imprint mismatch: the token is over {} {}, the files give sha256 {}",
             path.display(),
+            info.hash_algorithm,
             hex::encode(&info.imprint),
             hex::encode(digest)
         ));
-    } else if let Err(e) = openssl::verify(path, digest, ca) {
+    } else if let Err(e) = openssl::verify(&bytes, digest, ca) {
         problems.push(format!(
             "{what} token {}: does not verify against CA {}: {}",
             path.display(),
@@ -192,34 +226,215 @@ fn check_token(
             "{what} token {}: nonce {} is not the request's {}",
             path.display(),
             info.nonce.as_deref().unwrap_or("none"),
-            nonce.unwrap_or("(none recorded)")
+            nonce.map_or("(none recorded)".into(), token::escape)
+        ));
+    }
+    if info.tsa_is_signer == Some(false) {
+        problems.push(format!(
+            "{what} token {}: names its authority {}, but its signer's certificate is {} (RFC 3161: the tsa field names the signer)",
+            path.display(),
+            info.tsa_text(),
+            info.signer.as_deref().unwrap_or("?")
         ));
     }
     Some(info)
 }
 
-/// The claimed wall-clock times of a run: its log's `init_start` …
-/// `run_stop` lines and the witness's spawn and exit.
-fn claimed_times(log: &Path, witness: Option<&Witness>) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
-    if let Ok(parsed) = referee_rules::mllog::read_file_keeping(
+/// The anchored lines of a log: (key, 0-based index among its MLLOG
+/// lines, `time_ms`).
+fn logged_times(log: &Path) -> Result<Vec<(String, i64, f64)>, String> {
+    let parsed = referee_rules::mllog::read_file_keeping(
         log,
         std::sync::Arc::new(|k: &str| ANCHORED_KEYS.contains(&k)),
-    ) {
-        for r in &parsed.records {
-            if ANCHORED_KEYS.contains(&r.key()) {
-                out.push((
-                    format!("`{}` (MLLOG line {})", r.key(), r.index + 1),
-                    r.timestamp,
-                ));
-            }
-        }
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(parsed
+        .records
+        .iter()
+        .filter(|r| ANCHORED_KEYS.contains(&r.key()))
+        .map(|r| (r.key().to_string(), r.index, r.timestamp))
+        .collect())
+}
+
+/// `init_start` … `run_stop` of anchored lines: one of each, in order.
+fn span_of(lines: &[(String, i64, f64)]) -> Result<(f64, f64), String> {
+    let of = |key: &str| -> Vec<f64> {
+        lines
+            .iter()
+            .filter(|(k, ..)| k == key)
+            .map(|(.., t)| *t)
+            .collect()
+    };
+    match (of("init_start").as_slice(), of("run_stop").as_slice()) {
+        ([a], [b]) if a <= b => Ok((*a, *b)),
+        ([a], [b]) => Err(format!(
+            "`run_stop` ({b:.0} ms) is before `init_start` ({a:.0} ms)"
+        )),
+        (a, b) => Err(format!(
+            "expected one `init_start` and one `run_stop` line, found {} and {}",
+            a.len(),
+            b.len()
+        )),
     }
+}
+
+/// The run as logged: `init_start` and `run_stop` (ms), one of each.
+pub fn logged_span(log: &Path) -> Result<(f64, f64), String> {
+    span_of(&logged_times(log)?)
+}
+
+/// The claimed wall-clock times of a run: its log's `init_start` …
+/// `run_stop` lines and the witness's spawn and exit.
+fn claimed_times(lines: &[(String, i64, f64)], witness: Option<&Witness>) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = lines
+        .iter()
+        .map(|(k, i, t)| (format!("`{k}` (MLLOG line {})", i + 1), *t))
+        .collect();
     if let Some(w) = witness {
         out.push(("the witnessed spawn".into(), w.spawn_wall_ms as f64));
         out.push(("the witnessed exit".into(), w.exit_wall_ms as f64));
     }
     out
+}
+
+/// What the run side measured around one authority's two tokens, as the
+/// run record says (ms; `None`: not recorded, as in records made before
+/// referee measured it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Overhead {
+    pub start_round_trip_ms: Option<i64>,
+    pub to_init_start_ms: Option<i64>,
+    pub after_run_stop_ms: Option<i64>,
+    pub end_round_trip_ms: Option<i64>,
+}
+
+impl Overhead {
+    /// From a record's authority entry: numbers or nothing.
+    pub fn of(au: &Value) -> Overhead {
+        let n = |phase: &str, key: &str| au[phase][key].as_i64();
+        Overhead {
+            start_round_trip_ms: n("start", "round_trip_ms"),
+            to_init_start_ms: n("start", "to_init_start_ms"),
+            after_run_stop_ms: n("end", "after_run_stop_ms"),
+            end_round_trip_ms: n("end", "round_trip_ms"),
+        }
+    }
+}
+
+/// How much shorter than T2 − T1 a logged init + run may be, and of what.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slack {
+    pub total_ms: u64,
+    /// The four measured overheads as counted (each within its cap).
+    pub overhead_ms: u64,
+    /// Both tokens' accuracies.
+    pub accuracy_ms: u64,
+    /// A start time in whole seconds may have been cut from anywhere in
+    /// its second: 1000 ms, else 0.
+    pub resolution_ms: u64,
+    /// [`MARGIN_MS`] and [`DRIFT_PPM`] of the interval.
+    pub margin_ms: u64,
+    /// The overheads the record does not give, counted at their caps.
+    pub assumed: Vec<&'static str>,
+    /// The overheads recorded above their caps, counted at the cap.
+    pub capped: Vec<&'static str>,
+}
+
+/// The slack of an interval of `interval_ms` between the tokens `start`
+/// and `end`, with the `overhead` the record gives: each measured part
+/// counted between 0 and its cap (a part not recorded at its cap), plus
+/// both accuracies, the start time's resolution and the margin. What the
+/// record says only ever counts up to the caps: a submitter who edits it
+/// gains at most their sum.
+pub fn slack(start: &TokenInfo, end: &TokenInfo, overhead: &Overhead, interval_ms: u64) -> Slack {
+    let mut assumed = Vec::new();
+    let mut capped = Vec::new();
+    let parts = [
+        (
+            "start round trip",
+            overhead.start_round_trip_ms,
+            MAX_ROUND_TRIP_MS,
+        ),
+        (
+            "start token to init_start",
+            overhead.to_init_start_ms,
+            MAX_TO_INIT_START_MS,
+        ),
+        (
+            "run_stop to end request",
+            overhead.after_run_stop_ms,
+            MAX_AFTER_RUN_STOP_MS,
+        ),
+        (
+            "end round trip",
+            overhead.end_round_trip_ms,
+            MAX_ROUND_TRIP_MS,
+        ),
+    ];
+    let mut overhead_ms = 0;
+    for (what, recorded, cap) in parts {
+        overhead_ms += match recorded {
+            None => {
+                assumed.push(what);
+                cap
+            }
+            Some(v) if v.max(0) as u64 > cap => {
+                capped.push(what);
+                cap
+            }
+            Some(v) => v.max(0) as u64,
+        };
+    }
+    let accuracy_ms = start.accuracy_ms.saturating_add(end.accuracy_ms);
+    let resolution_ms = if start.gen_time_fraction { 0 } else { 1_000 };
+    let margin_ms = MARGIN_MS + interval_ms.saturating_mul(DRIFT_PPM).div_ceil(1_000_000);
+    Slack {
+        total_ms: overhead_ms
+            .saturating_add(accuracy_ms)
+            .saturating_add(resolution_ms + margin_ms),
+        overhead_ms,
+        accuracy_ms,
+        resolution_ms,
+        margin_ms,
+        assumed,
+        capped,
+    }
+}
+
+/// The finding when init + run as logged (`logged_ms`) is shorter than
+/// the interval (`interval_ms`) by more than the slack.
+fn too_short(logged_ms: f64, interval_ms: f64, s: &Slack) -> Option<String> {
+    let excess = interval_ms - logged_ms - s.total_ms as f64;
+    if excess <= 0.0 {
+        return None;
+    }
+    let mut notes = String::new();
+    if !s.assumed.is_empty() {
+        notes.push_str(&format!(
+            "; not recorded, counted at their caps: {}",
+            s.assumed.join(", ")
+        ));
+    }
+    if !s.capped.is_empty() {
+        notes.push_str(&format!(
+            "; recorded above their caps, counted at them: {}",
+            s.capped.join(", ")
+        ));
+    }
+    Some(format!(
+        "init + run as logged took {:.3} s (`init_start` … `run_stop`), but the tokens are {:.3} s apart: \
+         {:.3} s more than the slack of {:.3} s (token requests {:.3} s, accuracies {:.3} s, \
+         start-time resolution {:.3} s, margin {:.3} s{notes}): the run took longer than logged, \
+         or its end token was asked for later",
+        logged_ms / 1000.0,
+        interval_ms / 1000.0,
+        excess / 1000.0,
+        s.total_ms as f64 / 1000.0,
+        s.overhead_ms as f64 / 1000.0,
+        s.accuracy_ms as f64 / 1000.0,
+        s.resolution_ms as f64 / 1000.0,
+        s.margin_ms as f64 / 1000.0,
+    ))
 }
 
 /// Verify the time-stamps of run `run` of `record` (whose entry is
@@ -320,10 +535,18 @@ pub fn verify_run(
             continue;
         };
         if k == 0 && a.seed == "derived" {
-            check_derived_seed(run, entry, &sp, p);
+            check_derived_seed(run, entry, &start, p);
         }
-        a.authorities
-            .push(anchor(url, &start, &end, log, witness.as_ref(), p));
+        let overhead = Overhead::of(au);
+        a.authorities.push(anchor(
+            url,
+            &start,
+            &end,
+            &overhead,
+            log,
+            witness.as_ref(),
+            p,
+        ));
     }
     a
 }
@@ -343,28 +566,25 @@ fn entry_witness(run: usize, entry: &Value, p: &mut Vec<String>) -> Option<Witne
     }
 }
 
-/// A seed derived from the start token (`start_token`) must be the run's.
-fn check_derived_seed(run: usize, entry: &Value, start_token: &Path, p: &mut Vec<String>) {
-    match openssl::token_der(start_token) {
-        Ok(der) => {
-            let want = derive_seed(&der);
-            if entry["seed"].as_u64() != Some(want) {
-                p.push(format!(
-                    "runs[{run}].seed is {}, not {want}, the seed derived from the start token",
-                    entry["seed"]
-                ));
-            }
-        }
-        Err(e) => p.push(format!("start token: {e}")),
+/// A seed derived from the start token must be the run's.
+fn check_derived_seed(run: usize, entry: &Value, start: &TokenInfo, p: &mut Vec<String>) {
+    let want = derive_seed(&start.token_der);
+    if entry["seed"].as_u64() != Some(want) {
+        p.push(format!(
+            "runs[{run}].seed is {}, not {want}, the seed derived from the start token",
+            entry["seed"]
+        ));
     }
 }
 
-/// The interval one authority's start and end tokens anchor, every time
-/// the result file (`log`) and its witness claim checked against it.
+/// The interval one authority's start and end tokens anchor: every time
+/// the result file (`log`) and its witness claim checked against it, and
+/// init + run as logged no shorter than it by more than the [`slack`].
 fn anchor(
     url: &str,
     start: &TokenInfo,
     end: &TokenInfo,
+    overhead: &Overhead,
     log: Option<&Path>,
     witness: Option<&Witness>,
     p: &mut Vec<String>,
@@ -372,11 +592,7 @@ fn anchor(
     let lo = start.gen_time - chrono::Duration::milliseconds(start.accuracy_ms as i64);
     // A time in whole seconds may have been cut from anywhere in its
     // second: the end bound takes the whole second.
-    let resolution_ms = if end.gen_time.timestamp_subsec_nanos() == 0 {
-        999
-    } else {
-        0
-    };
+    let resolution_ms = if end.gen_time_fraction { 0 } else { 999 };
     let hi =
         end.gen_time + chrono::Duration::milliseconds((end.accuracy_ms + resolution_ms) as i64);
     if end.gen_time < start.gen_time {
@@ -386,15 +602,41 @@ fn anchor(
             stamp(&start.gen_time)
         ));
     }
+    if start.signer != end.signer {
+        p.push(format!(
+            "the start and end tokens were signed by different authorities ({} and {}): the interval of one clock is not proved",
+            start.signer.as_deref().unwrap_or("?"),
+            end.signer.as_deref().unwrap_or("?")
+        ));
+    }
+    let interval_ms = (end.gen_time - start.gen_time).num_milliseconds().max(0);
+    let slack = slack(start, end, overhead, interval_ms as u64);
     let (lo_ms, hi_ms) = (lo.timestamp_millis() as f64, hi.timestamp_millis() as f64);
-    let claimed = log.map(|l| claimed_times(l, witness));
-    for (what, t) in claimed.into_iter().flatten() {
-        if t < lo_ms || t > hi_ms {
-            p.push(format!(
-                    "{what} claims {t:.0} ms, outside the anchored interval {} … {} ({lo_ms:.0} … {hi_ms:.0} ms)",
-                    stamp(&lo),
-                    stamp(&hi)
-                ));
+    let mut logged_seconds = None;
+    if let Some(log) = log {
+        match logged_times(log) {
+            Err(e) => p.push(format!("{}: {e}", log.display())),
+            Ok(lines) => {
+                for (what, t) in claimed_times(&lines, witness) {
+                    if t < lo_ms || t > hi_ms {
+                        p.push(format!(
+                            "{what} claims {t:.0} ms, outside the anchored interval {} … {} ({lo_ms:.0} … {hi_ms:.0} ms)",
+                            stamp(&lo),
+                            stamp(&hi)
+                        ));
+                    }
+                }
+                match span_of(&lines) {
+                    Ok((a, b)) => {
+                        logged_seconds = Some((b - a) / 1000.0);
+                        p.extend(too_short(b - a, interval_ms as f64, &slack));
+                    }
+                    Err(e) => p.push(format!(
+                        "{}: init + run cannot be compared with the anchored interval: {e}",
+                        log.display()
+                    )),
+                }
+            }
         }
     }
     AuthorityAnchor {
@@ -405,6 +647,9 @@ fn anchor(
         end: stamp(&end.gen_time),
         end_accuracy_ms: end.accuracy_ms,
         at_most_seconds: (hi - lo).num_milliseconds() as f64 / 1000.0,
+        interval_seconds: interval_ms as f64 / 1000.0,
+        logged_seconds,
+        slack,
     }
 }
 
@@ -646,6 +891,205 @@ mod tests {
         ] {
             assert_eq!(token_path(out, bad), None, "{bad}");
         }
+    }
+
+    /// A token `ms` after a fixed instant, stating `accuracy_ms`, with a
+    /// fraction of a second.
+    fn token_at(ms: i64, accuracy_ms: u64) -> TokenInfo {
+        TokenInfo {
+            version: 1,
+            policy: "1.2.3.4.99".into(),
+            hash_algorithm: "sha256".into(),
+            imprint: vec![0; 32],
+            serial: "0x01".into(),
+            gen_time: DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap(),
+            gen_time_fraction: true,
+            accuracy_ms,
+            ordering: false,
+            nonce: None,
+            tsa: Some("/CN=T".into()),
+            signer: Some("/CN=T".into()),
+            tsa_is_signer: Some(true),
+            token_der: Vec::new(),
+        }
+    }
+
+    fn measured(start_rt: i64, to_init: i64, after_stop: i64, end_rt: i64) -> Overhead {
+        Overhead {
+            start_round_trip_ms: Some(start_rt),
+            to_init_start_ms: Some(to_init),
+            after_run_stop_ms: Some(after_stop),
+            end_round_trip_ms: Some(end_rt),
+        }
+    }
+
+    #[test]
+    fn the_slack_is_the_measured_overhead_both_accuracies_and_a_margin() {
+        // A 600 s interval, 1 s accuracy each; requests of 0.2 s, 3 s
+        // before init_start, 0.5 s after run_stop.
+        let (t1, t2) = (token_at(0, 1_000), token_at(600_000, 1_000));
+        let o = measured(200, 3_000, 500, 200);
+        let s = slack(&t1, &t2, &o, 600_000);
+        assert_eq!(s.overhead_ms, 3_900);
+        assert_eq!(s.accuracy_ms, 2_000);
+        assert_eq!(s.resolution_ms, 0);
+        assert_eq!(s.margin_ms, 1_000 + 300, "1 s and 500 ppm of 600 s");
+        assert_eq!(s.total_ms, 7_200);
+        assert!(s.assumed.is_empty() && s.capped.is_empty());
+        // An honest run: T2 − T1 minus the overhead, give or take.
+        assert_eq!(too_short(600_000.0 - 3_900.0, 600_000.0, &s), None);
+        assert_eq!(too_short(600_000.0 - 7_200.0, 600_000.0, &s), None);
+        // One millisecond more is a finding naming both durations.
+        let m = too_short(600_000.0 - 7_201.0, 600_000.0, &s).unwrap();
+        assert!(
+            m.starts_with("init + run as logged took 592.799 s (`init_start` … `run_stop`), but the tokens are 600.000 s apart: 0.001 s more than the slack of 7.200 s"),
+            "{m}"
+        );
+        // A start time in whole seconds may be up to a second early.
+        let whole = TokenInfo {
+            gen_time_fraction: false,
+            ..t1.clone()
+        };
+        assert_eq!(slack(&whole, &t2, &o, 600_000).total_ms, 8_200);
+    }
+
+    #[test]
+    fn a_shortened_run_fails_whatever_overhead_its_record_claims() {
+        // Half of a 600 s run cut from the log, the end token asked for
+        // again later: 300 s logged in a 610 s interval.
+        let (t1, t2) = (token_at(0, 1_000), token_at(610_000, 1_000));
+        let honest = slack(&t1, &t2, &measured(200, 3_000, 500, 200), 610_000);
+        let m = too_short(300_000.0, 610_000.0, &honest).unwrap();
+        assert!(
+            m.contains("took 300.000 s") && m.contains("are 610.000 s apart"),
+            "{m}"
+        );
+        // The record inflated (the submitter signs it): each part counts
+        // at most its cap.
+        let inflated = measured(i64::MAX, 10_000_000, 10_000_000, 10_000_000);
+        let s = slack(&t1, &t2, &inflated, 610_000);
+        let caps = MAX_ROUND_TRIP_MS * 2 + MAX_TO_INIT_START_MS + MAX_AFTER_RUN_STOP_MS;
+        assert_eq!(s.overhead_ms, caps);
+        assert_eq!(s.capped.len(), 4);
+        let m = too_short(300_000.0, 610_000.0, &s).unwrap();
+        assert!(m.contains("recorded above their caps"), "{m}");
+        // Negative overheads count as none.
+        let s = slack(&t1, &t2, &measured(-5, -5, -5, -5), 610_000);
+        assert_eq!(s.overhead_ms, 0);
+        // A record made before the overhead was measured: the caps.
+        let s = slack(&t1, &t2, &Overhead::default(), 610_000);
+        assert_eq!(s.overhead_ms, caps);
+        assert_eq!(s.assumed.len(), 4);
+        let m = too_short(300_000.0, 610_000.0, &s).unwrap();
+        assert!(m.contains("not recorded, counted at their caps"), "{m}");
+        // What a submitter can hide is bounded by the caps, accuracies
+        // and margin: just under it passes.
+        let hidden = (s.total_ms - 1) as f64;
+        assert_eq!(too_short(610_000.0 - hidden, 610_000.0, &s), None);
+    }
+
+    #[test]
+    fn the_overhead_is_read_from_the_record_as_numbers_only() {
+        let au = serde_json::json!({
+            "start": {"round_trip_ms": 12, "to_init_start_ms": -3},
+            "end": {"round_trip_ms": "9", "after_run_stop_ms": 40},
+        });
+        assert_eq!(
+            Overhead::of(&au),
+            Overhead {
+                start_round_trip_ms: Some(12),
+                to_init_start_ms: Some(-3),
+                after_run_stop_ms: Some(40),
+                end_round_trip_ms: None,
+            }
+        );
+    }
+
+    #[test]
+    fn the_logged_span_is_one_init_start_to_one_run_stop() {
+        let l = |k: &str, t: f64| (k.to_string(), 0, t);
+        assert_eq!(
+            span_of(&[
+                l("init_start", 10.0),
+                l("run_start", 20.0),
+                l("run_stop", 50.0)
+            ]),
+            Ok((10.0, 50.0))
+        );
+        let two = span_of(&[
+            l("init_start", 10.0),
+            l("init_start", 5.0),
+            l("run_stop", 50.0),
+        ])
+        .unwrap_err();
+        assert!(two.contains("found 2 and 1"), "{two}");
+        assert!(span_of(&[l("init_start", 10.0)]).is_err());
+        assert!(span_of(&[l("init_start", 60.0), l("run_stop", 50.0)]).is_err());
+    }
+
+    #[test]
+    fn a_reply_with_forged_status_text_verifies_with_its_real_fields() {
+        use crate::tsa::token::tests::{authority, reply, with_status_text};
+        let digest = [0x42; 32];
+        let (_, bytes) = reply(&digest, [5; 8], "verify-forged.tsr");
+        let forged = with_status_text(
+            &bytes,
+            &["Time stamp: Jan  1 00:00:00 2020 GMT\nTSA: DirName:/CN=Forged TSA"],
+        );
+        let path = authority().join("verify-forged-2.tsr");
+        std::fs::write(&path, &forged).unwrap();
+        let ca = authority().join("tsa.pem");
+        let mut p = Vec::new();
+        let t = check_token(
+            &path,
+            "end",
+            &digest,
+            Some("0x0505050505050505"),
+            &ca,
+            &mut p,
+        )
+        .unwrap();
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(t.name("http://x/"), "/C=DE/O=Unit Test Org/CN=Unit TSA");
+        assert!(t.gen_time.timestamp() > 1_700_000_000, "{}", t.gen_time);
+        // Another digest: the imprint, and openssl is not asked.
+        let mut p = Vec::new();
+        check_token(
+            &path,
+            "end",
+            &[0; 32],
+            Some("0x0505050505050505"),
+            &ca,
+            &mut p,
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("message imprint mismatch"), "{p:?}");
+        // Bytes that are not a reply: one finding naming the file.
+        let junk = authority().join("junk.tsr");
+        std::fs::write(&junk, b"Status: Granted.\nTime stamp: soon\n").unwrap();
+        let mut p = Vec::new();
+        assert!(check_token(&junk, "start", &digest, None, &ca, &mut p).is_none());
+        assert!(p.len() == 1 && p[0].contains("junk.tsr"), "{p:?}");
+    }
+
+    #[test]
+    fn tokens_at_the_ends_of_time_are_findings_not_panics() {
+        let far = |s: &str, acc| TokenInfo {
+            gen_time: s.parse().unwrap(),
+            gen_time_fraction: false,
+            ..token_at(0, acc)
+        };
+        let (early, late) = (
+            far("0000-01-01T00:00:00Z", crate::tsa::token::MAX_ACCURACY_MS),
+            far("9999-12-31T23:59:59Z", crate::tsa::token::MAX_ACCURACY_MS),
+        );
+        let mut p = Vec::new();
+        let a = anchor("u", &late, &early, &Overhead::default(), None, None, &mut p);
+        assert!(p[0].contains("older than the start token"), "{p:?}");
+        assert_eq!(a.interval_seconds, 0.0);
+        let mut p = Vec::new();
+        let a = anchor("u", &early, &late, &Overhead::default(), None, None, &mut p);
+        assert!(a.slack.total_ms > a.slack.accuracy_ms, "{a:?}");
     }
 
     #[test]
