@@ -5,13 +5,15 @@
 # target directory with
 #   cargo build --release --locked --offline -p referee-harness --bin referee --timings
 # after the crates are fetched (downloads are not timed). Prints the CPU, the
-# load average around each build, and both wall and CPU times side by side;
-# each side's cargo-timings HTML is kept under the scratch directory.
+# load average around each build, and both wall and CPU times side by side
+# (appended to the history, docs/bench-history.jsonl; BENCH_HISTORY=off:
+# not); each side's cargo-timings HTML is kept under the scratch directory.
 # Usage: scripts/bench-build.sh BEFORE_REF [AFTER_REF]   (AFTER_REF: HEAD)
 #   BENCH_BUILD_DIR: scratch directory (default: a new /tmp/referee-bench-build.*)
 #   BENCH_BUILD_NICE=1: build under `nice` (a shared machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-machine.sh
 before=${1:?usage: scripts/bench-build.sh BEFORE_REF [AFTER_REF]}
 after=${2:-HEAD}
 scratch=${BENCH_BUILD_DIR:-$(mktemp -d /tmp/referee-bench-build.XXXXXX)}
@@ -61,3 +63,10 @@ printf 'after/before: wall %.2f, cpu %.2f\n' \
   "$(echo "${wall[after]} / ${wall[before]}" | bc -l)" \
   "$(echo "${cpu_s[after]} / ${cpu_s[before]}" | bc -l)"
 echo "cargo --timings reports: $scratch/timings-before/, $scratch/timings-after/"
+for m in wall cpu; do
+  if [ $m = wall ]; then b=${wall[before]} a=${wall[after]}; else b=${cpu_s[before]} a=${cpu_s[after]}; fi
+  bench_record metric="build_${m}_s" unit=s subject="cold release build of referee (${commit[after]} against ${commit[before]})" \
+    referee="$a" peer="$b" peer_name="referee at ${commit[before]}" params.BEFORE="$before" params.AFTER="$after" \
+    params.BENCH_BUILD_NICE="${BENCH_BUILD_NICE:-0}" extra.rustc="$(rustc --version)" \
+    load="before ${load_before[before]} / ${load_before[after]}, after ${load_after[before]} / ${load_after[after]}"
+done

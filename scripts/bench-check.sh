@@ -9,4 +9,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --quiet -p referee-harness
-exec .venv/bin/python scripts/bench_check.py "${1:-../shared/corpus}"
+BENCH_COMMAND="scripts/bench-check.sh${*:+ $*}" exec .venv/bin/python scripts/bench_check.py "${1:-../shared/corpus}"

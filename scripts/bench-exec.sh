@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --quiet -p referee-harness
-exec .venv/bin/python scripts/bench_exec.py "${1:-5}"
+BENCH_COMMAND="scripts/bench-exec.sh${*:+ $*}" exec .venv/bin/python scripts/bench_exec.py "${1:-5}"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Everything a session on an x86 machine adds to docs/performance.md's
-# per-family tables (issue 34), in one run and one order: the register
+# Everything a session on an x86 machine measures for docs/performance.md's
+# per-family figures (issue 34), in one run and one order: the register
 # tiles against the core's FMA loop (`gemm_probe --tile`), the LLM's
 # products beside `torch.mm` (scripts/bench-products.sh), where the LLM
 # step spends its time (`bench_step --products --passes`), the step beside
 # every fast PyTorch form (scripts/bench-train-step.sh), then time to train
 # for both minis (scripts/bench-time-to-train.sh) against the PyTorch form
 # that stepped fastest in that step run (each mini's first batch size).
-# Each part's full output is kept under OUT; at the end it prints (and
-# writes to OUT/summary.md) the goal's cells as rows of the per-family
-# tables, to check against the logs and paste. NOT part of CI: 18 minutes
-# on a 2-core Zen 3 VM (2026-12-03; twice that where the host is slow), and
-# it installs torch from PyPI into a venv under /tmp.
+# Each part's full output is kept under OUT; the products, step and
+# time-to-train parts append their figures to the history
+# (docs/bench-history.jsonl, each row naming this script under `via`), and
+# at the end it prints (and writes to OUT/summary.md) the goal's cells, to
+# check against the logs. NOT part of CI: about 20 minutes on a 2-core VM,
+# twice that where the host is slow, and it installs torch from PyPI into a
+# venv under /tmp.
 #
 # Usage: scripts/bench-family.sh
 # Env:   OUT (out/family-FAMILY-MODEL-TIMESTAMP)  THREADS (2)  ROUNDS (2,
@@ -54,6 +56,8 @@ part() {
 }
 
 bench_machine_line | tee "$OUT/machine.txt"
+# The parts' rows in the history say they ran as parts of this run.
+export BENCH_VIA=$BENCH_COMMAND
 git rev-parse --short HEAD >"$OUT/commit.txt"
 git status --porcelain --untracked-files=no | grep -q . && echo "(with uncommitted changes)" >>"$OUT/commit.txt"
 if [ "$BUILD" = 1 ]; then

@@ -1,6 +1,6 @@
-# Sourced by the side-by-side benchmarks (bench-train-step.sh,
-# bench-time-to-train.sh): one place for what both record about the machine
-# and for the instruction set both sides may use.
+# Sourced by every benchmark script (scripts/bench-*.sh): one place for what
+# they record about the machine, for the instruction set both sides of a
+# comparison may use, and for appending their figures to the history.
 #
 # ISA ("" by default: each side on its own best kernels)
 #   avx2: both sides restricted to AVX2, to stand in for an AVX2 machine on
@@ -8,6 +8,7 @@
 #   (ATEN_CPU_CAPABILITY), oneDNN (ONEDNN_MAX_CPU_ISA) and MKL's matrix
 #   products (MKL_ENABLE_INSTRUCTIONS), so that no PyTorch path keeps AVX-512.
 # bench_cpuinfo reads one field of /proc/cpuinfo;
+# bench_record appends a figure to docs/bench-history.jsonl (below);
 # bench_machine_line prints the CPU (model name, family/model, ISA flags), the
 #   restriction and the load average; bench_cpu_sample and bench_steal_pct
 #   measure the time the hypervisor stole from this VM over an interval (the
@@ -17,13 +18,13 @@
 # THP_MEM_ALLOC_ENABLE (1 by default): PyTorch's CPU allocator advises its
 #   buffers of 2 MiB or more as transparent huge pages, as referee's
 #   allocator does by itself (workloads/src/cpu/aligned.rs), so that the
-#   peer runs at its best: with THP in `madvise` mode its steps were 2–33 %
-#   faster with it (Zen 4, 2026-12-04; docs/performance.md). 0 turns it off.
+#   peer runs at its best: where the kernel's THP mode is `madvise` its
+#   steps are faster with it (docs/bench-history.jsonl). 0 turns it off.
 
 # Each restriction compiles PyTorch's inductor kernels into its own cache:
-# with one cache for both, the unrestricted compiled forms aborted (`free():
-# invalid pointer`, exit 134 and 139) on 2026-11-29 after AVX2-restricted
-# runs had filled it, and ran with a cache of their own.
+# with one cache for both, the unrestricted compiled forms have aborted
+# (`free(): invalid pointer`, exit 134 and 139) after AVX2-restricted runs
+# had filled it, and ran with a cache of their own.
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor-$(id -un)-${ISA:-native}}"
 export THP_MEM_ALLOC_ENABLE="${THP_MEM_ALLOC_ENABLE:-1}"
 
@@ -63,4 +64,15 @@ bench_cpu_sample() {
 # Percent of the CPUs' time stolen between two samples: bench_steal_pct "$before" "$after".
 bench_steal_pct() {
     echo "$1 $2" | awk '{dt = $3 - $1; printf "%.1f", (dt > 0 ? 100 * ($4 - $2) / dt : 0)}'
+}
+
+# The command line of the script that sourced this file, for the history.
+BENCH_COMMAND="scripts/$(basename "$0")${*:+ $*}"
+
+# bench_record KEY=VALUE...: appends one measurement to the history,
+# docs/bench-history.jsonl (scripts/bench_history.py says the keys; the
+# date, machine line, CPU and commit are added there). The script's name
+# and command line come from here.
+bench_record() {
+    python3 scripts/bench_history.py add script="$(basename "$0")" command="$BENCH_COMMAND" "$@"
 }

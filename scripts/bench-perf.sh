@@ -11,4 +11,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet -p referee-harness
-exec python3 scripts/bench_perf.py --size-mb "${1:-1024}" --reps "${2:-3}" --referee target/release/referee
+BENCH_COMMAND="scripts/bench-perf.sh${*:+ $*}" exec python3 scripts/bench_perf.py --size-mb "${1:-1024}" --reps "${2:-3}" --referee target/release/referee

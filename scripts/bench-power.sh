@@ -11,9 +11,12 @@
 # The simulated powercap folder has one package domain whose counter a shell
 # loop advances by 5 J every 50 ms (100 W): the sampler does the same reads
 # and wrap arithmetic as on a real /sys/class/powercap. `cmd:echo 250`
-# forks a shell per reading (the cost of any `cmd:` source).
+# forks a shell per reading (the cost of any `cmd:` source). Each session's
+# figures are appended to the history, docs/bench-history.jsonl
+# (BENCH_HISTORY=off: not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-machine.sh
 SECS=${SECONDS_:-600}
 BIN=${REFEREE:-target/release/referee}
 [ -x "$BIN" ] || cargo build --release -q -p referee-harness
@@ -47,9 +50,11 @@ wait $A $B $C
 
 printf '\n%-10s %-13s %9s %7s %10s %11s %15s\n' session source readings missed "median ms" "largest ms" "CPU ms/reading"
 for s in rapl_1hz rapl_10hz cmd_1hz; do
-    python3 - "$WORK/$s.txt" "$WORK/$s.time" "$s" <<'EOF'
+    python3 - "$WORK/$s.txt" "$WORK/$s.time" "$s" "$BENCH_COMMAND" "$SECS" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, sys, statistics
-log, tm, name = sys.argv[1:4]
+sys.path.insert(0, "scripts")
+import bench_history
+log, tm, name, command, secs, load = sys.argv[1:7]
 times, missed = [], 0
 for line in open(log):
     if not line.startswith(":::MLLOG "):
@@ -64,5 +69,10 @@ u, s = (float(x) for x in open(tm).read().split()[:2])
 src = {"rapl_1hz": "rapl", "rapl_10hz": "rapl", "cmd_1hz": "cmd:echo 250"}[name]
 per = (u + s) * 1000 / max(len(times), 1)
 print(f"{name:<10} {src:<13} {len(times):>9} {missed:>7} {statistics.median(gaps):>10.1f} {max(gaps):>11.1f} {per:>15.3f}")
+bench_history.record("bench-power.sh", "power_cpu_ms_per_reading", "ms", f"{src}, {name.split('_')[1]}", round(per, 3),
+                     command=command, params={"SECONDS_": int(secs)}, load=f"load average {load} at the end",
+                     extra={"readings": len(times), "missed": missed, "median_interval_ms": round(statistics.median(gaps), 1),
+                            "largest_interval_ms": round(max(gaps), 1)},
+                     note="sessions run at the same time; CPU = user + system of the sampler and its children")
 EOF
 done

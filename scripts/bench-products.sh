@@ -7,7 +7,9 @@
 # their operands), alternating ROUNDS times; then per shape the median over
 # the rounds of each side's best GFLOP/s and referee's time ÷ PyTorch's.
 # Where the LLM step lags, this says which product lags and whether the
-# caches are why. NOT part of CI: it installs torch from PyPI into a venv.
+# caches are why. Each cell is appended to the history,
+# docs/bench-history.jsonl (BENCH_HISTORY=off: not). NOT part of CI: it
+# installs torch from PyPI into a venv.
 #
 # Usage: scripts/bench-products.sh
 # Env:   ROUNDS (3)  REPS (20 warm, 10 cold: each side's best of REPS per
@@ -47,9 +49,11 @@ for mode in warm cold; do
     done
 done
 echo "$(bench_steal_pct "$c0" "$(bench_cpu_sample)") % of the CPUs' time stolen by the hypervisor during the run; THREADS=$THREADS ROUNDS=$ROUNDS" | tee "$OUT/steal.txt"
-"$PY" - "$OUT" <<'PYEOF' | tee "$OUT/table.txt"
+"$PY" - "$OUT" "$BENCH_COMMAND" "$ROUNDS" "$THREADS" "$(cat "$OUT/steal.txt")" <<'PYEOF' | tee "$OUT/table.txt"
 import glob, os, re, statistics, sys
-out = sys.argv[1]
+sys.path.insert(0, "scripts")
+import bench_history
+out, command, rounds, threads, steal = sys.argv[1:6]
 line = re.compile(r"^\S+ (\d+x\d+x\d+ \w+ \w+): ([0-9.]+) GFLOP/s")
 rates = {}
 for path in sorted(glob.glob(os.path.join(out, "*-*-*.txt"))):
@@ -61,7 +65,7 @@ for path in sorted(glob.glob(os.path.join(out, "*-*-*.txt"))):
                 rates.setdefault((mode, m.group(1)), {}).setdefault(side, []).append(float(m.group(2)))
 shapes = [l.split() for l in open(os.path.join(out, "shapes.txt"))]
 names = {"N": "Normal", "T": "Transposed"}
-missing = []
+missing, recorded = [], []
 print(f"{'product (m x n x k, A, B)':34} {'warm: referee':>13} {'torch':>7} {'ratio':>6}   {'cold: referee':>13} {'torch':>7} {'ratio':>6}")
 for m, n, k, la, lb in shapes:
     key = f"{m}x{n}x{k} {names[la]} {names[lb]}"
@@ -71,11 +75,18 @@ for m, n, k, la, lb in shapes:
         if "referee" in r and "torch" in r:
             a, b = statistics.median(r["referee"]), statistics.median(r["torch"])
             cells.append(f"{a:13.1f} {b:7.1f} {b / a:6.2f}")
+            recorded.append((f"{m} × {n} × {k}, {'Aᵀ' if la == 'T' else 'A'}, {'Bᵀ' if lb == 'T' else 'B'}, {mode}", a, b))
         else:
             missing.append(f"{key} ({mode})")
             cells.append(f"{'-':>13} {'-':>7} {'-':>6}")
     print(f"{key:34} {cells[0]}   {cells[1]}")
 print("GFLOP/s, the median over the rounds of each side's best; ratio: referee's time / PyTorch's (below 1: referee faster)")
+# Each cell into the history (docs/bench-history.jsonl); ratio as in the table.
+for subject, a, b in recorded:
+    bench_history.record("bench-products.sh", "gflops", "GFLOP/s", subject, round(a, 1), peer=round(b, 1),
+                         peer_name="PyTorch torch.mm", ratio=round(b / a, 4), command=command,
+                         params=dict(ROUNDS=int(rounds), THREADS=int(threads), REPS=int(os.environ.get("REPS") or (20 if subject.endswith("warm") else 10))),
+                         load=steal.split(";")[0], note="ratio: referee's time ÷ PyTorch's")
 if missing:
     sys.exit(f"no rate from one side or both for {', '.join(missing)}: see the runs' files in {out}")
 PYEOF

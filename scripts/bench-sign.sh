@@ -9,11 +9,13 @@
 # Numbers are for a warm page cache (the package was just written): they
 # measure hashing + signing, not the disk. Prints, for each step: package
 # size, seconds, MB/s, threads; and a reference line with the single-core
-# SHA-256 speed of this machine.
+# SHA-256 speed of this machine. Each step's MB/s is appended to the history,
+# docs/bench-history.jsonl (BENCH_HISTORY=off: not).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. scripts/bench-machine.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target-submission}
 BIG_FILES=${BIG_FILES:-8}
 BIG_MB=${BIG_MB:-100}
@@ -81,6 +83,10 @@ run_step() {
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
     printf '%-8s %8s MB  %7s s  %6s MB/s  threads=%s\n' \
         "$name" "$MB" "$secs" "$(rate "$secs")" "$threads"
+    bench_record metric="${name}_mb_s" unit=MB/s subject="$name, $MB MB package ($NFILES files), warm page cache" \
+        referee="$(rate "$secs")" params.threads="$threads" params.mode="$MODE" params.BIG_FILES="$BIG_FILES" \
+        params.BIG_MB="$BIG_MB" params.SMALL_FILES="$SMALL_FILES" params.SMALL_BYTES="$SMALL_BYTES" \
+        params.TINY_FILES="$TINY_FILES" extra.seconds="$secs"
 }
 
 if [ "$MODE" = cli ]; then

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # referee's training step at two commits, alternating in one run: the check
 # to make before and after a change to the workloads crate. The step's speed
-# moves with more than the code a change touches: on 2026-11-29 (541fe02) a
-# change to the planner, which the step never runs, made the compiler lay
-# out the model's products into slower code (101–105 ms a `mini_llm` step
-# against 90–93 on a Zen 4 VM; docs/performance.md). NOT part of CI.
+# moves with more than the code a change touches: a change to the planner,
+# which the step never runs, has made the compiler lay out the model's
+# products into slower code (541fe02; docs/bench-history.jsonl). NOT part
+# of CI.
 #
 # Usage: scripts/bench-step-ab.sh OLD [NEW]
 #   OLD, NEW: git revisions (NEW defaults to the working tree as it is, built
@@ -15,7 +15,10 @@
 #   fixed: the hand-chosen blockings, no planner timing in the way)
 #   ISA (see scripts/bench-machine.sh; avx2: REFEREE_CPU_KERNELS=avx2)
 # Prints each pair (old, new, new ÷ old), then the medians, their ratio and
-# the parameters' digest of each side (the same digest: the same training).
+# the parameters' digest of each side (the same digest: the same training),
+# and appends the medians to the history, docs/bench-history.jsonl
+# (BENCH_HISTORY=off: not). A change tried and not kept is recorded as such:
+#   BENCH_KEPT=false BENCH_NOTE="what was tried" scripts/bench-step-ab.sh OLD
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OLD [NEW] (git revisions; NEW: the working tree)" >&2; exit 2; }
@@ -82,3 +85,8 @@ echo "$MODEL b$BATCH, $THREADS threads, --plan $PLAN: median old $mo ms, new $mn
 printf '%s\n' "${digests[@]}" | sort -u | while IFS=/ read -r a b; do
     if [ "$a" = "$b" ]; then echo "digest (both): $a…"; else echo "digests differ: old $a…, new $b… (other training, not only other speed)"; fi
 done
+pairs_json=$(for i in "${!olds[@]}"; do printf '[%s,%s]\n' "${olds[$i]}" "${news[$i]}"; done | paste -sd, -)
+bench_record metric=step_ms unit=ms subject="mini_$MODEL b$BATCH, new against old" referee="$mn" peer="$mo" \
+    peer_name="referee at $1" params.OLD="$1" params.NEW="${2:-the working tree}" params.PAIRS="$PAIRS" \
+    params.STEPS="$STEPS" params.WARMUP="$WARMUP" params.THREADS="$THREADS" params.PLAN="$PLAN" \
+    threads="$THREADS" extra.pairs_ms:="[$pairs_json]" extra.digests="$(printf '%s\n' "${digests[@]}" | sort -u | paste -sd' ' -)"

@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release --quiet -p referee-harness
-exec .venv/bin/python scripts/bench_summarize.py "${1:-../shared/corpus}"
+BENCH_COMMAND="scripts/bench-summarize.sh${*:+ $*}" exec .venv/bin/python scripts/bench_summarize.py "${1:-../shared/corpus}"

@@ -18,6 +18,8 @@
 #        ISA (unset: each side on its own best kernels; avx2: both restricted
 #        to AVX2, see scripts/bench-machine.sh)
 # Round r runs referee first when r is odd and PyTorch first when it is even.
+# Each benchmark's result is appended to the history, docs/bench-history.jsonl
+# (BENCH_HISTORY=off: not).
 # Run seeds: both derive run seed from the base seed the same way, so a
 # round's two runs start from the same initial weights and data order.
 set -euo pipefail
@@ -84,9 +86,12 @@ for bench in "${benches[@]}"; do
 done
 
 echo "at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
-python3 - "$OUT" "$RUNS" "$variant" "${benches[@]}" <<'PY'
+python3 - "$OUT" "$RUNS" "$variant" "$BENCH_COMMAND" "$THREADS" "$SEED" "$LOADER/$WORKERS" "$CACHE_CLEAR" "${benches[@]}" <<'PY'
 import json, os, sys
-out, runs, variant, benches = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+sys.path.insert(0, "scripts")
+import bench_history
+out, runs, variant, benches = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[9:]
+command, threads, base_seed, loader, cache_clear = sys.argv[4:9]
 
 
 def olympic(v):
@@ -144,6 +149,17 @@ for bench in benches:
         print(f"  {name:<22} {kind}: {m}; {s['successes']}/{runs} reached the target; samples to target {s['samples']}")
     if ro and to:
         print(f"  referee / PyTorch: {ro / to:.2f}x  (below 1: referee trains to the target faster)")
+        steals = [float(s) for s in (steal(bench, impl, r).strip() for impl in ("referee", "torch") for r in range(1, runs + 1))
+                  if s not in ("-", "")]
+        bench_history.record(
+            "bench-time-to-train.sh", "time_to_train_min", "min", bench, round(ro, 4), peer=round(to, 4),
+            peer_name=f"PyTorch {variant}", command=command,
+            params=dict(RUNS=runs, THREADS=int(threads), SEED=int(base_seed), LOADER=loader, CACHE_CLEAR=int(cache_clear)),
+            load=f"≤ {max(steals, default=0):.1f} % steal",
+            runs_referee=[x[1] if x and x[0] == "success" else None for x in res["referee"]],
+            runs_peer=[x[1] if x and x[0] == "success" else None for x in res["torch"]],
+            extra={"samples_referee": summary["referee"]["samples"], "samples_peer": summary["torch"]["samples"],
+                   "olympic": runs >= 3})
     if any(s["successes"] < runs for s in summary.values()):
         print("  note: a run that did not reach the target has no time to train (see its .json/.err)")
     report[bench] = summary

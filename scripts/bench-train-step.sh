@@ -25,7 +25,8 @@
 # torch.compile without a C++ compiler) is shown as failed with the reason.
 # Without the bench_step example (BUILD=0 and no STEP_BIN), referee's column
 # comes from `referee run --mode throughput` (real data, mean step time of
-# the window) and is marked so.
+# the window) and is marked so. Each cell is appended to the history,
+# docs/bench-history.jsonl (BENCH_HISTORY=off: not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
@@ -57,6 +58,7 @@ OUT=$(mktemp)
 TMPD=$(mktemp -d)
 trap 'rm -rf "$OUT" "$TMPD"' EXIT
 bench_machine_line
+load0=$(cut -d' ' -f1 /proc/loadavg)
 cpu0=$(bench_cpu_sample)
 
 referee_step() { # model batch
@@ -95,9 +97,13 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-echo "at the end: load average $(cut -d' ' -f1-3 /proc/loadavg); $(bench_steal_pct "$cpu0" "$(bench_cpu_sample)") % of the CPUs' time stolen by the hypervisor during the run"
-python3 - "$OUT" "$ROUNDS" "$VARIANTS" "$REF_SRC" <<'PY'
+steal=$(bench_steal_pct "$cpu0" "$(bench_cpu_sample)")
+echo "at the end: load average $(cut -d' ' -f1-3 /proc/loadavg); $steal % of the CPUs' time stolen by the hypervisor during the run"
+python3 - "$OUT" "$ROUNDS" "$VARIANTS" "$REF_SRC" "$BENCH_COMMAND" "$load0 → $(cut -d' ' -f1 /proc/loadavg); $steal % steal" \
+    "$THREADS" "$STEPS" "$WARMUP" <<'PY'
 import json, sys, statistics
+sys.path.insert(0, "scripts")
+import bench_history
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 variants = sys.argv[3].split()
 keys = sorted({(r["model"], r["batch"]) for r in rows})
@@ -107,11 +113,11 @@ hdr = f"{'model':<12} {'batch':>5} {'thr':>3} {'referee ms':>10} " + " ".join(f"
       + f" {'best torch':>13} {'ref/best':>8}"
 print(hdr)
 print("-" * len(hdr))
-failures, compile_s = [], {}
+failures, compile_s, recorded = [], {}, []
 for m, b in keys:
     ref = [r["median_ms"] for r in rows if r["impl"] == "referee" and r["model"] == m and r["batch"] == b]
     rm = statistics.median(ref) if ref else None
-    cells, best = [], None
+    cells, best, forms = [], None, {}
     for v in variants:
         ok = [r for r in rows if r["impl"] == "torch" and r.get("variant") == v and r["model"] == m
               and r["batch"] == b and r.get("ok")]
@@ -121,6 +127,7 @@ for m, b in keys:
             failures.append(f"{m} b{b} {v}: {r.get('error')}")
         if ok:
             t = statistics.median(r["median_ms"] for r in ok)
+            forms[v] = round(t, 2)
             cells.append(f"{t:>{w}.1f}")
             if best is None or t < best[1]:
                 best = (v, t)
@@ -128,12 +135,16 @@ for m, b in keys:
             if cs:
                 compile_s[(m, b, v)] = statistics.median(cs)
         else:
+            forms[v] = None
             cells.append(f"{'failed' if bad else '-':>{w}}")
     thr = next((r["threads"] for r in rows if r["model"] == m and r.get("threads")), "")
     best_s = f"{best[0]} {best[1]:.1f}" if best else "-"
     ratio = f"{rm / best[1]:>7.2f}x" if (best and rm) else f"{'-':>8}"
     print(f"{m:<12} {b:>5} {thr:>3} {rm if rm is None else round(rm, 1):>10} " + " ".join(cells)
           + f" {best_s:>13} {ratio}")
+    if best and rm:
+        recorded.append(dict(subject=f"{m} b{b}", referee=round(rm, 2), peer=round(best[1], 2), peer_name=f"PyTorch {best[0]}",
+                             peer_forms=forms, threads=thr or None))
 print("ref/best < 1 means referee is faster than the fastest PyTorch form of that cell.")
 caps = sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")})
 if caps:
@@ -142,4 +153,11 @@ if compile_s:
     print("compile time (s, excluded above): " + ", ".join(f"{m} b{b} {v} {s:.0f}" for (m, b, v), s in compile_s.items()))
 for f in sorted(set(failures)):
     print("FAILED " + f)
+# Each cell into the history (docs/bench-history.jsonl).
+params = dict(THREADS=int(sys.argv[7]), STEPS=int(sys.argv[8]), WARMUP=int(sys.argv[9]), ROUNDS=int(sys.argv[2]),
+              VARIANTS=sys.argv[3])
+for cell in recorded:
+    bench_history.record("bench-train-step.sh", "step_ms", "ms", cell.pop("subject"), cell.pop("referee"), params=params,
+                         command=sys.argv[5], load=sys.argv[6],
+                         extra={"referee_source": sys.argv[4], "aten_capability": ", ".join(caps) or None}, **cell)
 PY

@@ -1,5 +1,8 @@
-"""Driver of scripts/bench-check.sh (see there)."""
+"""Driver of scripts/bench-check.sh (see there); appends its figures to
+docs/bench-history.jsonl (scripts/bench_history.py)."""
 import csv, os, statistics, subprocess, sys, time, resource
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_history
 
 corpus = os.path.abspath(sys.argv[1])
 root = os.path.join(corpus, "training_results_v5.0")
@@ -22,6 +25,10 @@ for _ in range(5):
     assert rc in (0, 1), rc
     walls.append(w)
 ref_total = statistics.median(walls)
+# Its peak memory, once more under GNU time.
+p = subprocess.run(["/usr/bin/time", "-f", "%M", referee, "check", "--ruleset", "5.0.0", "--json", root],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+ref_total_rss_kib = int(p.stderr.strip().splitlines()[-1])
 official_total = sum(float(r["cli_wall_s"]) for r in rows)
 official_rss = [int(r["cli_maxrss_kb"]) for r in rows]
 
@@ -82,3 +89,20 @@ print(f"{'20-log sample, per log (median wall)':40} {ms(mr):>14} {ms(mo):>14} {m
 print(f"{'20-log sample, peak RSS per log (median)':40} {statistics.median(ref_rss)/1024:11.1f} MiB {statistics.median(off_rss)/1024:11.1f} MiB")
 print(f"{'20-log sample, peak RSS per log (max)':40} {max(ref_rss)/1024:11.1f} MiB {max(off_rss)/1024:11.1f} MiB")
 print(f"{'corpus, official peak RSS per log (max)':40} {'':>14} {max(official_rss)/1024:11.1f} MiB")
+print(f"{'whole corpus, referee peak RSS':40} {ref_total_rss_kib/1024:11.1f} MiB")
+
+# The history (docs/bench-history.jsonl).
+command = os.environ.get("BENCH_COMMAND", "scripts/bench-check.sh")
+subject = f"v5.0 corpus ({len(rows):,} logs)"
+rec = lambda *a, **k: bench_history.record("bench-check.sh", *a, command=command, **k)
+rec("check_corpus_s", "s", subject + ", the official checker in one Python process", round(ref_total, 3),
+    peer=round(inproc_s, 2), peer_name="official checker, one Python process", params={"referee_runs": 5},
+    note=f"{inproc_s / ref_total:.0f}× faster; referee on {nproc} threads, the official checker on one")
+rec("check_corpus_s", "s", subject + ", the official CLI once per log (recorded total)", round(ref_total, 3),
+    peer=round(official_total, 1), peer_name="official CLI once per log (recorded total)", note=f"{official_total / ref_total:.0f}×")
+rec("check_corpus_rss_mib", "MiB", subject + ", referee's peak RSS", round(ref_total_rss_kib / 1024, 1))
+rec("check_log_ms", "ms", "20-log sample, one process per log, median", round(mr * 1000, 1), peer=round(mo * 1000, 1),
+    peer_name="official CLI", note=f"{mo / mr:.0f}×; both live on the same machine")
+rec("check_rss_mib", "MiB", "peak RSS per log, 20-log sample, median", round(statistics.median(ref_rss) / 1024, 1),
+    peer=round(statistics.median(off_rss) / 1024, 1), peer_name="official CLI",
+    extra={"max_mib": round(max(ref_rss) / 1024, 1), "peer_max_mib": round(max(off_rss) / 1024, 1)})

@@ -40,6 +40,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_history  # noqa: E402  (the history: docs/bench-history.jsonl)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFEREE = os.path.join(REPO, "target", "release", "referee")
 FAKE = os.path.join(REPO, "tests", "fixtures", "exec", "fake_lora.py")
@@ -95,6 +98,8 @@ def main():
     print()
     print(f"{'program':32} {'alone s':>8} {'referee s':>9} {'ratio':>6} "
           f"{'supervised s':>12} {'ratio':>6} {'check s':>8} {'| cat s':>8} {'ratio':>6}")
+    command = os.environ.get("BENCH_COMMAND", f"scripts/bench-exec.sh {reps}")
+    recorded = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, argv in programs.items():
             a, w, sv, ck, pc = [], [], [], [], []
@@ -113,6 +118,10 @@ def main():
             print(f"{name:32} {med(a):8.2f} {med(w):9.2f} {med(w) / med(a):6.3f} "
                   f"{med(sv):12.2f} {med(sv) / med(a):6.3f} {med(ck):8.2f} "
                   f"{med(pc):8.2f} {med(pc) / med(a):6.3f}")
+            recorded.append((name, med(w), med(a), {
+                "supervision_s": round(med(sv), 3), "supervision_ratio": round(med(sv) / med(a), 4),
+                "closing_check_s": round(med(ck), 3), "pipe_cat_s": round(med(pc), 3),
+                "pipe_cat_ratio": round(med(pc) / med(a), 4)}))
         delays, walls = [], []
         for i in range(reps):
             wall, _, _, s = supervised(tmp, [PY, FAKE, "--lora-rank", "8", "--hang"], 100 + i)
@@ -122,6 +131,13 @@ def main():
     print(f"live-check delay (init_stop read → SIGTERM), {reps} runs: "
           f"median {med(delays):.1f} ms, max {max(delays):.1f} ms; "
           f"whole command median {med(walls):.2f} s")
+    for name, wall, alone_s, extra in recorded:
+        bench_history.record("bench-exec.sh", "exec_wall_s", "s", name, round(wall, 3), peer=round(alone_s, 3),
+                             peer_name="the program alone", command=command, params={"REPS": reps}, extra=extra,
+                             note="medians; interleaved with the program alone and with | cat")
+    bench_history.record("bench-exec.sh", "live_check_delay_ms", "ms",
+                         "init_stop read → SIGTERM for a closed-division violation (lora_rank 8)", round(med(delays), 2),
+                         command=command, params={"REPS": reps}, extra={"max_ms": round(max(delays), 2)})
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ echo "test.sh: CPU kernel sets tested on this machine: $sets" >&2
 # Every test binary runs even when an earlier one fails; the exit code is
 # still non-zero if any test failed.
 status=0
+# Commit messages after the base commit as the rule wants (skipped, with a
+# note, in a shallow clone).
+scripts/check-commits.sh || status=1
 cargo test --release --workspace --no-fail-fast "$@" || status=1
 # The real-data pipeline on the datasets prepared above (ignored by a plain
 # `cargo test`, so that it never passes without running).

@@ -2,7 +2,12 @@
 //! (relative files and `#anchors` to headings), every `referee …` line of
 //! README's tour is a subcommand and flag set the binary accepts, and
 //! README's command list names exactly the binary's subcommands. Cheap: the
-//! binary is only asked for `--help`.
+//! binary is only asked for `--help`. docs/performance.md stays a reference
+//! (at most 300 lines) and every line of its history,
+//! docs/bench-history.jsonl, has the fields the bench scripts write
+//! (`bench_record` is run here to show it). Commit messages: the commit-msg
+//! hook (.githooks/) and CI's check (scripts/check-commits.sh) are tried on
+//! scratch repositories.
 
 use referee_tests::{referee_bin, repo_root, stderr, stdout};
 use std::collections::{BTreeSet, HashMap};
@@ -447,5 +452,451 @@ fn readme_lists_exactly_the_binary_s_commands() {
     assert!(
         missing.is_empty() && extra.is_empty(),
         "README's Commands section: missing {missing:?}, not commands of the binary {extra:?}"
+    );
+}
+
+/// docs/performance.md is a reference: the current figure of each claim,
+/// short enough to read; the history is docs/bench-history.jsonl.
+#[test]
+fn performance_md_is_a_reference_of_at_most_300_lines() {
+    let path = repo_root().join("docs/performance.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines = text.lines().count();
+    assert!(
+        lines <= 300,
+        "docs/performance.md has {lines} lines (at most 300): the current figures belong \
+         there, earlier ones and experiments in docs/bench-history.jsonl"
+    );
+    // The old lab log's session marks: a reference names date, machine
+    // and commit instead.
+    let marks: Vec<(usize, char)> = text
+        .lines()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            l.chars()
+                .filter(|c| "☆◎◇◆◈✦✧★▲‖".contains(*c))
+                .map(move |c| (i + 1, c))
+        })
+        .collect();
+    assert!(
+        marks.is_empty(),
+        "docs/performance.md: session marks at (line, mark) {marks:?}"
+    );
+}
+
+/// The keys every line of docs/bench-history.jsonl has (the same list as
+/// `REQUIRED` in scripts/bench_history.py, which writes the lines).
+const HISTORY_KEYS: [&str; 17] = [
+    "date", "machine", "cpu", "family", "model", "cores", "commit", "script", "params", "metric",
+    "unit", "subject", "referee", "peer", "ratio", "kept", "note",
+];
+
+/// What is wrong with the lines of a benchmark history, as `line N: …`.
+fn history_problems(text: &str) -> Vec<String> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let row: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(format!("line {n}: not JSON ({e})"));
+                continue;
+            }
+        };
+        let Some(obj) = row.as_object() else {
+            out.push(format!("line {n}: not a JSON object"));
+            continue;
+        };
+        for key in HISTORY_KEYS {
+            if !obj.contains_key(key) {
+                out.push(format!("line {n}: no `{key}`"));
+            }
+        }
+        let text_of = |k: &str| obj.get(k).and_then(Value::as_str);
+        let date = text_of("date").unwrap_or("");
+        let b = date.as_bytes();
+        let iso = b.len() == 10
+            && b.iter().enumerate().all(|(j, c)| {
+                if j == 4 || j == 7 {
+                    *c == b'-'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+        if obj.contains_key("date") && !iso {
+            out.push(format!("line {n}: `date` {date:?} is not YYYY-MM-DD"));
+        }
+        for k in ["machine", "cpu", "script", "metric", "subject"] {
+            if obj.contains_key(k) && text_of(k).is_none_or(str::is_empty) {
+                out.push(format!("line {n}: `{k}` is not a non-empty string"));
+            }
+        }
+        for k in ["unit", "note"] {
+            if obj.contains_key(k) && text_of(k).is_none() {
+                out.push(format!("line {n}: `{k}` is not a string"));
+            }
+        }
+        for k in ["family", "model", "cores"] {
+            if let Some(v) = obj.get(k)
+                && !(v.is_null() || v.is_u64())
+            {
+                out.push(format!("line {n}: `{k}` is {v}, not a count or null"));
+            }
+        }
+        if let Some(v) = obj.get("commit")
+            && !(v.is_null()
+                || v.as_str().is_some_and(|c| {
+                    (7..=40).contains(&c.len()) && c.chars().all(|ch| ch.is_ascii_hexdigit())
+                }))
+        {
+            out.push(format!(
+                "line {n}: `commit` is {v}, not an abbreviated hash or null"
+            ));
+        }
+        if let Some(v) = obj.get("params")
+            && !v.is_object()
+        {
+            out.push(format!("line {n}: `params` is {v}, not an object"));
+        }
+        for k in ["referee", "peer", "ratio"] {
+            if let Some(v) = obj.get(k)
+                && !(v.is_null() || v.is_number())
+            {
+                out.push(format!("line {n}: `{k}` is {v}, not a number or null"));
+            }
+        }
+        match obj.get("kept") {
+            Some(Value::Bool(false)) if text_of("note").is_none_or(str::is_empty) => {
+                out.push(format!(
+                    "line {n}: an experiment not kept needs a `note` saying what was tried"
+                ));
+            }
+            Some(Value::Bool(_)) | None => {}
+            Some(v) => out.push(format!("line {n}: `kept` is {v}, not true or false")),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_line_of_the_bench_history_has_the_required_fields() {
+    let text = std::fs::read_to_string(repo_root().join("docs/bench-history.jsonl")).unwrap();
+    let problems = history_problems(&text);
+    assert!(
+        problems.is_empty(),
+        "docs/bench-history.jsonl: {} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    // A checker that reads nothing would pass above.
+    assert!(text.lines().count() >= 500, "the history lost its lines");
+    assert!(
+        text.lines().any(|l| l.contains("\"kept\": false")),
+        "no experiment measured and not kept"
+    );
+}
+
+#[test]
+fn the_history_check_catches_what_breaks_a_line() {
+    let good = r#"{"date": "2026-12-07", "machine": "m", "cpu": "c", "family": 25, "model": 1, "cores": 2, "commit": "08024f2", "script": "scripts/bench-x.sh", "params": {}, "metric": "step_ms", "unit": "ms", "subject": "mini_llm b16", "referee": 1.5, "peer": 3, "ratio": 0.5, "kept": true, "note": ""}"#;
+    assert!(
+        history_problems(good).is_empty(),
+        "{:?}",
+        history_problems(good)
+    );
+    let cases = [
+        (good.replace("2026-12-07", "07.12.2026"), "`date`"),
+        (good.replace(r#""cpu": "c", "#, ""), "no `cpu`"),
+        (
+            good.replace(r#""referee": 1.5"#, r#""referee": "fast""#),
+            "`referee`",
+        ),
+        (
+            good.replace(r#""commit": "08024f2""#, r#""commit": "HEAD""#),
+            "`commit`",
+        ),
+        (
+            good.replace(r#""family": 25"#, r#""family": -1"#),
+            "`family`",
+        ),
+        (
+            good.replace(r#""params": {}"#, r#""params": []"#),
+            "`params`",
+        ),
+        (
+            good.replace(r#""kept": true"#, r#""kept": false"#),
+            "not kept",
+        ),
+        (good.replace(r#""kept": true"#, r#""kept": "no""#), "`kept`"),
+        (good[..good.len() - 1].to_string(), "not JSON"),
+        ("[1, 2]".to_string(), "not a JSON object"),
+    ];
+    for (line, want) in cases {
+        let text = format!("{good}\n{line}\n");
+        let problems = history_problems(&text);
+        assert!(
+            problems.len() == 1
+                && problems[0].starts_with("line 2: ")
+                && problems[0].contains(want),
+            "{line}: expected one problem naming {want}, got {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn the_history_writer_requires_the_keys_the_check_requires() {
+    let py = std::fs::read_to_string(repo_root().join("scripts/bench_history.py")).unwrap();
+    let start = py
+        .find("REQUIRED = (")
+        .expect("REQUIRED in bench_history.py");
+    let end = start + py[start..].find(')').unwrap();
+    let keys: BTreeSet<&str> = py[start + "REQUIRED = (".len()..end]
+        .split(',')
+        .map(|k| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty())
+        .collect();
+    assert_eq!(keys, HISTORY_KEYS.into_iter().collect::<BTreeSet<_>>());
+}
+
+/// A bench script's `bench_record` line, as the scripts run it: a script
+/// under scripts/ names itself; returns (exit code, stderr, the history).
+fn bench_record_run(script_body: &str, env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let history = tmp.path().join("history.jsonl");
+    let script = tmp.path().join("bench-fake.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "set -euo pipefail\ncd {}\n. scripts/bench-machine.sh\n{script_body}\n",
+            repo_root().display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .arg("--flag")
+        .env("BENCH_HISTORY", &history);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run bash");
+    let written = std::fs::read_to_string(&history).unwrap_or_default();
+    (o.status.code(), stderr(&o), written)
+}
+
+#[test]
+fn bench_record_appends_a_line_the_history_check_accepts() {
+    let (code, err, written) = bench_record_run(
+        "bench_record metric=step_ms unit=ms subject='mini_llm b16' referee=55.3 peer=110.6 \
+         peer_name='PyTorch compiled' params.ROUNDS=2 params.OLD=0123456 extra.pairs:='[[1,2]]'",
+        &[],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(written.lines().count(), 1, "{written}");
+    assert!(
+        history_problems(&written).is_empty(),
+        "{:?}",
+        history_problems(&written)
+    );
+    let row: serde_json::Value = serde_json::from_str(written.trim()).unwrap();
+    assert_eq!(row["script"], "scripts/bench-fake.sh");
+    assert_eq!(row["command"], "scripts/bench-fake.sh --flag");
+    assert_eq!(row["subject"], "mini_llm b16");
+    assert_eq!(row["ratio"], 0.5);
+    assert_eq!(row["params"]["ROUNDS"], 2);
+    assert_eq!(row["params"]["OLD"], "0123456", "a revision stays text");
+    assert_eq!(row["extra"]["pairs"][0][1], 2);
+    assert_eq!(row["kept"], true);
+    assert!(
+        row["machine"].as_str().unwrap().contains("load average"),
+        "the machine line of bench-machine.sh: {row}"
+    );
+
+    // An experiment not kept says what was tried; a figure is a number.
+    for (body, env, want) in [
+        (
+            "bench_record metric=m unit=u subject=s referee=1",
+            vec![("BENCH_KEPT", "false")],
+            "needs a note",
+        ),
+        (
+            "bench_record metric=m unit=u subject=s referee=fast",
+            vec![],
+            "finite number",
+        ),
+        (
+            "bench_record metric=m unit=u subject=s referee=1 date=2020-01-01",
+            vec![],
+            "set by the recorder",
+        ),
+        (
+            "bench_record metric=m unit=u referee=1",
+            vec![],
+            "missing subject",
+        ),
+    ] {
+        let (code, err, written) = bench_record_run(body, &env);
+        assert_ne!(code, Some(0), "{body}: accepted");
+        assert!(err.contains(want), "{body}: {err}");
+        assert!(written.is_empty(), "{body}: wrote {written}");
+    }
+    let (code, err, written) = bench_record_run(
+        "bench_record metric=m unit=u subject=s referee=1",
+        &[("BENCH_KEPT", "false"), ("BENCH_NOTE", "tiles of 8 rows")],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(written.contains(r#""kept": false"#) && written.contains("tiles of 8 rows"));
+    let (code, err, written) = bench_record_run(
+        "bench_record metric=m unit=u subject=s referee=1",
+        &[("BENCH_HISTORY", "off")],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(written.is_empty(), "BENCH_HISTORY=off wrote {written}");
+}
+
+/// `git ARGS` in `dir`, with no user or system configuration.
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git")
+}
+
+/// Commits `message` in `dir` (through the hooks unless `verify` is false);
+/// returns git's exit code and stderr.
+fn commit(dir: &Path, message: &str, verify: bool) -> (Option<i32>, String) {
+    let file = dir.join(".git/test-message");
+    std::fs::write(&file, message).unwrap();
+    let hooks = format!("core.hooksPath={}", repo_root().join(".githooks").display());
+    let file = file.to_str().unwrap();
+    let mut args = vec!["-c", &hooks, "commit", "--allow-empty", "-q", "-F", file];
+    if !verify {
+        args.push("--no-verify");
+    }
+    let o = git(dir, &args);
+    (o.status.code(), stderr(&o))
+}
+
+fn commits(dir: &Path) -> usize {
+    let o = git(dir, &["rev-list", "--count", "--all"]);
+    stdout(&o).trim().parse().unwrap_or(0)
+}
+
+#[test]
+fn the_commit_msg_hook_takes_a_short_subject_and_a_blank_line_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(git(dir, &["init", "-q"]).status.success());
+    let accepted = [
+        "Bound the line length\n\nThe body: why, with figures.\n".to_string(),
+        "Bound the line length\n".to_string(),
+        format!(
+            "{}\n\nA subject of exactly 72 characters.\n",
+            "s".repeat(72)
+        ),
+        // Characters, not bytes: 72 of them take 144 bytes.
+        format!("{}\n", "é".repeat(72)),
+        // git's comment lines are not the message.
+        format!(
+            "# {}\nBound the line length\n\n# Please enter the commit message\n",
+            "c".repeat(100)
+        ),
+        // Rewritten by `git rebase --autosquash` before it lands.
+        format!("fixup! {}\n", "s".repeat(72)),
+    ];
+    for (i, message) in accepted.iter().enumerate() {
+        let (code, err) = commit(dir, message, true);
+        assert_eq!(code, Some(0), "{message:?}: rejected: {err}");
+        assert_eq!(commits(dir), i + 1);
+    }
+    let before = commits(dir);
+    for (message, want) in [
+        (format!("{}\n", "s".repeat(73)), "73 characters"),
+        (
+            "Bound the line length\nand then more\n".to_string(),
+            "line 2 is not blank",
+        ),
+        ("\n# only a comment\n".to_string(), "empty"),
+    ] {
+        let (code, err) = commit(dir, &message, true);
+        assert_ne!(code, Some(0), "{message:?}: accepted");
+        assert!(err.contains(want), "{message:?}: {err}");
+        assert_eq!(commits(dir), before, "{message:?}: committed all the same");
+    }
+}
+
+#[test]
+fn check_commits_flags_the_commits_after_the_base_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    std::fs::create_dir(&dir).unwrap();
+    assert!(git(&dir, &["init", "-q"]).status.success());
+    let head = |dir: &Path| {
+        stdout(&git(dir, &["rev-parse", "--short", "HEAD"]))
+            .trim()
+            .to_string()
+    };
+    let old_style = format!("{}\n", "h".repeat(120));
+    commit(&dir, &old_style, false);
+    commit(&dir, "Mark the base\n", false);
+    let base = head(&dir);
+    let check = |dir: &Path, base: &str| {
+        let o = Command::new(repo_root().join("scripts/check-commits.sh"))
+            .arg(base)
+            .env("CHECK_COMMITS_REPO", dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("run check-commits.sh");
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+    // Nothing after the base: the old-style subject before it is history.
+    let (code, out, err) = check(&dir, &base);
+    assert_eq!(code, Some(0), "{out}{err}");
+    commit(&dir, "Add a check\n\nWith a body.\n", false);
+    assert_eq!(check(&dir, &base).0, Some(0));
+    commit(&dir, &format!("{}\n", "l".repeat(80)), false);
+    let long = head(&dir);
+    commit(&dir, "No blank line\nbefore the body\n", false);
+    let glued = head(&dir);
+    commit(&dir, "fixup! Add a check\n", false);
+    let fixup = head(&dir);
+    let (code, out, err) = check(&dir, &base);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.contains(&long) && out.contains("80 characters"),
+        "{out}"
+    );
+    assert!(out.contains(&glued) && out.contains("line 2"), "{out}");
+    assert!(out.contains(&fixup) && out.contains("squash"), "{out}");
+    assert!(
+        !out.contains(&"h".repeat(40)),
+        "checked before the base: {out}"
+    );
+    // A clone without the base (CI's shallow clones) skips, saying so.
+    let shallow = tmp.path().join("shallow");
+    let url = format!("file://{}", dir.display());
+    let o = git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--depth",
+            "1",
+            &url,
+            shallow.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (code, out, err) = check(&shallow, &base);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        err.contains("not in this clone") && err.contains("skipped"),
+        "{err}"
     );
 }

@@ -34,8 +34,8 @@
 //! packing and loop-order knobs (64 blockings, alternating repetition by
 //! repetition), the five fastest per shape with their time against the
 //! hand-chosen blocking: the interactions the planner's search, one knob
-//! at a time, does not try. (A product alone is not the step: on Zen 3 a
-//! choice 14 % faster here, cold, left the step's time unchanged.)
+//! at a time, does not try. (A product alone is not the step: a choice
+//! clearly faster here, cold, has left the step's time unchanged.)
 use std::time::Instant;
 
 use referee_workloads::cpu::dense::{Blocking, Layout, Threads, matmul_blocked};

@@ -295,8 +295,8 @@ pub fn run_once(
 /// thread waits): the training loop runs there, so that a step's parallel
 /// loops (about 150 a `mini_llm` step) are joins between the pool's own
 /// threads, not jobs this thread hands to the pool and sleeps on, a third
-/// thread on the cores (11–16 µs a loop on a 2-core VM, against under 1
-/// between the pool's threads; docs/performance.md).
+/// thread on the cores (a wake-up each, about a hundred times the cost of
+/// a join between the pool's threads: `pool_probe` measures both).
 fn on_compute_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
 }

@@ -108,8 +108,9 @@ fn yes() -> bool {
 }
 
 impl Blocking {
-    /// The blocking chosen by hand on Zen 3 and Zen 5 (what a product gets
-    /// unless the planner measured better).
+    /// The blocking chosen by hand, timing the mini LLM's products (what a
+    /// product gets unless the planner measured better on the machine at
+    /// hand).
     pub fn default_for(a_layout: Layout) -> Self {
         Self {
             k_block: match a_layout {
@@ -323,8 +324,8 @@ pub fn matmul_blocked(
     let mut packed = if share_b { PACKED.take() } else { Vec::new() };
     let shared = share_b && {
         // Never shortened: a panel dropped here would be allocated and
-        // zeroed again by the next product with more reduction blocks
-        // (2 % of the LLM step on Zen 4 went to that memset).
+        // zeroed again by the next product with more reduction blocks, a
+        // memset the step would wait on.
         grow(&mut packed, kblocks);
         // Each reduction block's panel on its own thread: a weight
         // gradient's B is the activations' gradient (2,048 × 768 at the
@@ -441,10 +442,10 @@ const K_BLOCK: usize = 512;
 /// [`K_BLOCK`] where A is transposed (a weight gradient `xᵀ·dy`, K the
 /// tokens): each step of the reduction reads a new cache line of A (its
 /// columns lie a row of `x` apart), and 512 such lines with B's 512-row
-/// panel overflow the L1 cache. Measured (`gemm_probe --one`, both block
-/// lengths alternating in one process, Zen 3): the mini LLM's weight
-/// gradients 7–15 % faster at 256 (44 → 50 GFLOP/s with operands from
-/// memory), 128 no better; products with A in place do better at 512.
+/// panel overflow the L1 cache. The mini LLM's weight gradients run
+/// faster at 256 than at 512 (`gemm_probe --one`, both block lengths
+/// alternating in one process), 128 no better; products with A in place
+/// do better at 512.
 const K_BLOCK_TRANSPOSED_A: usize = 256;
 
 /// The `cols × rows` transpose of a row-major `rows × cols` matrix.
@@ -481,10 +482,9 @@ pub fn transpose_into(
 
 /// [`transpose_into`] on the rayon pool, in blocks of 64 of `src`'s columns
 /// (64 rows of `dst`) per task: the tied head's 2,048 × 128 embedding, which
-/// one thread would copy while the others wait (0.45 → 0.25 ms of the
-/// `mini_llm` step on 2 threads). A layer's weights, 128 × 768 at most,
-/// gain too little on the pool to take it: 1.55 → 1.40 ms of the step on
-/// a 2-core Zen 3 VM, with the step already running inside the pool.
+/// one thread would copy while the others wait. A layer's weights,
+/// 128 × 768 at most, gain too little on the pool to take it, with the
+/// step already running inside the pool (docs/bench-history.jsonl).
 pub fn transpose_into_par(
     src: &[f32],
     rows: usize,

@@ -100,12 +100,12 @@ impl Isa {
     /// [`Isa::vectorised`], but compiled for AVX-512 (16 lanes) where these
     /// are the AVX-512 kernels and the CPU has them: for the passes that
     /// run long rows of `exp` and divisions (SwiGLU, the cross-entropy),
-    /// which gain from the wider vectors even where the units are 256 bits
-    /// wide (Zen 4). RMSNorm's rows stay on [`Isa::vectorised`]; the
+    /// which gain from the wider vectors even where the 512-bit units are
+    /// two 256-bit halves. RMSNorm's rows stay on [`Isa::vectorised`]; the
     /// attention's (16 to 128 keys) lose to the longer scalar remainders
-    /// on Zen 4 and gain on full-width units (an Intel Xeon), so its plan
-    /// chooses by timing (`planner::AttentionPlan::wide`). The same bits
-    /// either way (see there).
+    /// on such halves and gain on full-width units, so its plan chooses by
+    /// timing (`planner::AttentionPlan::wide`). The same bits either way
+    /// (see there).
     #[inline(always)]
     pub fn vectorised_wide<R>(self, f: impl FnOnce() -> R) -> R {
         #[cfg(target_arch = "x86_64")]
@@ -357,17 +357,15 @@ struct STile {
 /// plus the B vectors and a broadcast must fit the register file (32 zmm,
 /// 16 ymm) without spilling. One vector wide (16 columns), 8 rows beat 28
 /// where A's rows lie a cache line or more apart (`a_rs` ≥ 16 floats: a
-/// convolution's pixels) or the reduction is short (`k` < 64): measured on
-/// an AVX-512 AMD EPYC at batch 256, the 28×28 16→16 convolutions' forward
-/// and input gradient went from ~245 to ~290 GFLOP/s on 2 threads and the
-/// stem's forward (K = 9) from 0.95 to 0.56 ms, while the weight gradient
-/// (adjacent rows, K = pixels) keeps the tall tile (~305 against ~280 with
-/// 8 rows). Four vectors wide, 6 rows (24 accumulators, 4 B vectors and
-/// the broadcast: 29 registers); 7 rows need 33, and the compiler spills
-/// an accumulator to the stack and back at every step of the reduction
-/// (seen in the code it emits, 2026-12-02): on an Intel Xeon (Sapphire
-/// Rapids class, two 512-bit FMA units) that tile took 44 % of the
-/// `mini_llm` step, at about 60 % of the FMA units' peak.
+/// convolution's pixels) or the reduction is short (`k` < 64), as measured
+/// on the convolutions' forward and input gradient and the stem's forward
+/// (K = 9); their weight gradient (adjacent rows, K = pixels) keeps the
+/// tall tile, which is faster there.
+/// Four vectors wide, 6 rows (24 accumulators, 4 B vectors and the
+/// broadcast: 29 registers); 7 rows need 33, and the compiler spills an
+/// accumulator to the stack and back at every step of the reduction (seen
+/// in the code it emits), which on a core with two 512-bit FMA units kept
+/// that tile far below their peak.
 /// Tiles never change a sum's order: results are bitwise the same.
 fn max_rows(isa: Isa, fv: usize, a_rs: usize, k: usize) -> usize {
     match (isa, fv) {
@@ -401,7 +399,7 @@ fn max_vectors(isa: Isa) -> usize {
     match isa {
         Isa::Avx512 => 4,
         // 6 × 2 vectors (12 accumulators of 16 ymm); 3 and 4 vectors wide
-        // spill or starve on loads (measured on Zen 3).
+        // spill or starve on loads, and were measured slower.
         _ => 2,
     }
 }
@@ -949,13 +947,12 @@ mod x86 {
                 /// broadcasts then address `pointer + offset` directly,
                 /// where the compiler otherwise stepped one address through
                 /// the rows with an add each, 7 scalar instructions a step
-                /// of a 6 × 4 tile against 3 (on an Intel Xeon, whose
-                /// scalar adds share ports with the 512-bit FMAs: a 6 × 4
-                /// tile over operands in L1, 169 → 186–187 GFLOP/s a core).
-                /// Taller tiles run out of registers and keep the
-                /// compiler's stepping. Only the strided tile uses it: in
-                /// the offset-table tile (the convolutions), the same
-                /// change made `mini_resnet`'s step 7 % slower.
+                /// of a 6 × 4 tile against 3: where the scalar adds share
+                /// ports with the 512-bit FMAs, those 4 instructions take
+                /// the FMAs' slots. Taller tiles run out of registers and
+                /// keep the compiler's stepping. Only the strided tile uses
+                /// it: in the offset-table tile (the convolutions), the
+                /// same change made `mini_resnet`'s step slower.
                 #[inline(always)]
                 fn row_offsets<const R: usize>(a_rs: usize) -> [usize; R] {
                     std::array::from_fn(|r| {
@@ -972,7 +969,7 @@ mod x86 {
                 /// loads) find them in L1 rather than wait on L3 or memory:
                 /// every line of each row (an AVX-512 row of 4 vectors
                 /// spans 4; asking for its first and last only left the
-                /// stores of a K = 128 product 3–5 % slower on Zen 4), and
+                /// middle two to meet their stores cold), and
                 /// the row's last value (a row that starts mid-line ends
                 /// in one line more).
                 #[inline(always)]

@@ -110,10 +110,9 @@ fn store_rounded(v: &[f32], out: &mut [f32], accumulate: bool) {
 /// Rows per block of the head and the loss ([`Llm::head`]): at most 16 MiB
 /// of logits at mini_llm's vocabulary of 2,048, whatever the batch (64 MiB
 /// at b64 in one piece). mini_llm's b16 step (2,048 rows) is one block:
-/// smaller blocks were measured slower on Zen 3 (`bench_step --model llm
-/// --batch 16 --plan fixed`, 8 alternating rounds, median ratio to one
-/// block: 1.08 at 256 rows, 1.01 at 1,024), each block packing the
-/// embedding again and passing over its whole gradient.
+/// smaller blocks were measured slower (`bench_step --model llm --batch 16
+/// --plan fixed`, alternating), each block packing the embedding again
+/// and passing over its whole gradient.
 const HEAD_ROWS: usize = 2048;
 
 /// A linear layer's three products, f32 or bf16. `W` is `k × n`, stored as
@@ -358,7 +357,7 @@ fn rms_backward(
                     {
                         // Σ g·dy·x in the lanes of `math::dot3`: one chain
                         // of adds in order would wait on each add's latency
-                        // (it was 1.5 % of the mini LLM's step on Zen 3).
+                        // (the step's hottest scalar loop, that way).
                         let dot = math::dot3(g, dyr, xr);
                         for ((a, &y), &v) in dgp.iter_mut().zip(dyr).zip(xr) {
                             *a += y * v * inv;
@@ -549,8 +548,8 @@ impl Attention {
     /// outside [`Isa::vectorised`], with `f` entering it: the thread-local's
     /// access is a function of its own, so a closure it calls is compiled
     /// for the x86-64 baseline, not for the caller's AVX2 context (the
-    /// attention's softmax, RoPE and copies ran 4 lanes wide that way, 13 %
-    /// of the LLM step on Zen 4 against 1.4 % since).
+    /// attention's softmax, RoPE and copies ran 4 lanes wide that way, an
+    /// eighth of the LLM step).
     fn with_bufs<R>(&self, backward: bool, f: impl FnOnce(&mut HeadBufs) -> R) -> R {
         let n = self.t * self.dh;
         HEAD_BUFS.with_borrow_mut(|b| {
@@ -896,8 +895,9 @@ impl Attention {
                 let (pr_, dr) = (&p[i * t..(i + 1) * t], &mut ds[i * t..i * t + e]);
                 let (pr_, (dr, above)) = (&pr_[..=i], dr.split_at_mut(i + 1));
                 let dot = math::dot(pr_, dr);
-                // (Zipped slices: as `0..=i` with indices, the attention's
-                // backward was 0.3–0.6 ms a step slower on Zen 4.)
+                // (Zipped slices, which need no bounds checks: with indices
+                // over `0..=i` the attention's backward was measurably
+                // slower.)
                 for (d, &p) in dr.iter_mut().zip(pr_) {
                     *d = p * (*d - dot) * scale;
                 }

@@ -180,10 +180,11 @@ pub struct AttentionPlan {
     pub narrow: bool,
     /// The row-wise passes (softmax, RoPE, the copies) 16 lanes wide
     /// ([`Isa::vectorised_wide`]) rather than 8, under an AVX-512 set on
-    /// its own kernels: faster where the 512-bit units are full width (an
-    /// Intel Xeon: the attention's forward pass 5.5–5.8 → 4.7–4.8 ms a
-    /// `mini_llm` step), slower on Zen 4 (rows of 16 to 128 keys leave
-    /// longer scalar remainders at 16 lanes). The same bits either way.
+    /// its own kernels: faster where the 512-bit units are full width,
+    /// slower where they are two 256-bit halves (rows of 16 to 128 keys
+    /// leave longer scalar remainders at 16 lanes, and the halves do not
+    /// pay for them), so the planner times both per machine. The same bits
+    /// either way.
     pub wide: bool,
 }
 
@@ -741,11 +742,11 @@ fn trial_candidates(isa: Isa, threads: usize, e: &Entry) -> Vec<Blocking> {
 /// candidate runs at every place once: the first product of a pass, whose
 /// operands are the coldest, is not always the same candidate's. The planner's
 /// synthetic timings warm the operands first, and a product's rate there
-/// does not predict its rate in the step (on Zen 3, 2026-12-03, the
-/// `mini_llm` weight gradients ran at 0.80–0.84 of their synthetic rate
-/// in the step, the other products at 0.85–0.97: `bench_step
-/// --products`). Every candidate gives bitwise the same product, so the
-/// passes' results are those of the choice alone.
+/// does not predict its rate in the step, where the operands come from L3
+/// or memory and the weight gradients fall furthest below their synthetic
+/// rate (`bench_step --products` shows both). Every candidate gives
+/// bitwise the same product, so the passes' results are those of the
+/// choice alone.
 pub fn begin_trials(isa: Isa, threads: usize) -> usize {
     let mut t = table();
     t.trials.retain(|(i, n, _)| !(*i == isa && *n == threads));
@@ -942,9 +943,9 @@ pub fn measure(isa: Isa, shape: Shape) -> Entry {
 /// read, where it still beats it by more than [`MARGIN`]; otherwise the
 /// shape is searched again ([`search`]). A choice made in a quiet spell of
 /// a shared machine, or on a virtual machine since moved to another host,
-/// does not stay for good (on a Zen 4 VM, a file's AVX2 kernels for 10 of
-/// the 12 `mini_llm` shapes, 14 % faster when measured, made the step 2–5 %
-/// slower hours later). The hand-chosen blocking itself is kept untimed.
+/// does not stay for good: choices that won when measured can make the
+/// step slower hours later. The hand-chosen blocking itself is kept
+/// untimed.
 pub fn recheck(
     isa: Isa,
     shape: Shape,
@@ -988,9 +989,9 @@ pub fn recheck_attention(
 /// as the product will run) on synthetic operands.
 /// (One function taking `f` as a trait object, never inlined: built
 /// generic over `f`, a copy per caller, the same source compiled the
-/// model's own products into slower code, 101–105 ms a `mini_llm` step on
-/// Zen 4 with the hand-chosen blockings against 90–93 in this form or
-/// without the re-check at all. Which of the compiler's choices changed
+/// model's own products into slower code, a `mini_llm` step with the
+/// hand-chosen blockings about a tenth slower than in this form or without
+/// the re-check at all (541fe02). Which of the compiler's choices changed
 /// was not found: the kernels' code and loop alignment were not it.)
 #[inline(never)]
 fn on_synthetic(isa: Isa, shape: Shape, f: &mut dyn FnMut(Timer) -> Entry) -> Entry {
