@@ -287,7 +287,7 @@ pub fn parse_cuda_version(smi: &str) -> Option<String> {
 
 /// The software the program runs on, as far as it can be asked without
 /// running the program's code: the Python packages of its interpreter
-/// (`PYTHON -m pip list`), conda's packages in a conda environment
+/// (`PYTHON -I -m pip list`), conda's packages in a conda environment
 /// (`$CONDA_EXE list --json`), the NVIDIA driver and the CUDA version it
 /// supports (`nvidia-smi`). Each part is left out when it cannot be read
 /// within a minute. Run once per session, alongside the first run.
@@ -298,6 +298,9 @@ pub fn software_stack(command: &[String]) -> serde_json::Value {
         if let Some(pk) = output_within(
             &py,
             &[
+                // Isolated: nothing of the current directory or PYTHON*
+                // variables is imported.
+                "-I",
                 "-m",
                 "pip",
                 "list",

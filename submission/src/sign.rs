@@ -147,6 +147,25 @@ pub fn allowed_signers_line(principal: &str, public_line: &str) -> String {
     format!("{p} namespaces=\"{NAMESPACE}\" {public_line}")
 }
 
+/// Does one of a trusted signer's `principals` (OpenSSH patterns: `*`,
+/// `?`, `!` negates) name the organisation `who`? `who` is compared as
+/// [`allowed_signers_line`] writes a principal (whitespace, quotes and
+/// commas as `_`), so that the line `referee keygen --comment "Acme
+/// Corp"` printed allows the organisation `Acme Corp`.
+pub fn principals_allow(principals: &[String], who: &str) -> bool {
+    let who: String = who
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '"' || c == ',' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    !who.is_empty() && principals.iter().any(|p| match_pattern_list(&who, p))
+}
+
 /// `path` with `.pub` appended to its file name (`key` → `key.pub`).
 pub fn public_key_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
@@ -1274,6 +1293,19 @@ mod tests {
         assert!(parse_fingerprint(&format!("SHA256:{}", "A".repeat(42))).is_err());
         assert!(parse_fingerprint(&format!("SHA256:{}=", "A".repeat(42))).is_err());
         assert!(parse_fingerprint(&format!("SHA256:{}-", "A".repeat(42))).is_err());
+    }
+
+    #[test]
+    fn an_organisation_is_allowed_only_by_a_principal_that_names_it() {
+        let p = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(principals_allow(&p(&["acme"]), "acme"));
+        assert!(!principals_allow(&p(&["acme"]), "acm"));
+        assert!(!principals_allow(&p(&["acme"]), "acme2"));
+        assert!(!principals_allow(&p(&["acme"]), ""));
+        assert!(principals_allow(&p(&["other", "Acme_Corp"]), "Acme Corp"));
+        assert!(principals_allow(&p(&["acme-*"]), "acme-labs"));
+        assert!(!principals_allow(&p(&["acme-*,!acme-evil"]), "acme-evil"));
+        assert!(!principals_allow(&[], "acme"));
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn signed_copy(tmp: &Path, name: &str, damage: fn(&Path)) -> PathBuf {
     let public = std::fs::read_to_string(tmp.join(name).join("key.pub")).unwrap();
     std::fs::write(
         tmp.join(name).join("allowed_signers"),
-        format!("amd {public}"),
+        format!("AMD {public}"),
     )
     .unwrap();
     org

@@ -212,9 +212,11 @@ impl Rerunner<'_> {
             (inputs.datasets, inputs.binds),
             run_as,
         );
+        let seeds = self.seeds(rec.seed);
         eprintln!(
-            "referee: the re-run of {} (seed {}) would run:\n{}",
+            "referee: the re-run of {} (seed {}, the original's {}) would run:\n{}",
             log.display(),
+            seeds.rerun,
             rec.seed,
             plan.text()
         );
@@ -257,15 +259,15 @@ impl Rerunner<'_> {
             sandbox,
             run_as,
         };
-        let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined)?;
+        let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined, seeds.rerun)?;
         eprintln!(
             "referee: re-running {} (seed {}) in {}, sandbox: {}",
             log.display(),
-            rec.seed,
+            seeds.rerun,
             rerun_dir.display(),
             shown_sandbox
         );
-        let r = match crate::exec::run_one(&cfg, 0, rec.seed) {
+        let r = match crate::exec::run_one(&cfg, 0, seeds.rerun) {
             Ok(r) => r,
             Err(e) => {
                 self.failed(log, e.to_string());
@@ -284,6 +286,7 @@ impl Rerunner<'_> {
             orig.converged_at,
             &again.points,
             again.converged_at,
+            seeds,
         );
         self.md.push_str(&format!(
             "- `{}`: re-run in `{}` (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n```text\n{}```\n\n",
@@ -294,7 +297,7 @@ impl Rerunner<'_> {
         let forced = inputs.differences;
         self.done(
             log,
-            rec.seed,
+            seeds.rerun,
             forced,
             rerun_dir,
             comparison,
@@ -518,6 +521,7 @@ impl Rerunner<'_> {
         rec: &ExecRecord,
         command: Vec<String>,
         confined: Confined,
+        seed: u64,
     ) -> Result<crate::exec::ExecConfig, AuditError> {
         let session = &rec.session;
         let mut rules = self.req.rules.clone();
@@ -527,7 +531,7 @@ impl Rerunner<'_> {
             benchmark: benchmark.to_string(),
             rules,
             runs: Some(1),
-            seed: Some(rec.seed),
+            seed: Some(seed),
             division: if session["division"] == "open" {
                 crate::session::plan::Division::Open
             } else {

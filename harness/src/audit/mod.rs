@@ -92,6 +92,23 @@ pub struct AuditRequest {
     pub tsa_ca: Option<PathBuf>,
     /// What findings beyond the official verdict do (`--policy`).
     pub policy: PolicyMode,
+    /// The organisation the signer must be (`--principal`): the key must
+    /// be allowed for it, and the package must name it.
+    pub principal: Option<String>,
+    /// The seed the re-runs train with (`--rerun-seed`).
+    pub rerun_seed: RerunSeed,
+}
+
+/// The seed of an audit's re-runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerunSeed {
+    /// The auditor's (drawn by `referee audit` unless given): the re-run
+    /// must converge within the RCP distribution, and a curve equal to the
+    /// original's under this other seed is a replayed run, not training.
+    Auditor(u64),
+    /// The original run's recorded seed: the curves must also agree point
+    /// by point (within [`CURVE_TOLERANCE`]).
+    Recorded,
 }
 
 /// How a step of the audit ended.
@@ -166,9 +183,20 @@ pub struct RcpBounds {
 /// A re-run compared with its original and with the RCP bounds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
-    /// `PASS`, `FAIL`, or `NOT CHECKED` (the curves agree but no RCP
+    /// `PASS`, `FAIL`, or `NOT CHECKED` (the re-run converged, but no RCP
     /// record holds the convergence point to bounds).
     pub verdict: &'static str,
+    /// `recorded` (the original's seed: the curves must agree point by
+    /// point) or `auditor` (another seed: the convergence must lie in the
+    /// RCP distribution, and an equal curve is a replay).
+    pub seed: &'static str,
+    pub original_seed: u64,
+    pub rerun_seed: u64,
+    /// Under another seed, the re-run's evaluations equal the original's
+    /// at every common point: the program did not train from its seed.
+    pub identical_curve: bool,
+    /// The original's own convergence against the same bounds.
+    pub original_within_rcp_bounds: Option<bool>,
     pub original_converged_at: Option<u64>,
     pub rerun_converged_at: Option<u64>,
     pub rcp_bounds: Option<RcpBounds>,
@@ -313,6 +341,14 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
     let verify = verify_dir_trusting(&req.dir, &req.trust)?;
     signature_section(&mut md, &verify);
     let mut steps = vec![signature_step(&verify)];
+    if let Some(step) = identity_step(&req.dir, &verify, &req.trust, req.principal.as_deref()) {
+        md.push_str(&format!(
+            "**Identity**: {} — {}\n\n",
+            step.status.as_str(),
+            step.detail
+        ));
+        steps.push(step);
+    }
     if !verify.ok {
         md.push_str("\nThe package does not verify; nothing further is trusted or re-run.\n");
         steps.push(Step::new(
@@ -390,34 +426,225 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
     })
 }
 
+/// Who signed against whom the package says it is from: the
+/// organisation the package names (its folder, and each system
+/// description's `submitter`) must be one the trusted key is allowed for
+/// (its allowed_signers principals), or the `--principal` the auditor
+/// names. `None` when the signature was not checked against a trusted
+/// signer (that step is then not done).
+fn identity_step(
+    dir: &Path,
+    verify: &VerifyReport,
+    trust: &referee_submission::sign::Trust,
+    principal: Option<&str>,
+) -> Option<Step> {
+    use referee_submission::sign::{Trust, principals_allow};
+    if !verify.ok || !verify.signers_checked {
+        return None;
+    }
+    let names = package_orgs(dir);
+    let step = |status, detail: String| Some(Step::new("identity", status, detail));
+    let listed = verify.principals.join(", ");
+    if let Some(p) = principal
+        && matches!(trust, Trust::AllowedSigners(_))
+        && !principals_allow(&verify.principals, p)
+    {
+        return step(
+            StepStatus::Failed,
+            format!(
+                "--principal {p}: the key that signed is not allowed for it (its principals: {listed})"
+            ),
+        );
+    }
+    let wrong: Vec<&String> = names
+        .iter()
+        .filter(|n| match (principal, trust) {
+            (Some(p), _) => !principals_allow(&[p.to_string()], n),
+            (None, Trust::AllowedSigners(_)) => !principals_allow(&verify.principals, n),
+            _ => false,
+        })
+        .collect();
+    let shown = names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !wrong.is_empty() {
+        let whom = match principal {
+            Some(p) => format!("--principal {p}"),
+            None => format!("the key's principals ({listed})"),
+        };
+        return step(
+            StepStatus::Failed,
+            format!(
+                "the package names the organisation {}, which is not {whom}: a trusted key signed another organisation's package",
+                wrong
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    match (principal, trust) {
+        (None, Trust::Fingerprint(_)) => step(
+            StepStatus::Noted,
+            format!(
+                "the key is pinned by fingerprint, which names no owner: the package names {shown}; give --principal ORG to check it"
+            ),
+        ),
+        (Some(p), _) => step(
+            StepStatus::Passed,
+            format!(
+                "the package names {shown}, as --principal {p}; signer's principals: {}",
+                if listed.is_empty() {
+                    "none listed (pinned key)".into()
+                } else {
+                    listed.clone()
+                }
+            ),
+        ),
+        (None, _) => step(
+            StepStatus::Passed,
+            format!("the package names {shown}; the key is allowed for: {listed}"),
+        ),
+    }
+}
+
+/// The organisation a package names: its folder's name and each system
+/// description's `submitter`, once each.
+fn package_orgs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if let Some(n) = canonical.file_name() {
+        names.push(n.to_string_lossy().into_owned());
+    }
+    let systems = dir.join("systems");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&systems)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        if let Some(sub) = referee_rules::sysdesc::SystemDesc::load(&f)
+            .ok()
+            .and_then(|s| s.text("submitter"))
+            .filter(|s| !s.trim().is_empty())
+            && !names.contains(&sub)
+        {
+            names.push(sub);
+        }
+    }
+    names
+}
+
+/// The run records of `referee run --exec` in one benchmark's
+/// implementations: (record, run index, the sha256 of the result it
+/// wrote).
+fn record_entries(dir: &Path, benchmark: &str) -> Vec<(PathBuf, usize, String)> {
+    let imps = dir
+        .join("benchmarks")
+        .join(benchmark)
+        .join("implementations");
+    let mut records: Vec<PathBuf> = std::fs::read_dir(imps)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|imp| {
+            std::fs::read_dir(imp.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|f| f.path())
+        })
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("referee_run_") && n.ends_with(".json"))
+        })
+        .collect();
+    records.sort();
+    let mut out = Vec::new();
+    for r in records {
+        let Some(v) = std::fs::read_to_string(&r)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .filter(|v| v["mode"] == "exec")
+        else {
+            continue;
+        };
+        for (i, run) in v["runs"].as_array().into_iter().flatten().enumerate() {
+            out.push((
+                r.clone(),
+                i,
+                run["log_sha256"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    out
+}
+
 /// The results a supervised run wrote, each verified against its witness;
-/// `None` when the package holds none.
+/// in a benchmark with run records, every result must be one of their
+/// entries and every entry a result of the package (a hand-edited result
+/// matches no entry). `None` when the package holds no run record.
 fn witness_step(dir: &Path) -> Option<Step> {
     let mut witnessed = 0;
     let mut problems = Vec::new();
-    for d in layout::benchmark_dirs(dir, "training").unwrap_or_default() {
-        for log in layout::result_files(&d.path).unwrap_or_default() {
-            match crate::exec::witness::verify_log(&log) {
-                Ok(None) => {}
-                Ok(Some((_, diags))) => {
-                    witnessed += 1;
-                    problems.extend(diags.iter().map(|d| {
-                        format!(
-                            "{}: {} ({})",
-                            log.display(),
-                            d.message,
-                            d.found.as_deref().unwrap_or("")
-                        )
-                    }));
-                }
-                Err(e) => {
-                    witnessed += 1;
-                    problems.push(e.to_string());
+    let mut supervised = false;
+    let dirs = layout::benchmark_dirs(dir, "training").unwrap_or_default();
+    let mut benchmarks: Vec<&str> = dirs.iter().map(|d| d.benchmark.as_str()).collect();
+    benchmarks.sort();
+    benchmarks.dedup();
+    for benchmark in benchmarks {
+        let entries = record_entries(dir, benchmark);
+        if entries.is_empty() {
+            continue;
+        }
+        supervised = true;
+        let mut matched: std::collections::HashSet<String> = Default::default();
+        for d in dirs.iter().filter(|d| d.benchmark == benchmark) {
+            for log in layout::result_files(&d.path).unwrap_or_default() {
+                match crate::exec::witness::verify_log(&log) {
+                    Ok(None) => problems.push(format!(
+                        "{}: no entry of the package's run records holds this result (its sha256 matches none): the harness did not supervise it as recorded, or it was edited since",
+                        log.display()
+                    )),
+                    Ok(Some((found, diags))) => {
+                        witnessed += 1;
+                        if let Some(sha) = found.run["log_sha256"].as_str() {
+                            matched.insert(sha.to_string());
+                        }
+                        problems.extend(diags.iter().map(|d| {
+                            format!(
+                                "{}: {} ({})",
+                                log.display(),
+                                d.message,
+                                d.found.as_deref().unwrap_or("")
+                            )
+                        }));
+                    }
+                    Err(e) => {
+                        witnessed += 1;
+                        problems.push(e.to_string());
+                    }
                 }
             }
         }
+        for (record, i, sha) in &entries {
+            if !matched.contains(sha) {
+                problems.push(format!(
+                    "{}: run {i}'s result (sha256 {}) is not among the package's results",
+                    record.display(),
+                    sha.get(..12).unwrap_or(sha)
+                ));
+            }
+        }
     }
-    if witnessed == 0 {
+    if !supervised {
         return None;
     }
     Some(if problems.is_empty() {
@@ -830,6 +1057,17 @@ impl<'a> Rerunner<'a> {
             })
     }
 
+    /// The seeds of a re-run of an original trained with `recorded`.
+    fn seeds(&self, recorded: u64) -> Seeds {
+        Seeds {
+            original: recorded,
+            rerun: match self.req.rerun_seed {
+                RerunSeed::Auditor(s) => s,
+                RerunSeed::Recorded => recorded,
+            },
+        }
+    }
+
     /// Refused: the code differs and `--force` was not given.
     fn refuse(&mut self, log: &Path, differences: Vec<String>) {
         self.not_done(
@@ -971,8 +1209,13 @@ impl<'a> Rerunner<'a> {
         );
         plan.cache_clear = false;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
-        eprintln!("referee: re-running {} (seed {seed})", log.display());
-        let r: RunResult = match run_once(&plan, 0, seed, clock, &mut Local, &Quiet) {
+        let seeds = self.seeds(seed);
+        eprintln!(
+            "referee: re-running {} (seed {}, the original's {seed})",
+            log.display(),
+            seeds.rerun
+        );
+        let r: RunResult = match run_once(&plan, 0, seeds.rerun, clock, &mut Local, &Quiet) {
             Ok(r) => r,
             Err(e) => {
                 self.failed(log, e.to_string());
@@ -991,9 +1234,10 @@ impl<'a> Rerunner<'a> {
             orig.converged_at,
             &rerun_curve,
             rerun_conv,
+            seeds,
         );
         comparison.rerun_engine = Some(self.engine.name().to_string());
-        self.done(log, seed, differences, rerun_dir, comparison, None);
+        self.done(log, seeds.rerun, differences, rerun_dir, comparison, None);
         Ok(())
     }
 }
@@ -1002,19 +1246,39 @@ impl<'a> Rerunner<'a> {
 fn rerun_step(log: &Path, c: &Comparison) -> Step {
     let conv = |x: Option<u64>| x.map(|v| v.to_string()).unwrap_or_else(|| "never".into());
     let mut detail = format!(
-        "original converged at {}, re-run at {}; curves differ by at most {:.4} (tolerance {})",
+        "original (seed {}) converged at {}, re-run at {}",
+        c.original_seed,
         conv(c.original_converged_at),
         conv(c.rerun_converged_at),
-        c.curve_max_relative_difference,
-        c.curve_tolerance
     );
+    if c.seed == "recorded" {
+        detail.push_str(&format!(
+            " under the recorded seed; curves differ by at most {:.4} (tolerance {})",
+            c.curve_max_relative_difference, c.curve_tolerance
+        ));
+    } else {
+        detail.push_str(&format!(
+            " under the auditor's seed {}; curves differ by at most {:.4}",
+            c.rerun_seed, c.curve_max_relative_difference
+        ));
+    }
+    if c.identical_curve {
+        detail.push_str(&format!(
+            "; the re-run's {} evaluations equal the original's under another seed: the program does not train from its seed (a replayed log?)",
+            c.common_eval_points
+        ));
+    }
     match (&c.rcp_bounds, c.within_rcp_bounds) {
         (Some(b), Some(w)) => detail.push_str(&format!(
-            "; RCP {} bounds [{:.0}, {:.0}]: {}",
+            "; RCP {} bounds [{:.0}, {:.0}]: {}{}",
             b.record,
             b.min_acceptable,
             b.upper_3sd,
-            if w { "within" } else { "outside" }
+            if w { "within" } else { "outside" },
+            match c.original_within_rcp_bounds {
+                Some(false) => " (the original converged outside them)",
+                _ => "",
+            }
         )),
         _ => detail.push_str(
             "; convergence not checked against RCP bounds (no RCP record for this batch size)",
@@ -1088,14 +1352,30 @@ fn own_rcp_table(bench: &dyn Benchmark) -> Option<RcpTable> {
     .ok()
 }
 
+/// The seeds of an original run and its re-run.
+#[derive(Debug, Clone, Copy)]
+struct Seeds {
+    original: u64,
+    rerun: u64,
+}
+
+/// At least this many common evaluations, all equal, make a curve under
+/// another seed a replay (one point can coincide by chance, e.g. an
+/// evaluation before any step).
+const REPLAY_MIN_POINTS: usize = 2;
+
 /// Compare a re-run's curve and convergence with its original's and with
-/// the RCP bounds.
+/// the RCP bounds. Under the recorded seed the curves must agree within
+/// [`CURVE_TOLERANCE`]; under the auditor's seed they need not, but must
+/// not be equal (a program that ignores its seed replays a log), and the
+/// convergence is judged against the RCP distribution alone.
 fn compare(
     bounds: Option<RcpBounds>,
     orig: &[(u64, f64)],
     orig_conv: Option<u64>,
     rerun: &[(u64, f64)],
     rerun_conv: Option<u64>,
+    seeds: Seeds,
 ) -> Comparison {
     let mut max_rel = 0.0f64;
     let mut common = 0;
@@ -1106,18 +1386,29 @@ fn compare(
             max_rel = max_rel.max(rel);
         }
     }
-    let within = match (rerun_conv, &bounds) {
+    let in_bounds = |conv: Option<u64>| match (conv, &bounds) {
         (Some(c), Some(b)) => Some((c as f64) >= b.min_acceptable && (c as f64) <= b.upper_3sd),
         _ => None,
     };
-    let curves_agree = common > 0 && max_rel <= CURVE_TOLERANCE;
-    let verdict = match (rerun_conv.is_some() && curves_agree, within) {
+    let within = in_bounds(rerun_conv);
+    let recorded = seeds.original == seeds.rerun;
+    let identical_curve = !recorded && common >= REPLAY_MIN_POINTS && max_rel == 0.0;
+    let curves_agree = !recorded || (common > 0 && max_rel <= CURVE_TOLERANCE);
+    let verdict = match (
+        rerun_conv.is_some() && curves_agree && !identical_curve,
+        within,
+    ) {
         (false, _) | (true, Some(false)) => "FAIL",
         (true, Some(true)) => "PASS",
         (true, None) => "NOT CHECKED",
     };
     Comparison {
         verdict,
+        seed: if recorded { "recorded" } else { "auditor" },
+        original_seed: seeds.original,
+        rerun_seed: seeds.rerun,
+        identical_curve,
+        original_within_rcp_bounds: in_bounds(orig_conv),
         original_converged_at: orig_conv,
         rerun_converged_at: rerun_conv,
         rcp_bounds: bounds,
@@ -1142,6 +1433,11 @@ mod tests {
     ) -> Comparison {
         Comparison {
             verdict,
+            seed: "recorded",
+            original_seed: 1,
+            rerun_seed: 1,
+            identical_curve: false,
+            original_within_rcp_bounds: None,
             original_converged_at: Some(9216),
             rerun_converged_at: Some(9216),
             rcp_bounds: bounds,
@@ -1153,6 +1449,147 @@ mod tests {
             rerun_curve: vec![],
             rerun_engine: None,
         }
+    }
+
+    fn bounds() -> RcpBounds {
+        RcpBounds {
+            record: "b16".into(),
+            min_acceptable: 1000.0,
+            mean: 1500.0,
+            stdev: 100.0,
+            upper_3sd: 1800.0,
+            engine: None,
+        }
+    }
+
+    #[test]
+    fn under_the_recorded_seed_the_curves_must_agree() {
+        let orig = [(500, 0.5), (1000, 0.7), (1500, 0.8)];
+        let seeds = Seeds {
+            original: 7,
+            rerun: 7,
+        };
+        let c = compare(Some(bounds()), &orig, Some(1500), &orig, Some(1500), seeds);
+        assert_eq!(
+            (c.verdict, c.seed, c.identical_curve),
+            ("PASS", "recorded", false)
+        );
+        let off = [(500, 0.5), (1000, 0.6), (1500, 0.8)];
+        let c = compare(Some(bounds()), &orig, Some(1500), &off, Some(1500), seeds);
+        assert_eq!(c.verdict, "FAIL", "{c:?}");
+        let c = compare(None, &orig, Some(1500), &orig, Some(1500), seeds);
+        assert_eq!(c.verdict, "NOT CHECKED");
+    }
+
+    #[test]
+    fn under_another_seed_the_rcp_distribution_judges_and_a_replay_fails() {
+        let orig = [(500, 0.5), (1000, 0.7), (1500, 0.8)];
+        let other = [(500, 0.52), (1000, 0.66), (1500, 0.79), (1750, 0.81)];
+        let seeds = Seeds {
+            original: 7,
+            rerun: 123,
+        };
+        // Another curve, converged inside the bounds: a pass, however far
+        // the curves are apart.
+        let c = compare(Some(bounds()), &orig, Some(1500), &other, Some(1750), seeds);
+        assert_eq!(
+            (c.verdict, c.seed, c.identical_curve),
+            ("PASS", "auditor", false)
+        );
+        assert!(c.curve_max_relative_difference > CURVE_TOLERANCE);
+        assert_eq!(c.original_within_rcp_bounds, Some(true));
+        // Outside the bounds, or never converged: a failure.
+        let c = compare(Some(bounds()), &orig, Some(1500), &other, Some(1900), seeds);
+        assert_eq!(c.verdict, "FAIL");
+        let c = compare(Some(bounds()), &orig, Some(1500), &other, None, seeds);
+        assert_eq!(c.verdict, "FAIL");
+        // The same curve under another seed: a replay.
+        let c = compare(Some(bounds()), &orig, Some(1500), &orig, Some(1500), seeds);
+        assert!(c.identical_curve);
+        assert_eq!(c.verdict, "FAIL");
+        let step = rerun_step(Path::new("r.txt"), &c);
+        assert_eq!(step.status, StepStatus::Failed);
+        assert!(
+            step.detail.contains("does not train from its seed"),
+            "{}",
+            step.detail
+        );
+        // One common point equal by chance is no replay.
+        let one = [(500, 0.5), (1250, 0.75), (1700, 0.82)];
+        let c = compare(Some(bounds()), &orig, Some(1500), &one, Some(1700), seeds);
+        assert!(!c.identical_curve && c.verdict == "PASS", "{c:?}");
+        // The original's own convergence is reported against the bounds.
+        let c = compare(Some(bounds()), &orig, Some(900), &other, Some(1750), seeds);
+        assert_eq!(c.original_within_rcp_bounds, Some(false));
+        assert!(
+            rerun_step(Path::new("r.txt"), &c)
+                .detail
+                .contains("the original converged outside them")
+        );
+    }
+
+    fn verified(principals: &[&str]) -> VerifyReport {
+        VerifyReport {
+            dir: String::new(),
+            ok: true,
+            files: 1,
+            bytes: 1,
+            key_fingerprint: Some("SHA256:x".into()),
+            signers_checked: true,
+            trusted_by: Some("allowed_signers f".into()),
+            principals: principals.iter().map(|p| p.to_string()).collect(),
+            problems: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_trusted_key_vouches_only_for_its_own_organisation() {
+        use referee_submission::sign::Trust;
+        let t = tempfile::tempdir().unwrap();
+        let org = t.path().join("Acme");
+        std::fs::create_dir_all(org.join("systems")).unwrap();
+        std::fs::write(
+            org.join("systems/box.json"),
+            r#"{"submitter": "Acme", "division": "closed"}"#,
+        )
+        .unwrap();
+        let signers = Trust::AllowedSigners("f".into());
+        let pinned = Trust::Fingerprint("SHA256:x".into());
+        let status = |v: &VerifyReport, trust: &Trust, p: Option<&str>| {
+            identity_step(&org, v, trust, p).map(|s| (s.status, s.detail))
+        };
+        let (st, detail) = status(&verified(&["Acme"]), &signers, None).unwrap();
+        assert_eq!(st, StepStatus::Passed, "{detail}");
+        let (st, detail) = status(&verified(&["Globex"]), &signers, None).unwrap();
+        assert_eq!(st, StepStatus::Failed);
+        assert!(
+            detail.contains("\"Acme\"") && detail.contains("Globex"),
+            "{detail}"
+        );
+        // --principal: the key must be allowed for it, and the package
+        // must name it.
+        let (st, _) = status(&verified(&["Acme", "Globex"]), &signers, Some("Globex")).unwrap();
+        assert_eq!(st, StepStatus::Failed);
+        let (st, _) = status(&verified(&["Acme"]), &signers, Some("Globex")).unwrap();
+        assert_eq!(st, StepStatus::Failed);
+        let (st, _) = status(&verified(&[]), &pinned, Some("Acme")).unwrap();
+        assert_eq!(st, StepStatus::Passed);
+        let (st, _) = status(&verified(&[]), &pinned, Some("Globex")).unwrap();
+        assert_eq!(st, StepStatus::Failed);
+        let (st, detail) = status(&verified(&[]), &pinned, None).unwrap();
+        assert_eq!(st, StepStatus::Noted, "{detail}");
+        // A system description naming another submitter is named too.
+        std::fs::write(
+            org.join("systems/other.json"),
+            r#"{"submitter": "Globex", "division": "closed"}"#,
+        )
+        .unwrap();
+        let (st, detail) = status(&verified(&["Acme"]), &signers, None).unwrap();
+        assert_eq!(st, StepStatus::Failed, "{detail}");
+        // Unchecked or not verified: no identity to speak of.
+        let mut v = verified(&["Acme"]);
+        v.signers_checked = false;
+        assert!(status(&v, &Trust::Unchecked, None).is_none());
     }
 
     #[test]

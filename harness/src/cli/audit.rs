@@ -4,7 +4,7 @@
 //! this file has it write `audit.md`/`audit.json` and prints the verdict.
 
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
-use crate::audit::{AuditReport, AuditRequest, ask_at_terminal, audit};
+use crate::audit::{AuditReport, AuditRequest, RerunSeed, ask_at_terminal, audit};
 use crate::outdir::utc_stamp;
 use clap::{Args, ValueEnum};
 use referee_rules::report::{Detail, Format, render};
@@ -54,6 +54,18 @@ pub struct AuditArgs {
     /// (recorded in the report).
     #[arg(long)]
     pub force: bool,
+    /// The seed the re-runs train with: a number, or `recorded` (the
+    /// original's; its curve must then be reproduced point by point).
+    /// Default: a seed drawn now and recorded in the audit, so that a
+    /// program that replays a log instead of training is caught.
+    #[arg(long, value_name = "SEED|recorded", value_parser = parse_rerun_seed)]
+    pub rerun_seed: Option<RerunSeed>,
+    /// The organisation the signer must be: the trusted key must be
+    /// allowed for it (allowed_signers principals) and the package must
+    /// name it (its folder and each system's submitter). Without it, the
+    /// package's organisation must be one of the key's principals.
+    #[arg(long, value_name = "ORG")]
+    pub principal: Option<String>,
     /// Where prepared datasets are (default: $REFEREE_DATA_DIR or ./data).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -65,6 +77,20 @@ pub struct AuditArgs {
     /// The report (audit.json's content) on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--rerun-seed`: a seed below 2^31 (numpy's and most frameworks'
+/// range), or `recorded`.
+fn parse_rerun_seed(s: &str) -> Result<RerunSeed, String> {
+    if s == "recorded" {
+        return Ok(RerunSeed::Recorded);
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n < 1 << 31 => Ok(RerunSeed::Auditor(n)),
+        _ => Err(format!(
+            "{s:?}: expected a seed below 2147483648, or `recorded`"
+        )),
+    }
 }
 
 /// `--sandbox`.
@@ -113,6 +139,10 @@ pub fn run(a: AuditArgs) -> i32 {
         rules: a.rules.request(),
         tsa_ca: a.tsa_ca.clone(),
         policy: a.policy.mode(),
+        principal: a.principal.clone(),
+        rerun_seed: a
+            .rerun_seed
+            .unwrap_or_else(|| RerunSeed::Auditor(crate::outdir::os_seed() % (1 << 31))),
     };
     let report = match audit(&req) {
         Ok(r) => r,

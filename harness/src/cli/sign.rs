@@ -27,8 +27,11 @@ pub struct KeygenArgs {
     /// the public key goes to PATH.pub.
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
-    /// Comment stored with the key (e.g. who signs with it).
-    #[arg(long, value_name = "C", default_value = "referee")]
+    /// Comment stored with the key: the organisation that signs with it.
+    /// It is also the principal of the allowed_signers line printed for
+    /// auditors, and an audit requires the package's organisation to be
+    /// that principal.
+    #[arg(long, value_name = "ORG", default_value = "referee")]
     pub comment: String,
     /// Replace PATH and PATH.pub if they exist.
     #[arg(long)]

