@@ -58,7 +58,10 @@ pub struct SlurmRequest {
 /// Why a job cannot be made or its script written.
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
-    /// An unknown benchmark, or hyperparameters its runs would refuse.
+    /// Not one of referee's benchmarks.
+    #[error(transparent)]
+    Unknown(#[from] crate::own_benchmarks::UnknownName),
+    /// Hyperparameters its runs would refuse.
     #[error(transparent)]
     Session(#[from] SessionError),
     #[error("--nodes must be at least 1")]
