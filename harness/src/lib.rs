@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod check;
 pub mod cli;
+pub mod common;
 pub mod exec;
 pub mod fsutil;
 pub mod outcome;
