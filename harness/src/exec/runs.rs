@@ -14,9 +14,9 @@
 
 use super::config::{CacheClearMethod, ExecConfig, InitRules};
 use super::error::ExecError;
-use super::process::yield_to_the_program;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
 use super::witness::Witness;
+use crate::common::harness_process::yield_to_the_program;
 pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
 use crate::session::cache::{CacheClear, drop_page_cache};

@@ -21,9 +21,10 @@
 use super::dedup::{Arrivals, payload};
 use super::error::ExecError;
 use super::follower::{CHANNEL_CHUNKS, Followed, Msg, Source, Wakeup, follow_files};
-use super::process::{group_alive, signal_group, spawn, yield_to_the_program};
+use super::process::{group_alive, signal_group, spawn};
 use super::witness::{Witness, WitnessedLine};
 use super::writeback::Tee;
+use crate::common::harness_process::yield_to_the_program;
 pub use crate::outcome::RunStatus;
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::{self, KeepFn, LineParser, ParsedLog};
