@@ -15,8 +15,8 @@
 use super::config::{CacheClearMethod, ExecConfig, InitRules};
 use super::error::ExecError;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
-use super::witness::Witness;
 use crate::common::harness_process::yield_to_the_program;
+use crate::common::witness::Witness;
 pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
 use crate::session::cache::{CacheClear, drop_page_cache};
@@ -414,7 +414,7 @@ fn check_log(
 ) -> ExecLogCheck {
     let path = log.display().to_string();
     // The witness compares its lines with the log's.
-    let mut diagnostics = super::witness::verify(witness, &parsed.records);
+    let mut diagnostics = crate::common::witness::verify(witness, &parsed.records);
     let rep = match scoring
         .checker
         .check_parsed(&path, &mut parsed, &scoring.choice)
