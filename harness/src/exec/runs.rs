@@ -98,14 +98,14 @@ fn cache_clear_line(c: &CacheClear, method: &str) -> String {
     if matches!(c, CacheClear::Skipped) {
         meta.push(("reason", V::str("skipped on request")));
     }
-    crate::session::logger::MlLogger::render(
+    crate::common::logger::MlLogger::render(
         "",
-        &crate::session::logger::Event {
+        &crate::common::logger::Event {
             time_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            event_type: crate::session::logger::POINT_IN_TIME,
+            event_type: crate::common::logger::POINT_IN_TIME,
             key: "cache_clear",
             value: &V::Bool(c.dropped()),
             meta: &meta,

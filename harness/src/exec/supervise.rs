@@ -306,11 +306,11 @@ fn aborted_line(reason: &str) -> String {
             referee_rules::value::Value::str(reason.to_string()),
         ),
     ];
-    crate::session::logger::MlLogger::render(
+    crate::common::logger::MlLogger::render(
         "",
-        &crate::session::logger::Event {
+        &crate::common::logger::Event {
             time_ms: wall_ms(),
-            event_type: crate::session::logger::INTERVAL_END,
+            event_type: crate::common::logger::INTERVAL_END,
             key: "run_stop",
             value: &referee_rules::value::Value::None,
             meta: &meta,
@@ -334,7 +334,7 @@ pub fn supervise(
             std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| ExecError::io(p, e))?;
         }
     }
-    let partial = crate::session::logger::partial_path(&spec.result);
+    let partial = crate::common::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
     let (out, err) = (
         spec.run_dir.join("stdout.txt"),

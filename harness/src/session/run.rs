@@ -22,13 +22,13 @@
 //! process exits non-zero. Errors of the model or the data still leave the
 //! log unfinished (`.partial`).
 
+use crate::common::clock::Clock;
+use crate::common::logger::{IntoValue, MlLogger};
 use crate::provenance::CodeIdentity;
 use crate::session::cache::{CacheClear, drop_page_cache};
-use crate::session::clock::Clock;
 use crate::session::collective::Collective;
 use crate::session::cpu_plans::{CpuPlanRun, cpu_name};
 use crate::session::error::{CommError, ModelError, SessionError};
-use crate::session::logger::{IntoValue, MlLogger};
 use referee_rules::value::{Dict, Value};
 use referee_workloads::Device;
 use referee_workloads::bench::{Batch, Benchmark, Trainer, eval_point};
