@@ -2,6 +2,7 @@
 //! benchmarks) and `exec` (a submitter's program) — and what the checks of
 //! their output (`check`, `audit`, `tsa`) and the power sampler read back:
 //!
+//! - [`cache`]: the page cache cleared before a run;
 //! - [`clock`]: the clock the harness owns, and [`logger`], its MLLOG
 //!   writer;
 //! - [`harness_process`]: the harness's own process (the termination
@@ -13,6 +14,7 @@
 //! ([`crate::audit`]), nor how a command parses its flags or prints
 //! ([`crate::cli`]).
 
+pub mod cache;
 pub mod clock;
 pub mod harness_process;
 pub mod logger;

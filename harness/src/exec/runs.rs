@@ -15,11 +15,11 @@
 use super::config::{CacheClearMethod, ExecConfig, InitRules};
 use super::error::ExecError;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
+use crate::common::cache::{CacheClear, drop_page_cache};
 use crate::common::harness_process::yield_to_the_program;
 use crate::common::witness::Witness;
 pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
-use crate::session::cache::{CacheClear, drop_page_cache};
 use crate::session::plan::Division;
 use referee_rules::diag::Diagnostic;
 use referee_rules::report::{Detail, Report, md_escape, write_diagnostic};

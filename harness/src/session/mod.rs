@@ -1,14 +1,13 @@
 //! A session of referee's own benchmarks: a request resolved into a plan
 //! ([`plan`]), the runs of the plan one after the other and their closing
-//! check ([`runs`]), the life of one run ([`run`]), the page cache
-//! cleared before it ([`cache`]), the ranks of a data-parallel run
-//! ([`launch`], [`collective`], [`gpu`]), and its progress drawn on a
-//! terminal ([`progress`]). The clock and the MLLOG writer it shares with
-//! `exec` are [`crate::common`]'s. It must not know how a command parses
+//! check ([`runs`]), the life of one run ([`run`]), the ranks of a
+//! data-parallel run ([`launch`], [`collective`], [`gpu`]), and its
+//! progress drawn on a terminal ([`progress`]). The clock, the MLLOG
+//! writer and the page cache clear it shares with `exec` are
+//! [`crate::common`]'s. It must not know how a command parses
 //! its flags or prints ([`crate::cli`]), nor how an external program is
 //! supervised ([`crate::exec`]).
 
-pub mod cache;
 pub mod collective;
 pub mod cpu_plans;
 pub mod error;

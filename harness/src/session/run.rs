@@ -22,10 +22,10 @@
 //! process exits non-zero. Errors of the model or the data still leave the
 //! log unfinished (`.partial`).
 
+use crate::common::cache::{CacheClear, drop_page_cache};
 use crate::common::clock::Clock;
 use crate::common::logger::{IntoValue, MlLogger};
 use crate::provenance::CodeIdentity;
-use crate::session::cache::{CacheClear, drop_page_cache};
 use crate::session::collective::Collective;
 use crate::session::cpu_plans::{CpuPlanRun, cpu_name};
 use crate::session::error::{CommError, ModelError, SessionError};
