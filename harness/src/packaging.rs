@@ -11,8 +11,8 @@
 //! (else `--code DIR`), so that an audit can re-run the code the signed
 //! package carries.
 
+use crate::common::division::Division;
 use crate::rules_env::{RulesError, RulesRequest, resolve_rules};
-use crate::session::plan::Division;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
 use referee_submission::assemble::{

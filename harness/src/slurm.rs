@@ -20,9 +20,9 @@
 //! cluster, made now), its script, and the script written. It must not
 //! know how the command line spells the request (crate::cli::slurm).
 
+use crate::common::division::Division;
 use crate::own_benchmarks;
 use crate::session::error::SessionError;
-use crate::session::plan::Division;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

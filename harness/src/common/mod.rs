@@ -5,6 +5,7 @@
 //! - [`cache`]: the page cache cleared before a run;
 //! - [`clock`]: the clock the harness owns, and [`logger`], its MLLOG
 //!   writer;
+//! - [`division`]: the MLPerf division a run is in;
 //! - [`harness_process`]: the harness's own process (the termination
 //!   flag; its helper threads that yield to the program);
 //! - [`witness`]: the witness of a supervised run's clock and its checks.
@@ -16,6 +17,7 @@
 
 pub mod cache;
 pub mod clock;
+pub mod division;
 pub mod harness_process;
 pub mod logger;
 pub mod witness;
