@@ -297,7 +297,7 @@ fn code_source(
         return (None, None, "none (no --code given)".into());
     }
     let wd = PathBuf::from(first.record["working_directory"].as_str().unwrap_or(""));
-    match crate::audit::fingerprint::git_tracked_files(&wd) {
+    match crate::common::fingerprint::git_tracked_files(&wd) {
         Some(files) if !files.is_empty() => {
             let n = files.len();
             (

@@ -3,7 +3,7 @@
 //! run summary (organisation and system as given versus as logged).
 
 use super::error::AuditError;
-use super::fingerprint::{TreeFingerprint, code_fingerprint, fingerprint_dir};
+use crate::common::fingerprint::{TreeFingerprint, code_fingerprint, fingerprint_dir};
 use crate::exec::ExecSummary;
 use referee_rules::report::{Detail, Format, render};
 use serde_json::{Map, Value, json};

@@ -6,6 +6,8 @@
 //! - [`clock`]: the clock the harness owns, and [`logger`], its MLLOG
 //!   writer;
 //! - [`division`]: the MLPerf division a run is in;
+//! - [`fingerprint`]: fingerprints of file trees (a dataset, the code a
+//!   program ran from);
 //! - [`harness_process`]: the harness's own process (the termination
 //!   flag; its helper threads that yield to the program);
 //! - [`witness`]: the witness of a supervised run's clock and its checks.
@@ -18,6 +20,7 @@
 pub mod cache;
 pub mod clock;
 pub mod division;
+pub mod fingerprint;
 pub mod harness_process;
 pub mod logger;
 pub mod witness;
