@@ -48,7 +48,6 @@ use std::sync::Arc;
 
 pub mod error;
 pub mod exec_rerun;
-pub mod identity;
 pub mod sandbox;
 
 /// Relative tolerance on each common evaluation point of original and re-run.

@@ -44,7 +44,7 @@ pub struct ExecRequest {
     /// Power measured during each run (`--power`; crate::power).
     pub power: Option<crate::power::PowerRequest>,
     /// Fields added to the run record (datasets, code fingerprint:
-    /// crate::audit::identity).
+    /// [`super::identity::record_extra`]).
     pub record_extra: serde_json::Map<String, serde_json::Value>,
 }
 
