@@ -4,11 +4,11 @@
 //! [`cli`]; each command then resolves them, in one place, into a validated
 //! configuration before any work starts.
 //!
-//! The folders: [`session`] (referee's own benchmarks: plan, runs, the
-//! MLLOG writer, ranks), [`exec`] (a program of the submitter's own run
-//! under supervision, and its witness), [`system`] (probe and describe the
-//! machine); [`check`] checks many logs; [`cli`] parses, resolves and
-//! renders.
+//! The folders: [`session`] (referee's own benchmarks: plan, runs, ranks),
+//! [`exec`] (a program of the submitter's own run under supervision),
+//! [`common`] (what both share: the clock, the MLLOG writer, the witness,
+//! fingerprints), [`system`] (probe and describe the machine); [`check`]
+//! checks many logs; [`cli`] parses, resolves and renders.
 
 pub mod audit;
 pub mod check;
