@@ -3,7 +3,8 @@
 //! (`referee run --exec`), the verdict of the harness's witness of its
 //! clock joins the report.
 
-use crate::exec::witness::{FoundWitness, candidate_records, find_in, verify};
+use crate::common::witness::verify;
+use crate::exec::witness::{FoundWitness, candidate_records, find_in};
 use crate::rules_env::{OfficialRules, RulesError};
 use referee_rules::checker::{CheckError, Checker, LogReport, RulesetChoice};
 use referee_rules::compliance::CheckOptions;

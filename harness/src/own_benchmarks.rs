@@ -10,6 +10,27 @@ use referee_workloads::bench::{self, Benchmark, RULESET};
 use referee_workloads::rulegen;
 use std::collections::HashMap;
 
+/// A name that is none of referee's benchmarks (nor of its datasets).
+#[derive(Debug, thiserror::Error)]
+pub enum UnknownName {
+    #[error("unknown benchmark `{name}`; referee runs: {}", .known.join(", "))]
+    Benchmark {
+        name: String,
+        known: Vec<&'static str>,
+    },
+    /// `referee data NAME`: neither a dataset nor a benchmark.
+    #[error(
+        "unknown dataset or benchmark `{name}`; datasets: {}; benchmarks: {}",
+        .datasets.join(", "),
+        .benchmarks.join(", ")
+    )]
+    Dataset {
+        name: String,
+        datasets: &'static [&'static str],
+        benchmarks: Vec<&'static str>,
+    },
+}
+
 /// Names of referee's benchmarks.
 pub fn benchmark_names() -> Vec<&'static str> {
     bench::registry().iter().map(|b| b.spec().name).collect()
@@ -22,7 +43,7 @@ pub fn benchmark_datasets(name: &str) -> Option<&'static [&'static str]> {
 
 /// The datasets a name stands for: itself (a dataset), or a benchmark's
 /// datasets.
-pub fn datasets_named(name: &str) -> Result<Vec<String>, crate::session::error::SessionError> {
+pub fn datasets_named(name: &str) -> Result<Vec<String>, UnknownName> {
     let datasets = referee_datasets::dataset_names();
     if datasets.contains(&name) {
         return Ok(vec![name.to_string()]);
@@ -30,7 +51,7 @@ pub fn datasets_named(name: &str) -> Result<Vec<String>, crate::session::error::
     if let Some(ds) = benchmark_datasets(name) {
         return Ok(ds.iter().map(|s| s.to_string()).collect());
     }
-    Err(crate::session::error::SessionError::UnknownDataset {
+    Err(UnknownName::Dataset {
         name: name.to_string(),
         datasets,
         benchmarks: benchmark_names(),
@@ -108,10 +129,8 @@ pub fn find(name: &str) -> Option<&'static dyn Benchmark> {
 }
 
 /// A referee benchmark by name, or the usage error that lists the known ones.
-pub fn find_or_err(
-    name: &str,
-) -> Result<&'static dyn Benchmark, crate::session::error::SessionError> {
-    find(name).ok_or_else(|| crate::session::error::SessionError::UnknownBenchmark {
+pub fn find_or_err(name: &str) -> Result<&'static dyn Benchmark, UnknownName> {
+    find(name).ok_or_else(|| UnknownName::Benchmark {
         name: name.to_string(),
         known: benchmark_names(),
     })

@@ -11,8 +11,8 @@
 //! (else `--code DIR`), so that an audit can re-run the code the signed
 //! package carries.
 
+use crate::common::division::Division;
 use crate::rules_env::{RulesError, RulesRequest, resolve_rules};
-use crate::session::plan::Division;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
 use referee_submission::assemble::{
@@ -297,7 +297,7 @@ fn code_source(
         return (None, None, "none (no --code given)".into());
     }
     let wd = PathBuf::from(first.record["working_directory"].as_str().unwrap_or(""));
-    match crate::audit::fingerprint::git_tracked_files(&wd) {
+    match crate::common::fingerprint::git_tracked_files(&wd) {
         Some(files) if !files.is_empty() => {
             let n = files.len();
             (

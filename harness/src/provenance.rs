@@ -66,7 +66,7 @@ static BINARY_DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 pub fn prepare_identity() {
     if BINARY_DIGEST.get().is_none() {
         std::thread::spawn(|| {
-            crate::exec::process::yield_to_the_program(c"referee-prov");
+            crate::common::harness_process::yield_to_the_program(c"referee-prov");
             binary_sha256()
         });
     }

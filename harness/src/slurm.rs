@@ -20,9 +20,9 @@
 //! cluster, made now), its script, and the script written. It must not
 //! know how the command line spells the request (crate::cli::slurm).
 
+use crate::common::division::Division;
 use crate::own_benchmarks;
 use crate::session::error::SessionError;
-use crate::session::plan::Division;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -58,7 +58,10 @@ pub struct SlurmRequest {
 /// Why a job cannot be made or its script written.
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
-    /// An unknown benchmark, or hyperparameters its runs would refuse.
+    /// Not one of referee's benchmarks.
+    #[error(transparent)]
+    Unknown(#[from] crate::own_benchmarks::UnknownName),
+    /// Hyperparameters its runs would refuse.
     #[error(transparent)]
     Session(#[from] SessionError),
     #[error("--nodes must be at least 1")]

@@ -2,8 +2,8 @@
 //! the harness writes, and what the benchmark's generated rule file says
 //! about them.
 
+use referee_harness::common::clock::{Clock, FakeClock};
 use referee_harness::provenance::CodeIdentity;
-use referee_harness::session::clock::{Clock, FakeClock};
 use referee_harness::session::collective::Local;
 use referee_harness::session::run::{Observer, RunPlan, run_once};
 use referee_rules::Verdict;

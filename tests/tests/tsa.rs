@@ -790,7 +790,7 @@ fn reanchor_end(org: &Path, log: &Path, forge: impl Fn(&[u8], &Value) -> Vec<u8>
         .find(|r| r["log_sha256"] == sha.as_str())
         .expect("the run of the log");
     // The witness's bytes as referee makes them (its source is public).
-    let witness: referee_harness::exec::witness::Witness =
+    let witness: referee_harness::common::witness::Witness =
         serde_json::from_value(run["witness"].clone()).unwrap();
     let witness_sha = sha256_hex(&referee_harness::tsa::witness_bytes(Some(&witness)));
     let digest = sha256_hex(&[unhex(&sha), unhex(&witness_sha)].concat());

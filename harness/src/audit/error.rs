@@ -2,6 +2,7 @@
 //! rules or configuration). Findings — a signature that fails, a re-run
 //! that differs or cannot be done — are in the report, not errors.
 
+use crate::common::fingerprint::FingerprintError;
 use crate::exec::error::ExecError;
 use crate::rules_env::RulesError;
 use referee_submission::fs::FsError;
@@ -34,26 +35,6 @@ pub enum AuditError {
     /// of the model library).
     #[error("{0}")]
     Engine(String),
-}
-
-/// A tree could not be listed or hashed.
-#[derive(Debug, thiserror::Error)]
-pub enum FingerprintError {
-    #[error("{}: more than 64 levels deep (a link loop?)", .0.display())]
-    TooDeep(PathBuf),
-    #[error("{}: not a directory", .0.display())]
-    NotADirectory(PathBuf),
-    #[error("{}: {source}", .path.display())]
-    Io { path: PathBuf, source: io::Error },
-}
-
-impl FingerprintError {
-    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        FingerprintError::Io {
-            path: path.into(),
-            source,
-        }
-    }
 }
 
 /// Why a re-run the auditor asked for cannot be done (a finding).

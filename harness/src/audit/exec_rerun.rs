@@ -19,9 +19,9 @@
 //! in the re-run directory for the auditor to read.
 
 use super::error::AuditError;
-use super::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
 use super::sandbox::{self, Mounts, Sandbox};
 use super::{Rerun, Rerunner, StepStatus, compare, rcp_bounds, read_curve};
+use crate::common::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
 use referee_submission::fs::copy_tree;
 use serde::Serialize;
 use std::collections::BTreeMap;

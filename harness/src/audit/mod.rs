@@ -25,8 +25,8 @@
 //! [`audit`] returns an [`AuditReport`]; its Markdown form is `audit.md`,
 //! its JSON form `audit.json` ([`AuditReport::write`]).
 
+use crate::common::clock::{Clock, SystemClock};
 use crate::provenance::CodeIdentity;
-use crate::session::clock::{Clock, SystemClock};
 use crate::session::collective::Local;
 use crate::session::plan::{build_plan, dataset_fingerprints};
 use crate::session::run::{Quiet, RunResult, run_once};
@@ -48,8 +48,6 @@ use std::sync::Arc;
 
 pub mod error;
 pub mod exec_rerun;
-pub mod fingerprint;
-pub mod identity;
 pub mod sandbox;
 
 /// Relative tolerance on each common evaluation point of original and re-run.

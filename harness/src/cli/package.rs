@@ -4,8 +4,8 @@
 use super::common::RulesetArgs;
 use super::run::DivisionArg;
 use super::{EXIT_FAIL, EXIT_OK, usage_error};
+use crate::common::division::Division;
 use crate::packaging::{PackagingRequest, package_runs};
-use crate::session::plan::Division;
 use clap::Args;
 use referee_rules::report::{Detail, Format, render};
 use std::path::PathBuf;

@@ -59,7 +59,7 @@ pub fn run_exec(a: &RunArgs) -> i32 {
     let extra = std::env::current_dir()
         .map_err(|e| format!("the working directory: {e}"))
         .and_then(|cwd| {
-            crate::audit::identity::record_extra(&cwd, &a.data).map_err(|e| e.to_string())
+            crate::exec::identity::record_extra(&cwd, &a.data).map_err(|e| e.to_string())
         });
     let req = a.exec_request().and_then(|r| Ok((r, extra?)));
     let cfg = match req.and_then(|(r, x)| {
@@ -78,9 +78,9 @@ pub fn run_exec(a: &RunArgs) -> i32 {
         Err(e) => return usage_error(e),
     };
     let format = if a.json { Format::Json } else { Format::Human };
-    let warnings = crate::audit::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);
+    let warnings = crate::exec::identity::run_warnings(&summary, &cfg.req.org, &cfg.system);
     let mut out = std::io::stdout().lock();
-    if crate::audit::identity::print_summary(&summary, &warnings, format, &mut out).is_err() {
+    if crate::exec::identity::print_summary(&summary, &warnings, format, &mut out).is_err() {
         return EXIT_USAGE;
     }
     if summary.passed { EXIT_OK } else { EXIT_FAIL }

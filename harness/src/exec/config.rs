@@ -6,9 +6,9 @@
 
 use super::error::ExecError;
 use super::supervise::LiveRules;
+use crate::common::division::Division;
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::rules_env::{RulesRequest, resolve_rules};
-use crate::session::plan::Division;
 use referee_datasets::rng::run_seeds;
 use referee_rules::diag::Diagnostic;
 use referee_rules::score::ScoreContext;
@@ -44,7 +44,7 @@ pub struct ExecRequest {
     /// Power measured during each run (`--power`; crate::power).
     pub power: Option<crate::power::PowerRequest>,
     /// Fields added to the run record (datasets, code fingerprint:
-    /// crate::audit::identity).
+    /// [`super::identity::record_extra`]).
     pub record_extra: serde_json::Map<String, serde_json::Value>,
 }
 

@@ -2,6 +2,7 @@
 //! run that ran and failed its rules is not an error: it is in the run's
 //! verdict.
 
+use crate::common::fingerprint::FingerprintError;
 use crate::rules_env::RulesError;
 use crate::tsa::TsaError;
 use std::io;
@@ -31,6 +32,12 @@ pub enum ExecError {
         run: usize,
         source: serde_json::Error,
     },
+    /// The program's code (its git checkout) could not be fingerprinted.
+    #[error(transparent)]
+    Fingerprint(#[from] FingerprintError),
+    /// A `--data DIR` could not be fingerprinted.
+    #[error("--data: {0}")]
+    Data(FingerprintError),
     #[error(transparent)]
     Rules(#[from] RulesError),
     #[error(transparent)]

@@ -3,8 +3,8 @@
 //! hashed as they are read, and handed to the supervisor as batches of
 //! complete lines through a bounded channel.
 
-use super::process::yield_to_the_program;
 use super::writeback::WriteBack;
+use crate::common::harness_process::yield_to_the_program;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;

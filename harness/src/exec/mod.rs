@@ -5,15 +5,20 @@
 //! the final rename ([`supervise`]) and the parts it drives — the file
 //! follower ([`follower`]), the result file's write-back ([`writeback`]),
 //! the de-duplication of MLLOG lines ([`dedup`]), the program's process
-//! group and signals ([`process`]) — and the witness of the run's clock
-//! ([`witness`]). It must not know how referee's own benchmarks train
-//! ([`crate::session`]), nor how a command parses its flags or prints
-//! ([`crate::cli`]); the rules it applies come from `referee_rules`.
+//! group and signals ([`process`]) — where the witness of the run's clock
+//! is kept and found again ([`witness`]), and what the session records of
+//! its code and data, with the identity check of its summary
+//! ([`identity`]). It must not know how referee's own benchmarks train
+//! ([`crate::session`]), how a package is audited ([`crate::audit`]), nor
+//! how a command parses its flags or prints ([`crate::cli`]); the rules it
+//! applies come from `referee_rules`, what it shares with `session` from
+//! [`crate::common`].
 
 pub mod config;
 mod dedup;
 pub mod error;
 mod follower;
+pub mod identity;
 pub mod process;
 pub mod runs;
 pub mod supervise;

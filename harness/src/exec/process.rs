@@ -1,37 +1,10 @@
-//! The program's process group and the harness's threads: spawning the
-//! program in a group of its own, signalling and polling that group, and
-//! the lower priority of the threads that supervise it.
+//! The program's process group: spawning the program in a group of its
+//! own, signalling and polling that group.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-
-/// Give the calling thread a lower scheduling priority than the program's
-/// (Linux: a thread's own nice value). The harness's bulk work — writing,
-/// hashing and parsing the result — then runs on what the program leaves
-/// idle instead of taking turns with it on a busy machine; when it falls
-/// behind it reads the program's output later (the files keep it), and the
-/// program never waits for it. Lines are witnessed when read, and budgets
-/// are enforced, at the same priority: a program that keeps every core
-/// busy delays them by at most the scheduler's share for a nice-10 thread
-/// (the witness's tolerance is for such delays; a late read never makes a
-/// line look written early).
-///
-/// The thread also gets `name` (at most 15 bytes: Linux's limit), which
-/// shows in `/proc/PID/task/*/comm`, `top -H` and the tests.
-pub(crate) fn yield_to_the_program(name: &std::ffi::CStr) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl and setpriority on this thread only; a failure leaves
-    // the name or the priority as it was.
-    unsafe {
-        // The priority first: once the name shows, the thread has yielded.
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = name;
-}
 
 pub(super) fn signal_group(pid: u32, sig: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals the process group the

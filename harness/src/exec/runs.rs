@@ -14,13 +14,13 @@
 
 use super::config::{CacheClearMethod, ExecConfig, InitRules};
 use super::error::ExecError;
-use super::process::yield_to_the_program;
 use super::supervise::{ChildSpec, RunStatus, Supervised, supervise};
-use super::witness::Witness;
+use crate::common::cache::{CacheClear, drop_page_cache};
+use crate::common::division::Division;
+use crate::common::harness_process::yield_to_the_program;
+use crate::common::witness::Witness;
 pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
-use crate::session::cache::{CacheClear, drop_page_cache};
-use crate::session::plan::Division;
 use referee_rules::diag::Diagnostic;
 use referee_rules::report::{Detail, Report, md_escape, write_diagnostic};
 use referee_rules::score::{ScoreContext, olympic_mean};
@@ -98,14 +98,14 @@ fn cache_clear_line(c: &CacheClear, method: &str) -> String {
     if matches!(c, CacheClear::Skipped) {
         meta.push(("reason", V::str("skipped on request")));
     }
-    crate::session::logger::MlLogger::render(
+    crate::common::logger::MlLogger::render(
         "",
-        &crate::session::logger::Event {
+        &crate::common::logger::Event {
             time_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            event_type: crate::session::logger::POINT_IN_TIME,
+            event_type: crate::common::logger::POINT_IN_TIME,
             key: "cache_clear",
             value: &V::Bool(c.dropped()),
             meta: &meta,
@@ -407,7 +407,7 @@ fn check_log(
 ) -> ExecLogCheck {
     let path = log.display().to_string();
     // The witness compares its lines with the log's.
-    let mut diagnostics = super::witness::verify(witness, &parsed.records);
+    let mut diagnostics = crate::common::witness::verify(witness, &parsed.records);
     let rep = match scoring
         .checker
         .check_parsed(&path, &mut parsed, &scoring.choice)

@@ -21,9 +21,10 @@
 use super::dedup::{Arrivals, payload};
 use super::error::ExecError;
 use super::follower::{CHANNEL_CHUNKS, Followed, Msg, Source, Wakeup, follow_files};
-use super::process::{group_alive, signal_group, spawn, yield_to_the_program};
-use super::witness::{Witness, WitnessedLine};
+use super::process::{group_alive, signal_group, spawn};
 use super::writeback::Tee;
+use crate::common::harness_process::yield_to_the_program;
+use crate::common::witness::{Witness, WitnessedLine};
 pub use crate::outcome::RunStatus;
 use referee_rules::diag::Diagnostic;
 use referee_rules::mllog::{self, KeepFn, LineParser, ParsedLog};
@@ -305,11 +306,11 @@ fn aborted_line(reason: &str) -> String {
             referee_rules::value::Value::str(reason.to_string()),
         ),
     ];
-    crate::session::logger::MlLogger::render(
+    crate::common::logger::MlLogger::render(
         "",
-        &crate::session::logger::Event {
+        &crate::common::logger::Event {
             time_ms: wall_ms(),
-            event_type: crate::session::logger::INTERVAL_END,
+            event_type: crate::common::logger::INTERVAL_END,
             key: "run_stop",
             value: &referee_rules::value::Value::None,
             meta: &meta,
@@ -333,7 +334,7 @@ pub fn supervise(
             std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| ExecError::io(p, e))?;
         }
     }
-    let partial = crate::session::logger::partial_path(&spec.result);
+    let partial = crate::common::logger::partial_path(&spec.result);
     let result = Tee::create(&partial)?;
     let (out, err) = (
         spec.run_dir.join("stdout.txt"),

@@ -3,7 +3,7 @@
 //! ([`WriteBack`]) and made durable as it grows ([`Settler`]), so that the
 //! final `fsync` before the rename has little left to do.
 
-use super::process::yield_to_the_program;
+use crate::common::harness_process::yield_to_the_program;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Write;

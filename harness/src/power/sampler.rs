@@ -213,7 +213,7 @@ fn sample(
 /// Sample for `seconds` (or until SIGINT/SIGTERM when `None`; a signal
 /// also ends a timed sampling early).
 pub fn sample_for(cfg: SamplerConfig, seconds: Option<f64>) -> Result<SamplerReport, PowerError> {
-    use crate::session::launch::{install_termination_handlers, termination_signal};
+    use crate::common::harness_process::{install_termination_handlers, termination_signal};
     install_termination_handlers();
     let sampler = Sampler::start(cfg)?;
     let t0 = Instant::now();

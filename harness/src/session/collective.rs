@@ -100,7 +100,7 @@ pub(crate) fn poll_until(
         if done()? {
             return Ok(());
         }
-        if let Some(sig) = crate::session::launch::termination_signal() {
+        if let Some(sig) = crate::common::harness_process::termination_signal() {
             return Err(CommError::Interrupted {
                 what: what.to_string(),
                 signal: crate::session::launch::signal_name(sig),

@@ -19,22 +19,9 @@ pub enum SessionError {
     /// Creating or writing `path` failed.
     #[error("{}: {source}", .path.display())]
     Io { path: PathBuf, source: io::Error },
-    #[error("unknown benchmark `{name}`; referee runs: {}", .known.join(", "))]
-    UnknownBenchmark {
-        name: String,
-        known: Vec<&'static str>,
-    },
-    /// `referee data NAME`: neither a dataset nor a benchmark.
-    #[error(
-        "unknown dataset or benchmark `{name}`; datasets: {}; benchmarks: {}",
-        .datasets.join(", "),
-        .benchmarks.join(", ")
-    )]
-    UnknownDataset {
-        name: String,
-        datasets: &'static [&'static str],
-        benchmarks: Vec<&'static str>,
-    },
+    /// Not one of referee's benchmarks.
+    #[error(transparent)]
+    Unknown(#[from] crate::own_benchmarks::UnknownName),
     #[error("--runs must be at least 1")]
     NoRuns,
     #[error("--steps and --window belong to --mode throughput")]

@@ -9,14 +9,14 @@
 //! — `--mca odls_base_sigkill_timeout 10` gives rank 0 time to end its
 //! step and its log; `srun --kill-on-bad-exit=1` sends SIGTERM, then
 //! SIGKILL after Slurm's KillWait (30 s by default); so does `scancel`.
-//! [`install_termination_handlers`] turns SIGTERM/SIGINT into a flag the
+//! [`install_termination_handlers`](crate::common::harness_process::install_termination_handlers)
+//! turns SIGTERM/SIGINT into a flag the
 //! collectives and the run loop poll, so rank 0 ends its log with
 //! `run_stop` aborted instead of dying mid-line. Each rank writes
 //! `ranks/rank-R.pid` under the run's output directory, which names the
 //! failed peer when it ran on the same host and helps operators find ranks.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Rank, world size and local rank of this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,41 +149,6 @@ pub enum PlacementError {
         world_variable: &'static str,
         world: usize,
     },
-}
-
-static TERMINATION: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_termination(sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    TERMINATION.store(sig, Ordering::SeqCst);
-}
-
-/// Turn the first SIGTERM or SIGINT into a flag ([`termination_signal`]);
-/// a second one has the default effect (the handler resets itself), so a
-/// stuck process still dies. Idempotent.
-pub fn install_termination_handlers() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for sig in [libc::SIGTERM, libc::SIGINT] {
-            // SAFETY: a handler that only stores into an atomic; sigaction
-            // with a zeroed, then filled, struct.
-            unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_termination as extern "C" fn(libc::c_int) as usize;
-                sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
-            }
-        }
-    });
-}
-
-/// The termination signal received, if any.
-pub fn termination_signal() -> Option<i32> {
-    match TERMINATION.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    }
 }
 
 /// `SIGTERM`, `SIGINT`, … (or `signal N`).

@@ -1,21 +1,18 @@
 //! A session of referee's own benchmarks: a request resolved into a plan
 //! ([`plan`]), the runs of the plan one after the other and their closing
-//! check ([`runs`]), the life of one run ([`run`]) with the MLLOG writer
-//! ([`logger`]), the clock the harness owns ([`clock`]), the page cache
-//! cleared before it ([`cache`]), the ranks of a data-parallel run
-//! ([`launch`], [`collective`], [`gpu`]), and its progress drawn on a
-//! terminal ([`progress`]). It must not know how a command
-//! parses its flags or prints ([`crate::cli`]), nor how an external program
-//! is supervised ([`crate::exec`]).
+//! check ([`runs`]), the life of one run ([`run`]), the ranks of a
+//! data-parallel run ([`launch`], [`collective`], [`gpu`]), and its
+//! progress drawn on a terminal ([`progress`]). The clock, the MLLOG
+//! writer and the page cache clear it shares with `exec` are
+//! [`crate::common`]'s. It must not know how a command parses
+//! its flags or prints ([`crate::cli`]), nor how an external program is
+//! supervised ([`crate::exec`]).
 
-pub mod cache;
-pub mod clock;
 pub mod collective;
 pub mod cpu_plans;
 pub mod error;
 pub mod gpu;
 pub mod launch;
-pub mod logger;
 pub mod nccl_probe;
 pub mod plan;
 pub mod progress;

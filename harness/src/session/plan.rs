@@ -6,6 +6,9 @@
 //! directory and one seed per run — before anything runs. Every later step
 //! reads only the resolved form.
 
+// A request names its division: callers that build one need not know
+// where the type lives.
+pub use crate::common::division::Division;
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
 use crate::session::cpu_plans::CpuPlanSetting;
@@ -17,23 +20,6 @@ use referee_datasets::rng::run_seeds;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The MLPerf division of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Division {
-    /// Fixed hyperparameters must keep their reference values.
-    Closed,
-    Open,
-}
-
-impl Division {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Division::Closed => "closed",
-            Division::Open => "open",
-        }
-    }
-}
 
 /// What a session measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,13 +22,13 @@
 //! process exits non-zero. Errors of the model or the data still leave the
 //! log unfinished (`.partial`).
 
+use crate::common::cache::{CacheClear, drop_page_cache};
+use crate::common::clock::Clock;
+use crate::common::logger::{IntoValue, MlLogger};
 use crate::provenance::CodeIdentity;
-use crate::session::cache::{CacheClear, drop_page_cache};
-use crate::session::clock::Clock;
 use crate::session::collective::Collective;
 use crate::session::cpu_plans::{CpuPlanRun, cpu_name};
 use crate::session::error::{CommError, ModelError, SessionError};
-use crate::session::logger::{IntoValue, MlLogger};
 use referee_rules::value::{Dict, Value};
 use referee_workloads::Device;
 use referee_workloads::bench::{Batch, Benchmark, Trainer, eval_point};
@@ -250,7 +250,7 @@ pub fn run_once(
     if coll.world_size() > 1 {
         // The launcher's SIGTERM (a peer failed, the job was cancelled)
         // becomes an aborted log instead of a torn one.
-        crate::session::launch::install_termination_handlers();
+        crate::common::harness_process::install_termination_handlers();
     }
     // Every rank uses rank 0's seed (ranks started without --seed draw
     // different ones): identical initial weights on every rank; the data
@@ -640,7 +640,7 @@ impl<'a> Training<'a> {
 
     /// The launcher's SIGTERM, or the time budget spent: the run ends.
     fn interrupted_or_out_of_time(&mut self) -> bool {
-        if let Some(sig) = crate::session::launch::termination_signal() {
+        if let Some(sig) = crate::common::harness_process::termination_signal() {
             self.fatal = Some(peer_failure(
                 self.plan,
                 self.coll,
@@ -774,7 +774,7 @@ impl<'a> Training<'a> {
         let mut batches = std::iter::from_fn(|| {
             // The launcher's SIGTERM cuts an evaluation short; its
             // result is then discarded, never logged.
-            if crate::session::launch::termination_signal().is_some() {
+            if crate::common::harness_process::termination_signal().is_some() {
                 return None;
             }
             match eval.next() {
@@ -783,7 +783,7 @@ impl<'a> Training<'a> {
             }
         });
         let local = self.trainer.evaluate(&mut batches);
-        if let Some(sig) = crate::session::launch::termination_signal() {
+        if let Some(sig) = crate::common::harness_process::termination_signal() {
             self.fatal = Some(peer_failure(
                 plan,
                 self.coll,

@@ -6,8 +6,8 @@
 //! The session never prints: progress goes to a [`SessionObserver`] (the
 //! command line draws bars from it), results come back as values.
 
+use crate::common::clock::{Clock, SystemClock};
 use crate::outcome::{LogVerdict, RunStatus};
-use crate::session::clock::{Clock, SystemClock};
 use crate::session::collective::Collective;
 use crate::session::error::SessionError;
 use crate::session::plan::SessionConfig;

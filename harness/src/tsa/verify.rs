@@ -7,7 +7,7 @@
 use super::openssl;
 use super::token::{self, TokenInfo};
 use super::{TsaError, derive_seed, end_digest, sha256, witness_bytes};
-use crate::exec::witness::Witness;
+use crate::common::witness::Witness;
 use chrono::{DateTime, SecondsFormat, Utc};
 use referee_rules::checker::LogReport;
 use referee_rules::diag::Diagnostic;

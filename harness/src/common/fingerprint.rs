@@ -9,12 +9,32 @@
 //! into a shared store); a directory entry that cannot be read is an error
 //! naming it.
 
-use super::error::FingerprintError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::io;
 use std::path::{Path, PathBuf};
+
+/// A tree could not be listed or hashed.
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    #[error("{}: more than 64 levels deep (a link loop?)", .0.display())]
+    TooDeep(PathBuf),
+    #[error("{}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl FingerprintError {
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        FingerprintError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
 
 /// The fingerprint of one tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! so a killed run never leaves a file that looks complete. Ranks other than
 //! 0 get a logger that writes nothing.
 
-use crate::session::clock::Clock;
+use crate::common::clock::Clock;
 use referee_rules::value::{Dict, Value};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -256,7 +256,7 @@ pub fn partial_path(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::clock::FakeClock;
+    use crate::common::clock::FakeClock;
 
     #[test]
     fn lines_match_the_official_writer_format() {

@@ -2,9 +2,9 @@
 //! re-runs the same code on the same data, and the identity check of the
 //! run summary (organisation and system as given versus as logged).
 
-use super::error::AuditError;
-use super::fingerprint::{TreeFingerprint, code_fingerprint, fingerprint_dir};
-use crate::exec::ExecSummary;
+use super::error::ExecError;
+use super::runs::ExecSummary;
+use crate::common::fingerprint::{TreeFingerprint, code_fingerprint, fingerprint_dir};
 use referee_rules::report::{Detail, Format, render};
 use serde_json::{Map, Value, json};
 use std::io::Write;
@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 /// The run record's `datasets` (a fingerprint of each `--data DIR`, in
 /// order) and `code_fingerprint` (the files git tracks in `cwd`, or null
 /// when `cwd` is not a git checkout).
-pub fn record_extra(cwd: &Path, data: &[PathBuf]) -> Result<Map<String, Value>, AuditError> {
+pub fn record_extra(cwd: &Path, data: &[PathBuf]) -> Result<Map<String, Value>, ExecError> {
     let mut datasets: Vec<TreeFingerprint> = Vec::new();
     for d in data {
-        datasets.push(fingerprint_dir(d).map_err(AuditError::Data)?);
+        datasets.push(fingerprint_dir(d).map_err(ExecError::Data)?);
     }
     let code = code_fingerprint(cwd).transpose()?;
     let mut m = Map::new();
