@@ -1,6 +1,7 @@
 //! The documentation holds: every link in README.md and docs/*.md resolves
 //! (relative files and `#anchors` to headings), every `referee …` line of
-//! README's tour is a subcommand and flag set the binary accepts, and
+//! README's tour is a subcommand and flag set the binary accepts (its
+//! parser, in process, for the flags that go together), and
 //! README's command list names exactly the binary's subcommands. Cheap: the
 //! binary is only asked for `--help`. docs/performance.md stays a reference
 //! (at most 300 lines) and every line of its history,
@@ -9,6 +10,7 @@
 //! hook (.githooks/) and CI's check (scripts/check-commits.sh) are tried on
 //! scratch repositories.
 
+use clap::Parser;
 use referee_tests::{referee_bin, repo_root, stderr, stdout};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -362,7 +364,13 @@ fn accepted(args: &[String]) -> Result<(), String> {
         .expect("run referee");
     let usage = format!("Usage: referee {}", args[0]);
     if o.status.code() == Some(0) && stdout(&o).contains(&usage) {
-        Ok(())
+        // `--help` stops clap before it checks which flags go together:
+        // the whole line, as the binary's parser reads it.
+        referee_harness::cli::Cli::try_parse_from(
+            std::iter::once("referee").chain(args.iter().map(String::as_str)),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("`referee {}` is refused:\n{e}", args.join(" ")))
     } else {
         Err(format!(
             "`referee {}` is not accepted (exit {:?}):\n{}{}",
@@ -393,6 +401,13 @@ fn every_command_of_the_readme_tour_is_accepted() {
     assert!(accepted(&bad("run mini_llm --no-such-flag")).is_err());
     assert!(accepted(&bad("run mini_llm --division nowhere")).is_err());
     assert!(accepted(&bad("no-such-command")).is_err());
+    assert!(
+        accepted(&bad(
+            "run --exec --benchmark b --ruleset 5.0.0 --config c.yaml -- prog"
+        ))
+        .is_err()
+    );
+    assert!(accepted(&bad("run mini_llm --ruleset 5.0.0")).is_err());
     assert!(
         accepted(&bad(
             "run --exec --benchmark b --ruleset 5.0.0 -- prog --help"

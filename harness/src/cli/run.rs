@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 use referee_rules::report::{Detail, Format, HumanSink, Sink, render};
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DivisionArg {
@@ -28,12 +29,16 @@ pub enum ModeArg {
     Throughput,
 }
 
-/// Raw flags of `referee run`.
+/// Raw flags of `referee run`: the benchmark, the flags both modes read,
+/// then those of referee's own benchmarks and those of `--exec`, each set
+/// under its own heading of `--help`. clap refuses the flags of one mode
+/// given to the other (`conflicts_with`/`requires` on `exec`), so neither
+/// mode's request drops a flag the user typed.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The benchmark (mini_resnet, mini_llm; with --exec also an official
     /// one such as llama2_70b_lora).
-    #[arg(required_unless_present_any = ["exec", "benchmark_flag"])]
+    #[arg(required_unless_present = "benchmark_flag")]
     pub benchmark: Option<String>,
     /// Run your own training program (the command after `--`) under
     /// referee's clock, rules and witness, instead of a built-in benchmark.
@@ -47,41 +52,20 @@ pub struct RunArgs {
         conflicts_with = "benchmark"
     )]
     pub benchmark_flag: Option<String>,
-    /// With --exec: the official ruleset (e.g. 5.0.0) the logs are judged by.
-    #[arg(long, value_name = "X.Y.Z")]
-    pub ruleset: Option<String>,
-    /// With --exec: the official rule files' directory (default: the installed mlperf-logging).
-    #[arg(long, value_name = "DIR")]
-    pub rules_dir: Option<PathBuf>,
-    /// With --exec: clear the page cache with this shell command instead
-    /// of `sync; echo 3 > /proc/sys/vm/drop_caches` (e.g. `sudo
-    /// /usr/local/sbin/drop-caches`, or an `srun` that reaches every node).
-    #[arg(long, value_name = "CMD")]
-    pub cache_clear_cmd: Option<String>,
-    /// With --exec: allowance (ms) for clock skew and output buffering
-    /// when the witness compares a line's time_ms with the harness's clock.
-    #[arg(long, default_value_t = crate::exec::witness::DEFAULT_TOLERANCE_MS, value_name = "MS")]
-    pub witness_tolerance_ms: u64,
-    /// With --exec: seconds between SIGTERM and SIGKILL when a run is stopped.
-    #[arg(long, default_value_t = 30.0, value_name = "S")]
-    pub grace_seconds: f64,
-    /// With --exec: a dataset directory the program reads (repeatable):
-    /// its fingerprint (sha256 of every file) goes into the run record, and
-    /// an audit's re-run refuses other data unless forced.
-    #[arg(long = "data", value_name = "DIR", requires = "exec")]
-    pub data: Vec<PathBuf>,
-    /// With --exec: the training command and its arguments.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub own: OwnArgs,
+    #[command(flatten)]
+    pub exec_args: ExecArgs,
+}
+
+/// The flags of both modes.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
     /// Number of runs (default: the benchmark's N).
     #[arg(long)]
     pub runs: Option<usize>,
-    /// Hyperparameters from a YAML or JSON file (keys of the benchmark's config).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Override one hyperparameter (repeatable), e.g. --set batch_size=256.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
     /// Output directory (default: out/BENCHMARK-TIMESTAMP).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -90,12 +74,6 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     #[arg(long, value_enum, default_value_t = DivisionArg::Closed)]
     pub division: DivisionArg,
-    /// cpu or cuda:N.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    /// Where prepared datasets are (default: $REFEREE_DATA_DIR or ./data).
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
     /// Submitting organisation logged as submission_org.
     #[arg(long, default_value = "referee")]
     pub org: String,
@@ -105,27 +83,12 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Compute threads (default: all cores).
-    #[arg(short = 'j', long, value_name = "N")]
-    pub threads: Option<usize>,
     /// Do not try to drop the page cache.
     #[arg(long)]
     pub no_cache_clear: bool,
-    /// Follow the whole schedule instead of stopping at the target
-    /// (calibration; such logs end aborted and are not results).
-    #[arg(long)]
-    pub keep_going: bool,
     /// Stop a run (aborted) after this many minutes.
     #[arg(long)]
     pub budget_minutes: Option<f64>,
-    #[arg(long, value_enum, default_value_t = ModeArg::TimeToTrain)]
-    pub mode: ModeArg,
-    /// Throughput mode: steps to run.
-    #[arg(long)]
-    pub steps: Option<u64>,
-    /// Throughput mode: steps averaged, A..B (1-based, B excluded).
-    #[arg(long, value_name = "A..B")]
-    pub window: Option<String>,
     /// Print the run summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -139,13 +102,89 @@ pub struct RunArgs {
     /// redfish:URL or cmd:COMMAND; the power log is written to
     /// power/result_i/node_N.txt from before run_start to after run_stop.
     #[arg(long, value_name = "SOURCE")]
-    pub power: Option<String>,
+    pub power: Option<crate::power::Source>,
     #[command(flatten)]
     pub power_opts: super::power::SourceArgs,
+}
+
+/// The flags of referee's own benchmarks: an external program reads its
+/// own configuration, and `referee perf` reads its throughput.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Referee's own benchmarks (not with --exec)")]
+pub struct OwnArgs {
+    /// Hyperparameters from a YAML or JSON file (keys of the benchmark's config).
+    #[arg(long, value_name = "FILE", conflicts_with = "exec")]
+    pub config: Option<PathBuf>,
+    /// Override one hyperparameter (repeatable), e.g. --set batch_size=256.
+    #[arg(long = "set", value_name = "KEY=VALUE", conflicts_with = "exec")]
+    pub sets: Vec<String>,
+    /// What the runs measure (a program's own throughput under --exec:
+    /// `referee perf` reads it from the logs).
+    #[arg(long, value_enum, default_value_t = ModeArg::TimeToTrain, conflicts_with = "exec")]
+    pub mode: ModeArg,
+    /// Throughput mode: steps to run.
+    #[arg(long, conflicts_with = "exec")]
+    pub steps: Option<u64>,
+    /// Throughput mode: steps averaged, A..B (1-based, B excluded).
+    #[arg(long, value_name = "A..B", conflicts_with = "exec")]
+    pub window: Option<String>,
+    /// cpu or cuda:N.
+    #[arg(long, default_value = "cpu", conflicts_with = "exec")]
+    pub device: String,
+    /// Where prepared datasets are (default: $REFEREE_DATA_DIR or ./data).
+    #[arg(long, value_name = "DIR", conflicts_with = "exec")]
+    pub data_dir: Option<PathBuf>,
+    /// Compute threads (default: all cores).
+    #[arg(short = 'j', long, value_name = "N", conflicts_with = "exec")]
+    pub threads: Option<usize>,
+    /// Follow the whole schedule instead of stopping at the target
+    /// (calibration; such logs end aborted and are not results).
+    #[arg(long, conflicts_with = "exec")]
+    pub keep_going: bool,
     /// Add this many milliseconds to every training step (for testing
     /// regression gates such as `referee compare`; recorded in the run record).
-    #[arg(long, default_value_t = 0, value_name = "MS")]
+    #[arg(long, default_value_t = 0, value_name = "MS", conflicts_with = "exec")]
     pub step_delay_ms: u64,
+}
+
+/// The flags of `--exec`: the rules that judge the program's logs, how
+/// it is supervised, and the program itself.
+#[derive(Debug, Args)]
+#[group(id = "exec_flags", multiple = true, requires = "exec")]
+#[command(next_help_heading = "With --exec")]
+pub struct ExecArgs {
+    /// The official ruleset (e.g. 5.0.0) the logs are judged by.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub ruleset: Option<String>,
+    /// The official rule files' directory (default: the installed mlperf-logging).
+    #[arg(long, value_name = "DIR")]
+    pub rules_dir: Option<PathBuf>,
+    /// Clear the page cache with this shell command instead of `sync; echo
+    /// 3 > /proc/sys/vm/drop_caches` (e.g. `sudo
+    /// /usr/local/sbin/drop-caches`, or an `srun` that reaches every node).
+    #[arg(long, value_name = "CMD", conflicts_with = "no_cache_clear")]
+    pub cache_clear_cmd: Option<String>,
+    /// Allowance (ms) for clock skew and output buffering when the witness
+    /// compares a line's time_ms with the harness's clock.
+    #[arg(long, default_value_t = crate::exec::witness::DEFAULT_TOLERANCE_MS, value_name = "MS")]
+    pub witness_tolerance_ms: u64,
+    /// Seconds between SIGTERM and SIGKILL when a run is stopped.
+    #[arg(long = "grace-seconds", default_value = "30", value_name = "S", value_parser = grace_seconds)]
+    pub grace: Duration,
+    /// A dataset directory the program reads (repeatable): its fingerprint
+    /// (sha256 of every file) goes into the run record, and an audit's
+    /// re-run refuses other data unless forced.
+    #[arg(long = "data", value_name = "DIR")]
+    pub data: Vec<PathBuf>,
+    /// The training command and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `--grace-seconds S`: a finite, non-negative number of seconds.
+fn grace_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(v).map_err(|_| "must be a finite, non-negative number".to_string())
 }
 
 impl From<DivisionArg> for Division {
@@ -165,71 +204,58 @@ impl RunArgs {
             .unwrap_or_default()
     }
 
-    pub(super) fn division(&self) -> Division {
-        self.division.into()
-    }
-
-    /// The session these flags ask for (`--power` validated by
-    /// [`RunArgs::power_request`] first).
+    /// The session of referee's own benchmark these flags ask for.
     pub fn request(&self) -> RunRequest {
+        let (c, o) = (&self.common, &self.own);
         RunRequest {
             benchmark: self.benchmark_name(),
-            runs: self.runs,
-            config_file: self.config.clone(),
-            sets: self.sets.clone(),
-            out: self.out.clone(),
-            seed: self.seed,
-            division: self.division(),
-            device: self.device.clone(),
-            data_dir: self.data_dir.clone(),
-            org: self.org.clone(),
-            system: self.system.clone(),
-            no_cache_clear: self.no_cache_clear,
-            keep_going: self.keep_going,
-            budget_minutes: self.budget_minutes,
-            mode: match self.mode {
+            runs: c.runs,
+            config_file: o.config.clone(),
+            sets: o.sets.clone(),
+            out: c.out.clone(),
+            seed: c.seed,
+            division: c.division.into(),
+            device: o.device.clone(),
+            data_dir: o.data_dir.clone(),
+            org: c.org.clone(),
+            system: c.system.clone(),
+            no_cache_clear: c.no_cache_clear,
+            keep_going: o.keep_going,
+            budget_minutes: c.budget_minutes,
+            mode: match o.mode {
                 ModeArg::TimeToTrain => Mode::TimeToTrain,
                 ModeArg::Throughput => Mode::Throughput,
             },
-            steps: self.steps,
-            window: self.window.clone(),
-            step_delay_ms: self.step_delay_ms,
-            tsa: self.tsa.clone(),
-            power: self.power_request().ok().flatten(),
+            steps: o.steps,
+            window: o.window.clone(),
+            step_delay_ms: o.step_delay_ms,
+            tsa: c.tsa.clone(),
+            power: c.power_request(),
         }
     }
+}
 
+impl CommonArgs {
     /// `--power SOURCE` with its interval and conversion efficiency.
-    pub fn power_request(&self) -> Result<Option<crate::power::PowerRequest>, String> {
-        match &self.power {
-            Some(src) => Ok(Some(crate::power::PowerRequest {
-                source: src
-                    .parse()
-                    .map_err(|e: crate::power::PowerError| e.to_string())?,
-                interval: std::time::Duration::from_millis(self.power_opts.interval_ms.max(1)),
-                conversion_eff: self.power_opts.conversion_eff,
-            })),
-            None => Ok(None),
-        }
+    pub fn power_request(&self) -> Option<crate::power::PowerRequest> {
+        self.power.clone().map(|source| crate::power::PowerRequest {
+            source,
+            interval: Duration::from_millis(self.power_opts.interval_ms.max(1)),
+            conversion_eff: self.power_opts.conversion_eff,
+        })
     }
 }
 
 /// `referee run BENCHMARK` (with `--exec`, crate::cli dispatches to
 /// [`super::run_exec::run_exec`] instead).
 pub fn run(a: RunArgs) -> i32 {
-    if !a.command.is_empty() {
-        return usage_error("a command after `--` runs only with --exec");
-    }
-    if let Err(e) = a.power_request() {
-        return usage_error(e);
-    }
     let placement = match Placement::from_env(|k| std::env::var(k).ok()) {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
     // Thread settings must be in place before any compute thread starts.
     // SAFETY: called before any other thread of this process exists.
-    unsafe { crate::session::configure_compute_threads(a.threads) };
+    unsafe { crate::session::configure_compute_threads(a.own.threads) };
     let cfg = match SessionConfig::resolve(&a.request(), placement) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -242,7 +268,7 @@ pub fn run(a: RunArgs) -> i32 {
         Err(e) => return usage_error(e),
     };
     let progress = SessionProgress {
-        show: !a.quiet && std::io::stderr().is_terminal(),
+        show: !a.common.quiet && std::io::stderr().is_terminal(),
         leader: coll.rank() == 0,
         benchmark: cfg.plan.bench.spec().name,
         target: session::target_text(&cfg),
@@ -255,7 +281,7 @@ pub fn run(a: RunArgs) -> i32 {
         return EXIT_OK;
     }
     let summary = session::closing_check(&cfg, results);
-    print_summary(&summary, a.json)
+    print_summary(&summary, a.common.json)
 }
 
 /// Failed logs' diagnostics on stderr (text form only), then the summary.
