@@ -533,9 +533,9 @@ impl Rerunner<'_> {
             runs: Some(1),
             seed: Some(seed),
             division: if session["division"] == "open" {
-                crate::session::plan::Division::Open
+                crate::common::division::Division::Open
             } else {
-                crate::session::plan::Division::Closed
+                crate::common::division::Division::Closed
             },
             org: session["org"].as_str().unwrap_or("").to_string(),
             system: session["system"].as_str().map(str::to_string),

@@ -5,9 +5,10 @@
 //! `referee run --exec … -- CMD`: see [`super::run_exec`].
 
 use super::{EXIT_FAIL, EXIT_OK, EXIT_USAGE, usage_error};
+use crate::common::division::Division;
 use crate::session::collective::Collective;
 use crate::session::launch::Placement;
-use crate::session::plan::{Division, Mode, RunRequest, SessionConfig};
+use crate::session::plan::{Mode, RunRequest, SessionConfig};
 use crate::session::{self, progress::SessionProgress};
 use clap::{Args, ValueEnum};
 use referee_rules::report::{Detail, Format, HumanSink, Sink, render};

@@ -8,7 +8,7 @@
 
 // A request names its division: callers that build one need not know
 // where the type lives.
-pub use crate::common::division::Division;
+use crate::common::division::Division;
 use crate::outdir::{default_system_name, os_seed, result_count, utc_stamp};
 use crate::provenance::{CodeIdentity, filtered_env, json_sha256};
 use crate::session::cpu_plans::CpuPlanSetting;
