@@ -30,13 +30,14 @@ pub mod system;
 pub mod tsa;
 
 /// Every program that links the harness (the `referee` binary, its tests)
-/// allocates blocks of 1 KiB or more at a 64-byte cache line, so that the
-/// CPU engine's 64-byte vector loads of its buffers never span two lines,
-/// and blocks of 2 MiB or more in transparent huge pages (see
-/// [`referee_workloads::cpu::aligned`]).
+/// allocates, once the CPU engine has started, blocks of 1 KiB or more at
+/// a 64-byte cache line, so that the engine's 64-byte vector loads of its
+/// buffers never span two lines, and blocks of 2 MiB or more in
+/// transparent huge pages; before, and in commands that never train, as
+/// glibc does (see [`referee_workloads::cpu::aligned`]).
 #[global_allocator]
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
-    referee_workloads::cpu::aligned::CacheLineAligned;
+    referee_workloads::cpu::aligned::CacheLineAligned::new();
 
 #[cfg(test)]
 mod tests {
@@ -45,6 +46,7 @@ mod tests {
     /// bytes past a page).
     #[test]
     fn buffers_start_at_a_cache_line() {
+        referee_workloads::cpu::aligned::engage();
         for len in [256usize, 4096, 1 << 20] {
             let v = vec![0f32; len];
             assert_eq!(v.as_ptr() as usize % 64, 0, "{len} floats");

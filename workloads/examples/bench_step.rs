@@ -82,9 +82,10 @@ fn param_digest(p: &[f32]) -> String {
 
 #[global_allocator]
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
-    referee_workloads::cpu::aligned::CacheLineAligned;
+    referee_workloads::cpu::aligned::CacheLineAligned::new();
 
 fn main() -> anyhow::Result<()> {
+    referee_workloads::cpu::aligned::engage();
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = arg(&args, "--threads")
         .map(|s| s.parse())

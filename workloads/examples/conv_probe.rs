@@ -82,9 +82,10 @@ fn norm_passes(n: usize, rng: &mut Rng, clock: &dyn Fn() -> f64, reps: usize) {
 
 #[global_allocator]
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
-    referee_workloads::cpu::aligned::CacheLineAligned;
+    referee_workloads::cpu::aligned::CacheLineAligned::new();
 
 fn main() {
+    referee_workloads::cpu::aligned::engage();
     let args: Vec<String> = std::env::args().collect();
     let get = |n: &str| {
         args.iter()

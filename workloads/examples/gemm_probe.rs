@@ -44,7 +44,7 @@ use referee_workloads::runtime::{CpuClock, cpu_seconds};
 
 #[global_allocator]
 static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
-    referee_workloads::cpu::aligned::CacheLineAligned;
+    referee_workloads::cpu::aligned::CacheLineAligned::new();
 
 /// (m, n, k, layout of A, layout of B): the mini LLM's products at b16.
 const SHAPES: [(usize, usize, usize, Layout, Layout); 8] = {
@@ -62,6 +62,7 @@ const SHAPES: [(usize, usize, usize, Layout, Layout); 8] = {
 };
 
 fn main() {
+    referee_workloads::cpu::aligned::engage();
     let args: Vec<String> = std::env::args().collect();
     let get = |n: &str| {
         args.iter()

@@ -86,6 +86,8 @@ impl Engine {
         if !device.is_cpu() {
             return Ok(Engine::Graph);
         }
+        // Its buffers, from the weights on, at cache lines (cpu::aligned).
+        cpu::aligned::engage();
         match std::env::var("REFEREE_CPU_KERNELS") {
             Ok(v) if v == "graph" => Ok(Engine::Graph),
             Ok(v) if !v.is_empty() => cpu::Isa::parse(&v).map(Engine::Cpu).map_err(|e| {

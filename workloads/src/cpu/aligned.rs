@@ -6,7 +6,7 @@
 //! ```ignore
 //! #[global_allocator]
 //! static ALLOC: referee_workloads::cpu::aligned::CacheLineAligned =
-//!     referee_workloads::cpu::aligned::CacheLineAligned;
+//!     referee_workloads::cpu::aligned::CacheLineAligned::new();
 //! ```
 //!
 //! The engine's kernels load 64 bytes at a time (a zmm register; two ymm
@@ -34,10 +34,31 @@
 //! mode is `never` the advice has no effect, and where the kernel refuses
 //! it (no THP in its build) it is ignored. No value changes.
 //!
+//! Both are for the engine's buffers only: the allocator places blocks
+//! so once the engine [`engage`]s it (choosing its kernels,
+//! `Engine::for_device`, building a model), and until then passes every
+//! call to [`System`] as asked. A process that never trains — `referee
+//! check` over a round's logs, the supervision of a program — would
+//! otherwise pay for them: glibc serves an aligned block by carving it out
+//! of a larger free chunk, and the pieces left over fragment its heap
+//! (the corpus check's peak resident memory was 3 to 4 times its plain
+//! allocation's).
+//!
 //! It owns the layout rule and the advice, and nothing else: it wraps
 //! [`System`], and knows nothing of the engine's buffers.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the process's allocator places blocks ([`engage`]).
+static ENGAGED: AtomicBool = AtomicBool::new(false);
+
+/// From now on, the process's [`CacheLineAligned`] places blocks (once
+/// engaged, it stays so). Blocks allocated before keep glibc's placement;
+/// reallocated, they move to the placed layout.
+pub fn engage() {
+    ENGAGED.store(true, Ordering::Relaxed);
+}
 
 /// Blocks from this size up start at a cache line.
 const MIN_SIZE: usize = 1024;
@@ -57,12 +78,42 @@ const HUGE_ADVICE: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
 /// boundary (smaller ones as asked: a string or a small vector would waste
 /// up to 48 bytes a block), and blocks of [`HUGE`] or more at a huge page,
 /// advised as one (see the module's documentation).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CacheLineAligned;
+/// Until it is engaged it is [`System`].
+#[derive(Debug, Clone, Copy)]
+pub struct CacheLineAligned {
+    engaged: &'static AtomicBool,
+}
 
-/// The layout `layout` is allocated with (the same rule for every call on
-/// a block, so that `dealloc` and `realloc` pass [`System`] the layout it
-/// allocated).
+impl CacheLineAligned {
+    /// The allocator [`engage`] turns on.
+    pub const fn new() -> Self {
+        CacheLineAligned { engaged: &ENGAGED }
+    }
+
+    /// The layout `layout` is allocated with: [`placed`] once engaged,
+    /// else as asked. A block allocated before and freed or reallocated
+    /// after passes [`System`] another layout than it was made with, which
+    /// [`System`] tolerates on the platforms referee runs on: it frees
+    /// every block with `free(3)` whatever its alignment, and reallocates
+    /// one it takes as over-aligned by a new block, a copy and a `free`.
+    fn layout(&self, layout: Layout) -> Layout {
+        if self.engaged.load(Ordering::Relaxed) {
+            placed(layout)
+        } else {
+            layout
+        }
+    }
+}
+
+impl Default for CacheLineAligned {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The layout `layout` is allocated with once engaged (the same rule for
+/// every call on a block, so that `dealloc` and `realloc` pass [`System`]
+/// the layout it allocated).
 fn placed(layout: Layout) -> Layout {
     let at = if HUGE_ADVICE && layout.size() >= HUGE {
         HUGE
@@ -102,7 +153,7 @@ fn advise(p: *mut u8, layout: Layout) {
 // least the one asked for and its size the same).
 unsafe impl GlobalAlloc for CacheLineAligned {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let l = placed(layout);
+        let l = self.layout(layout);
         // SAFETY: `placed` keeps the size, which the caller made non-zero.
         let p = unsafe { System.alloc(l) };
         advise(p, l);
@@ -110,7 +161,7 @@ unsafe impl GlobalAlloc for CacheLineAligned {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let l = placed(layout);
+        let l = self.layout(layout);
         if l.align() < HUGE {
             // SAFETY: as for `alloc`.
             return unsafe { System.alloc_zeroed(l) };
@@ -130,14 +181,15 @@ unsafe impl GlobalAlloc for CacheLineAligned {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` came from `alloc` with `placed(layout)`.
-        unsafe { System.dealloc(ptr, placed(layout)) }
+        unsafe { System.dealloc(ptr, self.layout(layout)) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let old = placed(layout);
+        let old = self.layout(layout);
         // SAFETY: the caller's new size is non-zero and, with the old
         // alignment, a valid layout.
-        let new = placed(unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) });
+        let new =
+            self.layout(unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) });
         if new.align() == old.align() && new.align() < HUGE {
             // SAFETY: `ptr` came from `System` with `old`; System keeps
             // `old`'s alignment for the new block.
@@ -163,6 +215,44 @@ unsafe impl GlobalAlloc for CacheLineAligned {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An allocator whose own switch is on (the process's stays as the
+    /// other tests left it).
+    fn engaged() -> CacheLineAligned {
+        static ON: AtomicBool = AtomicBool::new(true);
+        CacheLineAligned { engaged: &ON }
+    }
+
+    #[test]
+    fn until_engaged_blocks_are_placed_as_asked_and_move_when_grown_after() {
+        static SWITCH: AtomicBool = AtomicBool::new(false);
+        let a = CacheLineAligned { engaged: &SWITCH };
+        let l = Layout::from_size_align(5000, 4).unwrap();
+        assert_eq!(a.layout(l), l);
+        // SAFETY: each pointer is the live block of the layout passed with it.
+        unsafe {
+            // glibc places a block 16 bytes past its header: several
+            // blocks, so that one not on a line is among them.
+            let ps: Vec<*mut u8> = (0..8).map(|_| a.alloc(l)).collect();
+            assert!(ps.iter().any(|p| !(*p as usize).is_multiple_of(LINE)));
+            SWITCH.store(true, Ordering::Relaxed);
+            assert_eq!(a.layout(l).align(), LINE);
+            for (i, p) in ps.into_iter().enumerate() {
+                for j in 0..5000 {
+                    *p.add(j) = (j % 253) as u8;
+                }
+                if i % 2 == 0 {
+                    // Made before, grown after: on a line, contents kept.
+                    let q = a.realloc(p, l, 9000);
+                    assert_eq!(q as usize % LINE, 0);
+                    assert!((0..5000).all(|j| *q.add(j) == (j % 253) as u8));
+                    a.dealloc(q, Layout::from_size_align(9000, 4).unwrap());
+                } else {
+                    a.dealloc(p, l);
+                }
+            }
+        }
+    }
 
     /// Large blocks start at a line, however they were made; small ones
     /// keep what they asked for; growing across the threshold and back
@@ -196,7 +286,7 @@ mod tests {
 
     #[test]
     fn large_blocks_start_at_a_cache_line_and_keep_their_contents() {
-        let a = CacheLineAligned;
+        let a = engaged();
         for size in [1024usize, 4096, 100_000, 1 << 21] {
             for zeroed in [false, true] {
                 freed(&a, checked(&a, size, zeroed, LINE), size);
@@ -272,7 +362,7 @@ mod tests {
         if !thp {
             eprintln!("this kernel refuses MADV_HUGEPAGE: the advice is not checked");
         }
-        let a = CacheLineAligned;
+        let a = engaged();
         let advised = |p: *const u8| flags_at(p).split_whitespace().any(|f| f == "hg");
         for (size, zeroed) in [(HUGE, false), (3 * HUGE + 4096, true), (HUGE + 12, false)] {
             let p = checked(&a, size, zeroed, HUGE);

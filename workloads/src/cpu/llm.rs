@@ -1080,6 +1080,7 @@ impl Llm {
     }
 
     pub fn new(spec: LlmSpec, isa: Isa) -> Self {
+        super::aligned::engage();
         let layers = spec.layers.iter().map(|_| Saved::default()).collect();
         Self {
             isa,

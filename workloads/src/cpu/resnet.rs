@@ -193,6 +193,7 @@ pub struct Resnet {
 
 impl Resnet {
     pub fn new(spec: ResnetSpec, isa: Isa) -> Self {
+        super::aligned::engage();
         let unit = |u: UnitSpec| {
             let bn = BatchNorm::new(u.conv.cout, u.gamma, u.beta, spec.bn_eps, spec.bn_momentum);
             Unit::new(u.conv, u.w, bn)
