@@ -14,7 +14,7 @@
 //!   block of text whose line breaks are its own (program output, an error
 //!   message);
 //! * [`markdown`] — inline text and table cells; [`markdown_code`] — a code
-//!   span;
+//!   span; [`markdown_code_block`] — a fenced block of lines;
 //! * [`html`] — element text and double-quoted attribute values;
 //! * [`csv_cell`] — one CSV field.
 //!
@@ -125,13 +125,23 @@ const MARKDOWN_PUNCT: &[char] = &[
     '\\', '|', '*', '_', '`', '[', ']', '<', '>', '#', '!', '~', '&',
 ];
 
-/// Inline Markdown text or a table cell: each of `` \ | * _ ` [ ] < > # ! ~ & ``
-/// is backslash-escaped (it then renders as itself, never as markup), line
-/// feeds become spaces (nothing can end a table row or start a heading, a
-/// list or an HTML block), and the characters [`term`] escapes are shown
-/// the same way (a Markdown file is read on terminals too). An underscore
-/// between two letters or digits stays as it is: CommonMark never reads it
-/// as emphasis there, and file names are full of them (`result_0.txt`).
+/// Inline Markdown text or a table cell: each of `` \ | * _ ` [ ] # ! ~ ``
+/// is backslash-escaped and `&`, `<`, `>` become entities (so each renders
+/// as itself, never as markup: entities also where a renderer such as
+/// Python-Markdown does not read `\<` as an escape), line feeds become
+/// spaces (nothing can end a table row or start a heading, a list or an
+/// HTML block), and the characters [`term`] escapes are shown the same way
+/// (a Markdown file is read on terminals too).
+///
+/// Two things stay as they are, because Markdown reads nothing in them:
+/// an underscore between two letters or digits (never emphasis; file names
+/// are full of them, `result_0.txt`), and a code span of single backticks
+/// around text with no backtick, `|` or control character in it and no `<`
+/// that could open a tag (the diagnostics quote keys and rules that way:
+/// ``no `eval_accuracy` line satisfies `v >= 0.72 and v < 1.0` ``). Inside
+/// such a span `*` or `[` are shown as text, and it cannot be closed early:
+/// a one-backtick span closes at the next run of exactly one backtick,
+/// which is the one this function saw.
 pub fn markdown(s: &str) -> Cow<'_, str> {
     let special = |c: char| is_unsafe(c) || MARKDOWN_PUNCT.contains(&c);
     if !s.contains(special) {
@@ -139,13 +149,23 @@ pub fn markdown(s: &str) -> Cow<'_, str> {
     }
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len() + 8);
-    for (i, &c) in chars.iter().enumerate() {
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '`'
+            && let Some(end) = code_span_end(&chars, i)
+        {
+            out.extend(&chars[i..=end]);
+            i = end + 1;
+            continue;
+        }
         if c == '_' {
             let before = i.checked_sub(1).map(|j| chars[j]);
             let after = chars.get(i + 1).copied();
             if before.is_some_and(char::is_alphanumeric) && after.is_some_and(char::is_alphanumeric)
             {
                 out.push('_');
+                i += 1;
                 continue;
             }
         }
@@ -155,12 +175,15 @@ pub fn markdown(s: &str) -> Cow<'_, str> {
             // `\x1b` must render with its backslash.
             out.push('\\');
             push_visible(&mut out, c);
+        } else if let Some(entity) = html_entity(c) {
+            out.push_str(entity);
         } else if MARKDOWN_PUNCT.contains(&c) {
             out.push('\\');
             out.push(c);
         } else {
             out.push(c);
         }
+        i += 1;
     }
     if out == s {
         Cow::Borrowed(s)
@@ -169,13 +192,47 @@ pub fn markdown(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// Where the code span opened by the lone backtick at `open` closes: the
+/// next backtick, when it is lone too and what lies between is not empty
+/// and holds no `|` (a table cell would still end there), nothing [`term`]
+/// escapes and no `<` before a letter, `/`, `!` or `?` (the start of a tag:
+/// inert inside a span, but no reader of the file should meet one).
+fn code_span_end(chars: &[char], open: usize) -> Option<usize> {
+    let lone = |i: usize| {
+        chars[i] == '`'
+            && (i == 0 || chars[i - 1] != '`')
+            && chars.get(i + 1).is_none_or(|&c| c != '`')
+    };
+    if !lone(open) {
+        return None;
+    }
+    let close = open + 1 + chars[open + 1..].iter().position(|&c| c == '`')?;
+    let body = &chars[open + 1..close];
+    let plain = !body.is_empty()
+        && !body.iter().any(|&c| c == '|' || is_unsafe(c))
+        && !body.windows(2).any(|w| opens_tag(w[0], w[1]));
+    (plain && lone(close)).then_some(close)
+}
+
+/// `c` followed by `next` could start an HTML tag, comment, declaration or
+/// processing instruction.
+fn opens_tag(c: char, next: char) -> bool {
+    c == '<' && (next.is_ascii_alphabetic() || matches!(next, '/' | '!' | '?'))
+}
+
 /// A Markdown code span holding `s` (the backticks included), for inline
 /// text (not a table cell, where a `|` would still split the cell). The
 /// fence is one backtick longer than the longest run of backticks in `s`,
 /// so none of them can close it; a space pads a content that begins or
 /// ends with a backtick; line feeds become spaces and the characters
-/// [`term`] escapes are shown as its escapes.
+/// [`term`] escapes are shown as its escapes. A content with a `<` that
+/// could open a tag is given as [`markdown`] text instead: inert inside a
+/// span, but no reader of the file should meet one.
 pub fn markdown_code(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.windows(2).any(|w| opens_tag(w[0], w[1])) {
+        return markdown(s).into_owned();
+    }
     let body = replace_chars(s, is_unsafe, |out, c| {
         if c == '\n' {
             out.push(' ');
@@ -204,6 +261,50 @@ pub fn markdown_code(s: &str) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
+/// A fenced Markdown code block (`info` after the opening fence) holding
+/// the lines of `text`: its fence is longer than any run of backticks in
+/// `text` (three at least), so no line of it can close the block early and
+/// turn what follows into Markdown; the characters [`term_text`] escapes
+/// are shown as its escapes, and so is a `<` that could open a tag
+/// (`\u{3c}`: inert inside the block, but no reader of the file should
+/// meet one).
+pub fn markdown_code_block(info: &str, text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut body = String::with_capacity(text.len());
+    for (i, &c) in chars.iter().enumerate() {
+        let tag = chars.get(i + 1).is_some_and(|&n| opens_tag(c, n));
+        if tag || (is_unsafe(c) && c != '\n' && c != '\t') {
+            push_visible(&mut body, c);
+        } else {
+            body.push(c);
+        }
+    }
+    let mut longest = 0;
+    let mut run = 0;
+    for c in body.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let newline = if body.is_empty() || body.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}{}\n{body}{newline}{fence}", term(info))
+}
+
+/// The entity of a character that opens markup in HTML (and so in
+/// Markdown): `&`, `<`, `>`.
+fn html_entity(c: char) -> Option<&'static str> {
+    match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        _ => None,
+    }
+}
+
 /// HTML element text or a double-quoted attribute value: `& < > "` become
 /// entities. Every attribute referee writes is double-quoted, so `'` stays
 /// as it is (it would need escaping inside single quotes only).
@@ -211,14 +312,7 @@ pub fn html(s: &str) -> Cow<'_, str> {
     replace_chars(
         s,
         |c| matches!(c, '&' | '<' | '>' | '"'),
-        |out, c| {
-            out.push_str(match c {
-                '&' => "&amp;",
-                '<' => "&lt;",
-                '>' => "&gt;",
-                _ => "&quot;",
-            })
-        },
+        |out, c| out.push_str(html_entity(c).unwrap_or("&quot;")),
     )
 }
 
@@ -346,9 +440,22 @@ mod tests {
         assert_eq!(term("\u{9b}2J"), "\\u{9b}2J");
         assert_eq!(term("\u{85}"), "\\u{85}");
         for c in [
-            '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{2066}', '\u{2067}', '\u{2068}',
-            '\u{2069}', '\u{200b}', '\u{200e}', '\u{200f}', '\u{feff}', '\u{ad}', '\u{2028}',
-            '\u{2029}', '\u{e0041}',
+            '\u{202a}',
+            '\u{202b}',
+            '\u{202c}',
+            '\u{202d}',
+            '\u{2066}',
+            '\u{2067}',
+            '\u{2068}',
+            '\u{2069}',
+            '\u{200b}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{e0041}',
         ] {
             let s = format!("x{c}y");
             let shown = term(&s);
@@ -380,19 +487,43 @@ mod tests {
     fn markdown_makes_html_and_images_text() {
         assert_eq!(
             markdown("<img src=http://evil>"),
-            "\\<img src=http://evil\\>"
+            "&lt;img src=http://evil&gt;"
         );
         assert_eq!(
             markdown("![x](http://evil/p.png)"),
             "\\!\\[x\\](http://evil/p.png)"
         );
-        assert_eq!(markdown("&#x202e;"), "\\&\\#x202e;");
+        assert_eq!(markdown("&#x202e;"), "&amp;\\#x202e;");
         assert_eq!(markdown("a\r\x1b[2Kb"), "a\\\\r\\\\x1b\\[2Kb");
         assert_eq!(markdown("\u{202e}"), "\\\\u{202e}");
         assert_eq!(
-            markdown("**PASS** `x` ~~y~~ \\"),
-            "\\*\\*PASS\\*\\* \\`x\\` \\~\\~y\\~\\~ \\\\"
+            markdown("**PASS** ~~y~~ \\"),
+            "\\*\\*PASS\\*\\* \\~\\~y\\~\\~ \\\\"
         );
+    }
+
+    #[test]
+    fn markdown_keeps_plain_code_spans_and_escapes_the_rest() {
+        // As the diagnostics write them: unchanged.
+        let honest = "no `eval_accuracy` line satisfies `(v['value'] >= 0.720) and v['value'] < 1.0` (16 lines checked)";
+        assert_eq!(markdown(honest), honest);
+        let honest = "`(0.0 <= v['value']['FID'] <= 90.0)` and `x < 1`";
+        assert_eq!(markdown(honest), honest);
+        // A span that holds a tag is not kept: it is text.
+        assert_eq!(markdown("`<script>` <b>"), "\\`&lt;script&gt;\\` &lt;b&gt;");
+        assert_eq!(markdown("`a </b> c`"), "\\`a &lt;/b&gt; c\\`");
+        assert_eq!(markdown("`<!-- x`"), "\\`&lt;\\!-- x\\`");
+        // Not a span: a lone backtick, double backticks, a pipe or a line
+        // break inside, an empty span.
+        assert_eq!(markdown("a ` b"), "a \\` b");
+        assert_eq!(markdown("``x`` <i>"), "\\`\\`x\\`\\` &lt;i&gt;");
+        assert_eq!(markdown("`x|y`"), "\\`x\\|y\\`");
+        assert_eq!(markdown("`x\n# h`"), "\\`x \\# h\\`");
+        assert_eq!(markdown("``"), "\\`\\`");
+        // A span cannot swallow a backslash escape before it.
+        assert_eq!(markdown("\\`x`"), "\\\\`x`");
+        // Three backticks: the middle one does not pair twice.
+        assert_eq!(markdown("`a`b` <i>"), "`a`b\\` &lt;i&gt;");
     }
 
     #[test]
@@ -412,6 +543,25 @@ mod tests {
         assert_eq!(markdown_code("\x1b[2K"), "`\\x1b[2K`");
         assert_eq!(markdown_code(" a "), "`  a  `");
         assert_eq!(markdown_code(" "), "` `");
+        assert_eq!(markdown_code("a <= b"), "`a <= b`");
+        assert_eq!(markdown_code("x<img src=y>"), "x&lt;img src=y&gt;");
+    }
+
+    #[test]
+    fn markdown_code_block_cannot_be_closed_from_inside() {
+        assert_eq!(
+            markdown_code_block("text", "  command: x\n"),
+            "```text\n  command: x\n```"
+        );
+        let attack = "  x\n```\n# Verdict\n\n**PASS**\n````\n";
+        let block = markdown_code_block("text", attack);
+        assert!(block.starts_with("`````text\n"), "{block}");
+        assert!(block.ends_with("\n`````"), "{block}");
+        assert_eq!(markdown_code_block("", "a\x1b[2Jb"), "```\na\\x1b[2Jb\n```");
+        assert_eq!(
+            markdown_code_block("text", "v < 1 <img src=x>\n"),
+            "```text\nv < 1 \\u{3c}img src=x>\n```"
+        );
     }
 
     #[test]
