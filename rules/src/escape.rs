@@ -125,13 +125,22 @@ const MARKDOWN_PUNCT: &[char] = &[
     '\\', '|', '*', '_', '`', '[', ']', '<', '>', '#', '!', '~', '&',
 ];
 
-/// Inline Markdown text or a table cell: each of `` \ | * _ ` [ ] # ! ~ ``
-/// is backslash-escaped and `&`, `<`, `>` become entities (so each renders
-/// as itself, never as markup: entities also where a renderer such as
+/// Inline Markdown text or a table cell: each of `` \ | * _ ` # ! ~ `` is
+/// backslash-escaped and `&`, `<`, `>` become entities (so each renders as
+/// itself, never as markup: entities also where a renderer such as
 /// Python-Markdown does not read `\<` as an escape), line feeds become
 /// spaces (nothing can end a table row or start a heading, a list or an
 /// HTML block), and the characters [`term`] escapes are shown the same way
-/// (a Markdown file is read on terminals too).
+/// (a Markdown file is read on terminals too). Where the text may begin a
+/// line (a list item's text), what would start a block there is escaped
+/// too: a leading `- ` or `+ `, a line of `-` or `=`, the `.` or `)` of a
+/// leading number.
+///
+/// Brackets are escaped where they could make a link: `](` and `][`,
+/// `[[`, and a leading `[` that could define a link reference (`[x]: …`)
+/// or tick a task-list box (`[x] …`). With no reference definition in the
+/// file, a `[label]` elsewhere is text (referee's own sentences show units
+/// and intervals that way: `CI [-28.5 %, -23.4 %]`).
 ///
 /// Two things stay as they are, because Markdown reads nothing in them:
 /// an underscore between two letters or digits (never emphasis; file names
@@ -144,14 +153,32 @@ const MARKDOWN_PUNCT: &[char] = &[
 /// which is the one this function saw.
 pub fn markdown(s: &str) -> Cow<'_, str> {
     let special = |c: char| is_unsafe(c) || MARKDOWN_PUNCT.contains(&c);
-    if !s.contains(special) {
+    let leading = s.trim_start_matches(' ');
+    let block_start = starts_block(&leading.chars().collect::<Vec<_>>())
+        || leading
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .len()
+            < leading.len();
+    if !s.contains(special) && !block_start {
         return Cow::Borrowed(s);
     }
     let chars: Vec<char> = s.chars().collect();
+    let start = chars.iter().take_while(|&&c| c == ' ').count();
     let mut out = String::with_capacity(s.len() + 8);
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        if (c == '[' || c == ']') && !bracket_links(&chars, i, start) {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        if i == start && starts_block(&chars[start..]) || starts_ordered_item(&chars, i, start) {
+            out.push('\\');
+            out.push(c);
+            i += 1;
+            continue;
+        }
         if c == '`'
             && let Some(end) = code_span_end(&chars, i)
         {
@@ -190,6 +217,49 @@ pub fn markdown(s: &str) -> Cow<'_, str> {
     } else {
         Cow::Owned(out)
     }
+}
+
+/// Could the bracket at `i` make a link (see [`markdown`])? `start`: where
+/// the text begins after its leading spaces.
+fn bracket_links(chars: &[char], i: usize, start: usize) -> bool {
+    let next = chars.get(i + 1).copied();
+    if chars[i] == ']' {
+        return matches!(next, Some('(' | '['));
+    }
+    if next == Some('[') || (i > 0 && chars[i - 1] == ']') {
+        return true;
+    }
+    if i != start {
+        return false;
+    }
+    match chars[i + 1..].iter().position(|&c| c == ']') {
+        None => true,
+        Some(n) => {
+            let label = &chars[i + 1..i + 1 + n];
+            chars.get(i + 2 + n) == Some(&':') || matches!(label, [' ' | 'x' | 'X'])
+        }
+    }
+}
+
+/// Would `text`, at the start of a line, begin a bullet list item (`-` or
+/// `+` and a space), a thematic break (`---`) or a setext heading's
+/// underline (`===`)?
+fn starts_block(text: &[char]) -> bool {
+    match text {
+        ['-' | '+'] | ['-' | '+', ' ' | '\t', ..] => true,
+        [c @ ('-' | '='), rest @ ..] => rest.iter().all(|x| x == c || *x == ' '),
+        _ => false,
+    }
+}
+
+/// Is `chars[i]` the `.` or `)` of a number that begins the text (after
+/// `start` spaces) and is followed by a space or the end: an ordered list
+/// item where the text begins a line.
+fn starts_ordered_item(chars: &[char], i: usize, start: usize) -> bool {
+    matches!(chars[i], '.' | ')')
+        && i > start
+        && chars[start..i].iter().all(char::is_ascii_digit)
+        && chars.get(i + 1).is_none_or(|&c| c == ' ')
 }
 
 /// Where the code span opened by the lone backtick at `open` closes: the
@@ -491,10 +561,10 @@ mod tests {
         );
         assert_eq!(
             markdown("![x](http://evil/p.png)"),
-            "\\!\\[x\\](http://evil/p.png)"
+            "\\![x\\](http://evil/p.png)"
         );
         assert_eq!(markdown("&#x202e;"), "&amp;\\#x202e;");
-        assert_eq!(markdown("a\r\x1b[2Kb"), "a\\\\r\\\\x1b\\[2Kb");
+        assert_eq!(markdown("a\r\x1b[2Kb"), "a\\\\r\\\\x1b[2Kb");
         assert_eq!(markdown("\u{202e}"), "\\\\u{202e}");
         assert_eq!(
             markdown("**PASS** ~~y~~ \\"),
@@ -524,6 +594,55 @@ mod tests {
         assert_eq!(markdown("\\`x`"), "\\\\`x`");
         // Three backticks: the middle one does not pair twice.
         assert_eq!(markdown("`a`b` <i>"), "`a`b\\` &lt;i&gt;");
+    }
+
+    #[test]
+    fn markdown_escapes_brackets_that_could_make_a_link() {
+        // Text: no reference definition can exist, none of these links.
+        for honest in [
+            "CI [-28.5 %, -23.4 %], p = 0.0002",
+            "[-28.5 %, -23.4 %]",
+            "samples to converge [samples]: baseline 3072.0",
+            "a [b] c",
+        ] {
+            assert_eq!(markdown(honest), honest);
+        }
+        assert_eq!(markdown("[a](http://evil)"), "[a\\](http://evil)");
+        assert_eq!(markdown("see [x][y]"), "see [x\\]\\[y]");
+        assert_eq!(markdown("[[wiki]]"), "\\[[wiki]]");
+        // A definition or a task-list box where the text begins a line.
+        assert_eq!(markdown("[x]: http://evil"), "\\[x]: http://evil");
+        assert_eq!(markdown("  [^1]: http://evil"), "  \\[^1]: http://evil");
+        assert_eq!(markdown("[x] PASS"), "\\[x] PASS");
+        assert_eq!(markdown("[ ] b"), "\\[ ] b");
+        assert_eq!(markdown("[unclosed"), "\\[unclosed");
+    }
+
+    #[test]
+    fn markdown_escapes_what_would_start_a_block_where_it_begins_a_line() {
+        assert_eq!(markdown("- PASS"), "\\- PASS");
+        assert_eq!(markdown("+ x"), "\\+ x");
+        assert_eq!(markdown("==="), "\\===");
+        assert_eq!(markdown("---"), "\\---");
+        assert_eq!(markdown("1. PASS"), "1\\. PASS");
+        assert_eq!(markdown("12) x"), "12\\) x");
+        assert_eq!(markdown("1."), "1\\.");
+        // Not at the start, or not a list marker: text.
+        assert_eq!(markdown("-"), "\\-");
+        assert_eq!(markdown("- - -"), "\\- - -");
+        for honest in [
+            "a - b",
+            "29.250",
+            "1.5 %",
+            "bert-large",
+            "x = 1",
+            "-24.7 %: x",
+            "-cmd",
+            "+1.6 %",
+            "==x",
+        ] {
+            assert_eq!(markdown(honest), honest);
+        }
     }
 
     #[test]

@@ -83,6 +83,19 @@ fn check_shows_a_forged_pass_line_in_a_file_name_as_text() {
     // What the name holds is still there to read.
     assert!(out.contains("result_\\r\\x1b[2K\\x1b[1APASS"), "{out}");
 
+    // JSON Lines stay the exact name, as serde_json escapes it: no raw
+    // C0 control (DEL, C1 controls and bidi overrides are valid JSON text
+    // and stay as they are).
+    let o = referee(&["check", "--ruleset", "5.0.0", "--json", dir]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let json = stdout(&o);
+    assert!(!json.contains(['\r', '\x1b']), "{json:?}");
+    let v: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        v["path"].as_str().unwrap(),
+        tmp.path().join(FORGED_PASS).to_str().unwrap()
+    );
+
     // A log that cannot be checked (no ruleset named): the ERROR line.
     let o = referee(&["check", dir]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -478,8 +478,9 @@ pub fn markdown(h: &History) -> String {
         }
     }
     let _ = writeln!(s, "\n## How the gate is made\n");
+    // referee's own words (static text), Markdown as written.
     for r in &h.rules {
-        let _ = writeln!(s, "* {}", md(r));
+        let _ = writeln!(s, "* {r}");
     }
     s
 }

@@ -475,8 +475,9 @@ pub fn markdown(c: &Comparison) -> String {
         }
     }
     let _ = writeln!(s, "\n## How the verdicts are made\n");
+    // referee's own words (static text), Markdown as written.
     for r in &c.rules {
-        let _ = writeln!(s, "* {}", md(r));
+        let _ = writeln!(s, "* {r}");
     }
     s
 }
