@@ -424,7 +424,7 @@ impl Report for History {
         writeln!(out, "  {}", term(&settings(self)))?;
         for s in &self.series {
             writeln!(out)?;
-            writeln!(out, "{} — {}", term(&s.label), term(&s.metric_label))?;
+            writeln!(out, "{} — {}", term(&s.label), s.metric_label)?;
             let (head, rows) = table(s, self.confidence);
             let rows: Vec<Vec<String>> = rows
                 .iter()
@@ -464,7 +464,7 @@ pub fn markdown(h: &History) -> String {
         let _ = writeln!(s, "* FAIL {}", md(f));
     }
     for x in &h.series {
-        let _ = writeln!(s, "\n## {} — {}\n", md(&x.label), md(&x.metric_label));
+        let _ = writeln!(s, "\n## {} — {}\n", md(&x.label), x.metric_label);
         let (head, rows) = table(x, h.confidence);
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(s, "|{}", " --- |".repeat(head.len()));
