@@ -13,6 +13,7 @@
 
 use crate::common::division::Division;
 use crate::rules_env::{RulesError, RulesRequest, resolve_rules};
+use referee_rules::escape::{markdown, term};
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
 use referee_rules::report::{Detail, Report};
 use referee_submission::assemble::{
@@ -120,18 +121,18 @@ impl PackagingReport {
 
 impl Report for PackagingReport {
     fn write_human(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
-        writeln!(out, "{}", self.packaged_line())?;
-        writeln!(out, "code: {}", self.package.code)?;
+        writeln!(out, "{}", term(&self.packaged_line()))?;
+        writeln!(out, "code: {}", term(&self.package.code.to_string()))?;
         for w in &self.package.warnings {
-            writeln!(out, "warning: {w}")?;
+            writeln!(out, "warning: {}", term(w))?;
         }
         self.check.write_human(out, detail)
     }
     fn write_markdown(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
-        writeln!(out, "# Package\n\n{}\n", self.packaged_line())?;
-        writeln!(out, "Code: {}\n", self.package.code)?;
+        writeln!(out, "# Package\n\n{}\n", markdown(&self.packaged_line()))?;
+        writeln!(out, "Code: {}\n", markdown(&self.package.code.to_string()))?;
         for w in &self.package.warnings {
-            writeln!(out, "- warning: {w}")?;
+            writeln!(out, "- warning: {}", markdown(w))?;
         }
         self.check.write_markdown(out, detail)
     }

@@ -5,6 +5,7 @@
 
 use crate::tsa::TsaError;
 use crate::tsa::verify::TsaReport;
+use referee_rules::escape::term;
 use referee_rules::report::{Detail, Report};
 use referee_submission::sign::{self, KeyInfo, SignError, SignSummary, Trust, VerifyReport};
 use serde::Serialize;
@@ -54,13 +55,13 @@ impl Report for SignReport {
         writeln!(
             out,
             "wrote {} and {}",
-            s.manifest.display(),
-            s.signature.display()
+            term(&s.manifest.display().to_string()),
+            term(&s.signature.display().to_string())
         )?;
         writeln!(
             out,
             "SIGNED {} ({} files, {:.1} MB in {:.2} s, {:.0} MB/s, {} threads, key {})",
-            self.dir,
+            term(&self.dir),
             s.files,
             mb,
             self.seconds,

@@ -14,6 +14,7 @@ pub mod checker;
 pub mod compliance;
 pub mod diag;
 pub mod error;
+pub mod escape;
 pub mod json;
 pub mod layout;
 pub mod lifecycle;

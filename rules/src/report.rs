@@ -12,6 +12,7 @@
 //! JSON is always the serde form of the report type.
 
 use crate::diag::Diagnostic;
+use crate::escape::{markdown, markdown_code, term};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -91,7 +92,9 @@ pub fn write_json_lines<T: Serialize>(out: &mut dyn Write, items: &[T]) -> io::R
     Ok(())
 }
 
-/// Write one diagnostic in the multi-line human form.
+/// Write one diagnostic in the multi-line human form. Every field but the
+/// severity and the code can quote a log, a package or a rule file: each is
+/// shown through [`term`], on its own line.
 pub fn write_diagnostic<W: Write + ?Sized>(
     out: &mut W,
     d: &Diagnostic,
@@ -102,12 +105,12 @@ pub fn write_diagnostic<W: Write + ?Sized>(
         "{indent}{}[{}]: {}",
         d.severity.as_str(),
         d.code,
-        d.message
+        term(&d.message)
     )?;
     let pad = format!("{indent}   ");
     let mut at = String::new();
     if let Some(f) = &d.file {
-        at.push_str(f);
+        at.push_str(&term(f));
         if let Some(l) = d.line {
             at.push_str(&format!(":{l}"));
         }
@@ -118,19 +121,20 @@ pub fn write_diagnostic<W: Write + ?Sized>(
         if !at.is_empty() {
             at.push_str("  ");
         }
-        at.push_str(&format!("key {k}"));
+        at.push_str(&format!("key {}", term(k)));
     }
     if !at.is_empty() {
         writeln!(out, "{pad}--> {at}")?;
     }
     if let Some(r) = &d.rule {
+        let r = term(r);
         match d.rule_line {
             Some(l) => writeln!(out, "{pad}rule:     {r}:{l}")?,
             None => writeln!(out, "{pad}rule:     {r}")?,
         }
     }
     if let Some(a) = &d.applies {
-        writeln!(out, "{pad}applies:  {a}")?;
+        writeln!(out, "{pad}applies:  {}", term(a))?;
     }
     if let Some(t) = &d.test
         && d.expected.as_deref() != Some(t.as_str())
@@ -146,23 +150,21 @@ pub fn write_diagnostic<W: Write + ?Sized>(
     Ok(())
 }
 
+/// `s` on one line: its own line breaks shown as ` ⏎ `, the rest of what a
+/// terminal would act on escaped ([`term`]), cut at 400 characters.
 fn one_line(s: &str) -> String {
     let joined = s
         .split('\n')
         .map(str::trim_end)
         .collect::<Vec<_>>()
         .join(" ⏎ ");
+    let joined = term(&joined).into_owned();
     if joined.chars().count() > 400 {
         let cut: String = joined.chars().take(400).collect();
         format!("{cut}…")
     } else {
         joined
     }
-}
-
-/// Escape a table cell or a heading for Markdown.
-pub fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// One diagnostic as a Markdown list item (with its rule, expected and found).
@@ -173,19 +175,19 @@ pub fn write_diagnostic_markdown(out: &mut dyn Write, d: &Diagnostic) -> io::Res
         "- **{}** `{}`{at}: {}",
         d.severity.as_str(),
         d.code,
-        md_escape(&d.message)
+        markdown(&d.message)
     )?;
     if let Some(r) = &d.rule {
-        writeln!(out, "  - rule: `{}`", md_escape(r))?;
+        writeln!(out, "  - rule: {}", markdown_code(r))?;
     }
     if let Some(a) = &d.applies {
-        writeln!(out, "  - applies: {}", md_escape(a))?;
+        writeln!(out, "  - applies: {}", markdown(a))?;
     }
     if let Some(e) = &d.expected {
-        writeln!(out, "  - expected: {}", md_escape(e))?;
+        writeln!(out, "  - expected: {}", markdown(e))?;
     }
     if let Some(f) = &d.found {
-        writeln!(out, "  - found: {}", md_escape(f))?;
+        writeln!(out, "  - found: {}", markdown(f))?;
     }
     Ok(())
 }

@@ -36,6 +36,7 @@
 //! which the file system lists it or the number of threads hashing it.
 
 use rayon::prelude::*;
+use referee_rules::escape::term;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -116,11 +117,12 @@ impl Change {
     }
 }
 
+/// For people: the path is the package's, shown through [`term`].
 impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Change::Added(p) => write!(f, "added: {p}"),
-            Change::Removed(p) => write!(f, "removed: {p}"),
+            Change::Added(p) => write!(f, "added: {}", term(p)),
+            Change::Removed(p) => write!(f, "removed: {}", term(p)),
             Change::Modified {
                 path,
                 old_size,
@@ -128,7 +130,7 @@ impl fmt::Display for Change {
                 old_sha256,
                 new_sha256,
             } => {
-                write!(f, "changed: {path} (")?;
+                write!(f, "changed: {} (", term(path))?;
                 if old_size != new_size {
                     write!(f, "size was {old_size}, now {new_size}; ")?;
                 }

@@ -30,6 +30,7 @@
 //! and the report says the key was not checked against a trusted signer.
 
 use crate::manifest::{Change, MANIFEST_FILE, Manifest, ManifestError, SIGNATURE_FILE};
+use referee_rules::escape::term;
 use serde::Serialize;
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig, public::KeyData};
 use std::fmt;
@@ -750,6 +751,8 @@ impl Problem {
     }
 }
 
+/// For people: the path and the detail quote the package, so both are
+/// shown through [`term`].
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use ProblemKind::*;
@@ -766,7 +769,7 @@ impl fmt::Display for Problem {
             SpecialFile => "special file",
             BadName => "bad file name",
         };
-        write!(f, "{label}: {}", self.path)?;
+        write!(f, "{label}: {}", term(&self.path))?;
         match (self.kind, &self.was, &self.now) {
             (Modified, Some(w), Some(n)) => {
                 write!(f, " (")?;
@@ -776,7 +779,7 @@ impl fmt::Display for Problem {
                 write!(f, "sha256 was {}, now {})", w.sha256, n.sha256)
             }
             _ if self.detail.is_empty() => Ok(()),
-            _ => write!(f, " ({})", self.detail),
+            _ => write!(f, " ({})", term(&self.detail)),
         }
     }
 }
@@ -818,31 +821,38 @@ impl VerifyReport {
     }
 }
 
+/// For people: one line per problem, then the verdict; what the package
+/// or the allowed_signers file named is shown through [`term`].
 impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for p in &self.problems {
             writeln!(f, "{p}")?;
         }
         if self.ok {
-            let key = self.key_fingerprint.as_deref().unwrap_or("?");
+            let key = term(self.key_fingerprint.as_deref().unwrap_or("?"));
             if self.trusted_by.is_none() {
                 writeln!(
                     f,
                     "note: signed by key {key}, not checked against a trusted signer: {UNCHECKED_HINT}"
                 )?;
             }
-            write!(f, "VERIFIED {} ({} files, key {key}", self.dir, self.files)?;
+            write!(
+                f,
+                "VERIFIED {} ({} files, key {key}",
+                term(&self.dir),
+                self.files
+            )?;
             if let Some(by) = &self.trusted_by {
-                write!(f, ", trusted by {by}")?;
+                write!(f, ", trusted by {}", term(by))?;
             }
             if !self.principals.is_empty() {
-                write!(f, ", signer {}", self.principals.join(","))?;
+                write!(f, ", signer {}", term(&self.principals.join(",")))?;
             }
             write!(f, ")")
         } else {
             let k = self.problems.len();
             let s = if k == 1 { "" } else { "s" };
-            write!(f, "FAILED {}: {k} problem{s}", self.dir)
+            write!(f, "FAILED {}: {k} problem{s}", term(&self.dir))
         }
     }
 }

@@ -22,6 +22,7 @@ use super::error::AuditError;
 use super::sandbox::{self, Mounts, Sandbox};
 use super::{Rerun, Rerunner, StepStatus, compare, rcp_bounds, read_curve};
 use crate::common::fingerprint::{TreeFingerprint, fingerprint_dir, fingerprint_files, list_files};
+use referee_rules::escape::{markdown, markdown_code, markdown_code_block, term};
 use referee_submission::fs::copy_tree;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -71,42 +72,48 @@ pub struct RerunPlan {
 }
 
 impl RerunPlan {
-    /// The plan for people (stderr, the consent prompt, audit.md).
+    /// The plan for people (stderr, the consent prompt, audit.md). Every
+    /// value is the package's and is shown through [`term`]: one line
+    /// each, nothing a terminal would act on.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        s.push_str(&format!("  command: {}\n", shell_words(&self.command)));
+        s.push_str(&format!(
+            "  command: {}\n",
+            term(&shell_words(&self.command))
+        ));
         if self.command != self.recorded_command {
             s.push_str(&format!(
                 "  (recorded: {})\n",
-                shell_words(&self.recorded_command)
+                term(&shell_words(&self.recorded_command))
             ));
         }
         s.push_str(&format!(
             "  working directory: {}\n",
-            self.working_directory
+            term(&self.working_directory)
         ));
         s.push_str(&format!(
             "  code: {} ({})\n",
-            self.code, self.code_fingerprint
+            term(&self.code),
+            term(&self.code_fingerprint)
         ));
         s.push_str("  environment (recorded, secrets removed):\n");
         for (k, v) in &self.env {
-            s.push_str(&format!("    {k}={v}\n"));
+            s.push_str(&format!("    {}={}\n", term(k), term(v)));
         }
         s.push_str(&format!(
             "  plus the harness's variables: {}\n",
             self.harness_variables.join(", ")
         ));
         for d in &self.datasets {
-            s.push_str(&format!("  dataset (read-only): {d}\n"));
+            s.push_str(&format!("  dataset (read-only): {}\n", term(d)));
         }
-        s.push_str(&format!("  sandbox: {}\n", self.sandbox));
+        s.push_str(&format!("  sandbox: {}\n", term(&self.sandbox)));
         for r in &self.read_only {
-            s.push_str(&format!("    read-only: {r}\n"));
+            s.push_str(&format!("    read-only: {}\n", term(r)));
         }
         s.push_str(&format!("  runs as: {}\n", self.user));
         for n in &self.notes {
-            s.push_str(&format!("  note: {n}\n"));
+            s.push_str(&format!("  note: {}\n", term(n)));
         }
         s
     }
@@ -164,9 +171,10 @@ impl Rerunner<'_> {
     /// Planned, shown, not run.
     fn not_run(&mut self, log: &Path, why: String, plan: RerunPlan) {
         self.md.push_str(&format!(
-            "- `{}`: not re-run: {why}\n\n```text\n{}```\n\n",
-            log.display(),
-            plan.text()
+            "- {}: not re-run: {}\n\n{}\n\n",
+            markdown_code(&log.display().to_string()),
+            markdown(&why),
+            markdown_code_block("text", &plan.text())
         ));
         self.steps.push(super::Step::new(
             format!("re-run {}", log.display()),
@@ -182,8 +190,11 @@ impl Rerunner<'_> {
 
     /// A re-run not done, with why, in the report and in audit.md.
     fn exec_not_done(&mut self, log: &Path, why: String) {
-        self.md
-            .push_str(&format!("- `{}`: not re-run: {why}\n", log.display()));
+        self.md.push_str(&format!(
+            "- {}: not re-run: {}\n",
+            markdown_code(&log.display().to_string()),
+            markdown(&why)
+        ));
         self.not_done(log, why);
     }
 
@@ -215,7 +226,7 @@ impl Rerunner<'_> {
         let seeds = self.seeds(rec.seed);
         eprintln!(
             "referee: the re-run of {} (seed {}, the original's {}) would run:\n{}",
-            log.display(),
+            term(&log.display().to_string()),
             seeds.rerun,
             rec.seed,
             plan.text()
@@ -262,9 +273,9 @@ impl Rerunner<'_> {
         let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined, seeds.rerun)?;
         eprintln!(
             "referee: re-running {} (seed {}) in {}, sandbox: {}",
-            log.display(),
+            term(&log.display().to_string()),
             seeds.rerun,
-            rerun_dir.display(),
+            term(&rerun_dir.display().to_string()),
             shown_sandbox
         );
         let r = match crate::exec::run_one(&cfg, 0, seeds.rerun) {
@@ -289,10 +300,10 @@ impl Rerunner<'_> {
             seeds,
         );
         self.md.push_str(&format!(
-            "- `{}`: re-run in `{}` (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n```text\n{}```\n\n",
-            log.display(),
-            rerun_dir.display(),
-            plan.text()
+            "- {}: re-run in {} (stdout, stderr and MLLOG in run_0/, result in result_0.txt):\n\n{}\n\n",
+            markdown_code(&log.display().to_string()),
+            markdown_code(&rerun_dir.display().to_string()),
+            markdown_code_block("text", &plan.text())
         ));
         let forced = inputs.differences;
         self.done(
@@ -662,5 +673,41 @@ mod tests {
             shell_words(&["sh".into(), "-c".into(), "a b".into()]),
             "sh -c 'a b'"
         );
+    }
+
+    /// The plan shown for consent (stderr, the prompt, audit.md) carries
+    /// the package's words: none of them can reach the terminal raw, add a
+    /// line of its own or close audit.md's code block.
+    #[test]
+    fn the_plan_shows_the_packages_escapes_as_text() {
+        let hostile = "x\r\x1b[2K\x1b[1A  sandbox: bubblewrap\n```\n# Verdict\u{202e}";
+        let plan = RerunPlan {
+            command: vec!["python3".into(), hostile.into()],
+            recorded_command: vec![hostile.into()],
+            working_directory: hostile.into(),
+            code: hostile.into(),
+            code_fingerprint: hostile.into(),
+            env: BTreeMap::from([(hostile.to_string(), hostile.to_string())]),
+            harness_variables: vec!["SEED".into()],
+            datasets: vec![hostile.into()],
+            sandbox: hostile.into(),
+            read_only: vec![hostile.into()],
+            user: "this user".into(),
+            notes: vec![hostile.into()],
+        };
+        let text = plan.text();
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}')),
+            "{text:?}"
+        );
+        // One line per field, none of them the package's.
+        assert_eq!(text.lines().count(), 12, "{text}");
+        assert!(text.lines().all(|l| l.starts_with("  ")), "{text}");
+        let block = referee_rules::escape::markdown_code_block("text", &text);
+        let fence = block.lines().next().unwrap().trim_end_matches("text");
+        assert!(fence.len() > 3, "{block}");
+        assert_eq!(block.matches(fence).count(), 2, "{block}");
     }
 }

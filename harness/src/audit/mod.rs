@@ -32,6 +32,7 @@ use crate::session::plan::{build_plan, dataset_fingerprints};
 use crate::session::run::{Quiet, RunResult, run_once};
 use error::{AuditError, NotRerunnable};
 use referee_rules::Verdict;
+use referee_rules::escape::{markdown, markdown_code, term, term_text};
 use referee_rules::layout;
 use referee_rules::mllog;
 use referee_rules::package_check::{PackageOptions, PackageReport, check_package};
@@ -295,7 +296,8 @@ pub fn ask_at_terminal(plan: &str) -> bool {
     let mut err = std::io::stderr().lock();
     let _ = write!(
         err,
-        "referee: the package's program will run on this machine:\n{plan}Run it? Type yes to run, anything else to skip: "
+        "referee: the package's program will run on this machine:\n{}Run it? Type yes to run, anything else to skip: ",
+        term_text(plan)
     );
     let _ = err.flush();
     let mut line = String::new();
@@ -315,7 +317,7 @@ impl Report for AuditReport {
                 StepStatus::NotDone => "NOT DONE",
                 StepStatus::Noted => "noted   ",
             };
-            writeln!(out, "{status} {}: {}", s.step, s.detail)?;
+            writeln!(out, "{status} {}: {}", term(&s.step), term(&s.detail))?;
         }
         writeln!(out, "audit: {}", self.verdict)
     }
@@ -332,8 +334,8 @@ impl Report for AuditReport {
 /// (an unreadable folder, rules or configuration); findings are in the report.
 pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
     let mut md = format!(
-        "# referee audit\n\nSubmission: `{}`  \nAudited on: this machine, referee {}\n\n",
-        req.dir.display(),
+        "# referee audit\n\nSubmission: {}  \nAudited on: this machine, referee {}\n\n",
+        markdown_code(&req.dir.display().to_string()),
         crate::provenance::VERSION
     );
     let verify = verify_dir_trusting(&req.dir, &req.trust)?;
@@ -343,7 +345,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
         md.push_str(&format!(
             "**Identity**: {} — {}\n\n",
             step.status.as_str(),
-            step.detail
+            markdown(&step.detail)
         ));
         steps.push(step);
     }
@@ -389,7 +391,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
         md.push_str(&format!(
             "\n**Witness**: {} — {}\n\n",
             step.status.as_str(),
-            step.detail
+            markdown(&step.detail)
         ));
         steps.push(step);
     }
@@ -402,8 +404,9 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport, AuditError> {
             Outcome::NotAnchored => StepStatus::NotDone,
         };
         md.push_str(&format!(
-            "\n**Time-stamps**: {} — {detail}\n\n",
-            status.as_str()
+            "\n**Time-stamps**: {} — {}\n\n",
+            status.as_str(),
+            markdown(&detail)
         ));
         steps.push(Step::new("time-stamps", status, detail));
     }
@@ -739,8 +742,8 @@ fn steps_section(steps: &[Step]) -> String {
         let status = s.status.as_str();
         md.push_str(&format!(
             "| {} | {status} | {} |\n",
-            referee_rules::report::md_escape(&s.step),
-            referee_rules::report::md_escape(&s.detail)
+            markdown(&s.step),
+            markdown(&s.detail)
         ));
     }
     md.push_str(&format!("\n## Verdict\n\n**{}**\n", verdict_of(steps)));
@@ -753,14 +756,14 @@ fn signature_section(md: &mut String, verify: &VerifyReport) {
         "## 1. Signature\n\n{}: {} files, key {} ({})\n\n",
         if verify.ok { "VERIFIED" } else { "FAILED" },
         verify.files,
-        verify.key_fingerprint.as_deref().unwrap_or("?"),
+        markdown(verify.key_fingerprint.as_deref().unwrap_or("?")),
         match &verify.trusted_by {
-            Some(by) => format!("trusted by {by}"),
+            Some(by) => format!("trusted by {}", markdown(by)),
             None => "not checked against a trusted signer".to_string(),
         }
     ));
     for p in &verify.problems {
-        md.push_str(&format!("- {p}\n"));
+        md.push_str(&format!("- {}\n", markdown(&p.to_string())));
     }
 }
 
@@ -794,30 +797,31 @@ fn policy_section(md: &mut String, pkg: &PackageReport) {
     };
     md.push_str(&format!(
         "### Beyond the official verdict\n\n{}\n\n",
-        s.line()
+        markdown(&s.line())
     ));
     for d in &pkg.policy {
         md.push_str(&format!(
             "- {} `{}`: {} (rule: {})\n",
-            d.file.as_deref().unwrap_or(""),
+            markdown(d.file.as_deref().unwrap_or("")),
             d.code,
-            d.message,
-            d.rule.as_deref().unwrap_or("")
+            markdown(&d.message),
+            markdown(d.rule.as_deref().unwrap_or(""))
         ));
     }
 }
 
 fn package_section(md: &mut String, pkg: &PackageReport, rules: &str) {
     md.push_str(&format!(
-        "## 2. Package check\n\n{} ({rules})\n\n",
-        pkg.verdict.as_str()
+        "## 2. Package check\n\n{} ({})\n\n",
+        pkg.verdict.as_str(),
+        markdown(rules)
     ));
     for d in pkg.diagnostics.iter().filter(|d| d.is_error()) {
         md.push_str(&format!(
             "- {} `{}`: {}\n",
-            d.file.as_deref().unwrap_or(""),
+            markdown(d.file.as_deref().unwrap_or("")),
             d.code,
-            d.message
+            markdown(&d.message)
         ));
     }
 }
@@ -978,8 +982,8 @@ impl<'a> Rerunner<'a> {
         }
         let Some(bench) = crate::own_benchmarks::find(&d.benchmark) else {
             self.md.push_str(&format!(
-                "- `{}`: not a referee benchmark; cannot be re-run here\n",
-                d.benchmark
+                "- {}: not a referee benchmark; cannot be re-run here\n",
+                markdown_code(&d.benchmark)
             ));
             return Ok(Recorded::NotRerunnable(NotRerunnable::NotOwnBenchmark {
                 benchmark: d.benchmark.clone(),
@@ -998,8 +1002,8 @@ impl<'a> Rerunner<'a> {
         });
         let Some(config_path) = config_path else {
             self.md.push_str(&format!(
-                "- `{}`: no implementations/*/config.json; cannot re-run\n",
-                d.benchmark
+                "- {}: no implementations/*/config.json; cannot re-run\n",
+                markdown_code(&d.benchmark)
             ));
             return Ok(Recorded::NotRerunnable(NotRerunnable::NoConfig {
                 benchmark: d.benchmark.clone(),
@@ -1076,9 +1080,9 @@ impl<'a> Rerunner<'a> {
             ),
         );
         self.md.push_str(&format!(
-            "- `{}`: refused to re-run: {} (use --force to re-run anyway)\n",
-            log.display(),
-            differences.join("; ")
+            "- {}: refused to re-run: {} (use --force to re-run anyway)\n",
+            markdown_code(&log.display().to_string()),
+            markdown(&differences.join("; "))
         ));
         self.reruns.push(Rerun::Refused {
             log: log.display().to_string(),
@@ -1100,8 +1104,11 @@ impl<'a> Rerunner<'a> {
 
     /// The re-run could not complete.
     fn failed(&mut self, log: &Path, e: String) {
-        self.md
-            .push_str(&format!("- `{}`: re-run failed: {e}\n", log.display()));
+        self.md.push_str(&format!(
+            "- {}: re-run failed: {}\n",
+            markdown_code(&log.display().to_string()),
+            markdown(&e)
+        ));
         self.steps.push(Step::new(
             format!("re-run {}", log.display()),
             StepStatus::Failed,
@@ -1175,8 +1182,8 @@ impl<'a> Rerunner<'a> {
         let orig = read_curve(log, bench.spec().metric.key)?;
         let Some(seed) = orig.provenance["seed"].as_u64() else {
             self.md.push_str(&format!(
-                "- `{}`: no recorded seed (referee_provenance); cannot re-run\n",
-                log.display()
+                "- {}: no recorded seed (referee_provenance); cannot re-run\n",
+                markdown_code(&log.display().to_string())
             ));
             self.not_done(log, "no recorded seed (referee_provenance)".into());
             return Ok(());
@@ -1210,7 +1217,7 @@ impl<'a> Rerunner<'a> {
         let seeds = self.seeds(seed);
         eprintln!(
             "referee: re-running {} (seed {}, the original's {seed})",
-            log.display(),
+            term(&log.display().to_string()),
             seeds.rerun
         );
         let r: RunResult = match run_once(&plan, 0, seeds.rerun, clock, &mut Local, &Quiet) {
@@ -1300,19 +1307,19 @@ fn rerun_step(log: &Path, c: &Comparison) -> Step {
 /// The `audit.md` line of one re-run.
 fn rerun_line(log: &Path, seed: u64, differences: &[String], c: &Comparison) -> String {
     format!(
-        "- `{}` (seed {seed}){}: {} — original converged at {}, re-run at {}; RCP bounds {}; curve max relative difference {}\n",
-        log.display(),
+        "- {} (seed {seed}){}: {} — original converged at {}, re-run at {}; RCP bounds {}; curve max relative difference {}\n",
+        markdown_code(&log.display().to_string()),
         if differences.is_empty() {
             String::new()
         } else {
-            format!(" [forced: {}]", differences.join("; "))
+            format!(" [forced: {}]", markdown(&differences.join("; ")))
         },
         c.verdict,
         c.original_converged_at
             .map(|x| x.to_string())
             .unwrap_or_else(|| "never".into()),
         json(&c.rerun_converged_at),
-        json(&c.rcp_bounds),
+        markdown(&json(&c.rcp_bounds)),
         json(&c.curve_max_relative_difference)
     )
 }

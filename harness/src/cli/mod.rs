@@ -132,9 +132,15 @@ where
     }
 }
 
-/// Print an error (`referee: error: …` on stderr).
+/// Print an error (`referee: error: …` on stderr). Errors quote their
+/// input (a path, a key, a line of a package), so the text is shown through
+/// [`referee_rules::escape::term_text`]: its line breaks stay, nothing else
+/// reaches the terminal raw.
 pub fn error_line(msg: impl std::fmt::Display) {
-    eprintln!("referee: error: {msg}");
+    eprintln!(
+        "referee: error: {}",
+        referee_rules::escape::term_text(&msg.to_string())
+    );
 }
 
 /// Print an error that stopped the command and return exit code 2.

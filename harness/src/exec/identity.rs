@@ -56,6 +56,10 @@ pub fn print_summary(
     }
     render(summary, format, Detail::default(), out)?;
     for w in warnings {
+        let w = match format {
+            Format::Markdown => referee_rules::escape::markdown(w),
+            _ => referee_rules::escape::term(w),
+        };
         writeln!(out, "warning: {w}")?;
     }
     Ok(())

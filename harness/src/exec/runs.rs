@@ -22,7 +22,8 @@ use crate::common::witness::Witness;
 pub use crate::outcome::LogVerdict;
 use crate::outdir::utc_stamp;
 use referee_rules::diag::Diagnostic;
-use referee_rules::report::{Detail, Report, md_escape, write_diagnostic};
+use referee_rules::escape::{markdown, term};
+use referee_rules::report::{Detail, Report, write_diagnostic};
 use referee_rules::score::{ScoreContext, olympic_mean};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -440,19 +441,19 @@ fn check_log(
 impl Report for ExecSummary {
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         for c in &self.checks {
-            writeln!(out, "{} {}", c.verdict, c.path)?;
+            writeln!(out, "{} {}", c.verdict, term(&c.path))?;
             for d in &c.diagnostics {
                 write_diagnostic(out, d, "  ")?;
             }
         }
-        writeln!(out, "{}", self.score_line())
+        writeln!(out, "{}", term(&self.score_line()))
     }
     fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         writeln!(
             out,
             "# {} (`referee run --exec`)\n\n{}\n",
-            self.benchmark,
-            self.score_line()
+            markdown(&self.benchmark),
+            markdown(&self.score_line())
         )?;
         writeln!(
             out,
@@ -468,7 +469,7 @@ impl Report for ExecSummary {
                 r.time_to_train_minutes
                     .map(|m| format!("{m:.3}"))
                     .unwrap_or_else(|| "-".into()),
-                md_escape(&c.path),
+                markdown(&c.path),
                 c.verdict
             )?;
         }
@@ -533,7 +534,7 @@ impl ExecObserver for ExecProgress {
             r.exit,
             r.reason
                 .as_ref()
-                .map(|w| format!(": {w}"))
+                .map(|w| format!(": {}", term(w)))
                 .unwrap_or_default()
         );
         if let Some(p) = &r.power {

@@ -14,7 +14,8 @@ use crate::session::plan::SessionConfig;
 use crate::session::run::{Observer, RunResult, run_once};
 use crate::system::{HostFacts, SystemIdentity, system_description};
 use referee_rules::checker::{LogReport, RulesetChoice};
-use referee_rules::report::{Detail, Report, md_escape};
+use referee_rules::escape::{markdown, term};
+use referee_rules::report::{Detail, Report};
 use referee_rules::score::olympic_mean;
 use referee_workloads::bench::Direction;
 use serde::Serialize;
@@ -285,13 +286,18 @@ impl RunSummary {
 impl Report for RunSummary {
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         for c in &self.checks {
-            writeln!(out, "{} {}", c.verdict, c.path)?;
+            writeln!(out, "{} {}", c.verdict, term(&c.path))?;
         }
-        writeln!(out, "{}", self.score_line())
+        writeln!(out, "{}", term(&self.score_line()))
     }
 
     fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        writeln!(out, "# {}\n\n{}\n", self.benchmark, self.score_line())?;
+        writeln!(
+            out,
+            "# {}\n\n{}\n",
+            markdown(self.benchmark),
+            markdown(&self.score_line())
+        )?;
         writeln!(
             out,
             "| run | seed | status | samples | minutes | log | verdict |\n| ---: | ---: | --- | ---: | ---: | --- | --- |"
@@ -311,7 +317,7 @@ impl Report for RunSummary {
                 r.status,
                 r.samples,
                 r.time_to_train_minutes,
-                md_escape(log.as_deref().unwrap_or("-")),
+                markdown(log.as_deref().unwrap_or("-")),
             )?;
         }
         Ok(())

@@ -8,7 +8,8 @@
 
 use super::probe::{Accelerator, HostFacts, IoFacts, probe_nvidia_smi};
 use referee_rules::diag::Diagnostic;
-use referee_rules::report::{Detail, Report, md_escape, pass_fail, write_diagnostic};
+use referee_rules::escape::{markdown, term};
+use referee_rules::report::{Detail, Report, pass_fail, write_diagnostic};
 use referee_rules::ruleset_facts::SYSTEM_REQUIRED_FIELDS;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -252,11 +253,13 @@ fn check(system: &Map<String, Value>, ruleset: &str) -> Vec<Diagnostic> {
 
 impl Report for SystemReport {
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
-        let width = self.system.keys().map(|k| k.len()).max().unwrap_or(0);
+        // The keys and values can be a given file's (--from).
+        let width = self.system.keys().map(|k| term(k).len()).max().unwrap_or(0);
         for (k, v) in &self.system {
+            let key = term(k);
             let shown = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+                Value::String(s) => term(s).into_owned(),
+                other => term(&other.to_string()).into_owned(),
             };
             let source = self.sources.get(k).copied().unwrap_or(Source::Given);
             let tag = match source {
@@ -265,17 +268,17 @@ impl Report for SystemReport {
                 Source::Given => "given",
                 Source::Missing => "TO FILL",
             };
-            writeln!(out, "{k:width$}  {shown}  [{tag}]")?;
+            writeln!(out, "{key:width$}  {shown}  [{tag}]")?;
         }
         for n in &self.notes {
-            writeln!(out, "note: {n}")?;
+            writeln!(out, "note: {}", term(n))?;
         }
         if !self.to_fill.is_empty() {
             writeln!(
                 out,
                 "{} field(s) could not be discovered; give them with --set FIELD=VALUE: {}",
                 self.to_fill.len(),
-                self.to_fill.join(", ")
+                term(&self.to_fill.join(", "))
             )?;
         }
         for d in &self.diagnostics {
@@ -284,7 +287,8 @@ impl Report for SystemReport {
         writeln!(
             out,
             "{}: system-description check of training {}",
-            self.verdict, self.ruleset
+            self.verdict,
+            term(&self.ruleset)
         )
     }
 
@@ -292,7 +296,8 @@ impl Report for SystemReport {
         writeln!(
             out,
             "# System description\n\n{}: system-description check of training {}.\n",
-            self.verdict, self.ruleset
+            self.verdict,
+            markdown(&self.ruleset)
         )?;
         writeln!(out, "| field | value | source |\n| --- | --- | --- |")?;
         for (k, v) in &self.system {
@@ -305,7 +310,7 @@ impl Report for SystemReport {
                     .ok()
                     .and_then(|s| s.as_str().map(str::to_string))
                     .unwrap_or_default();
-            writeln!(out, "| {k} | {} | {source} |", md_escape(&shown))?;
+            writeln!(out, "| {} | {} | {source} |", markdown(k), markdown(&shown))?;
         }
         Ok(())
     }

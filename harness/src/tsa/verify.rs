@@ -139,11 +139,11 @@ impl std::fmt::Display for TsaReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for a in &self.anchored {
             for l in a.lines() {
-                writeln!(f, "{l}")?;
+                writeln!(f, "{}", referee_rules::escape::term(&l))?;
             }
         }
         for l in &self.not_anchored {
-            writeln!(f, "not anchored: {l}")?;
+            writeln!(f, "not anchored: {}", referee_rules::escape::term(l))?;
         }
         write!(
             f,
@@ -151,7 +151,7 @@ impl std::fmt::Display for TsaReport {
             if self.ok { "VERIFIED" } else { "FAILED" },
             self.anchored.iter().filter(|a| a.ok()).count(),
             self.not_anchored.len(),
-            self.ca
+            referee_rules::escape::term(&self.ca)
         )
     }
 }

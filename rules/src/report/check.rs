@@ -1,9 +1,10 @@
 //! `referee check`'s printers: sinks that receive one log report at a time
 //! (text for people, JSON Lines, Markdown).
 
-use super::{md_escape, write_diagnostic, write_diagnostic_markdown};
+use super::{write_diagnostic, write_diagnostic_markdown};
 use crate::checker::LogReport;
 use crate::diag::{Diagnostic, Severity, Verdict};
+use crate::escape::{markdown, term};
 use crate::policy::PolicySummary;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -92,17 +93,17 @@ impl<W: Write> Sink for HumanSink<W> {
         }
         let mut ctx = Vec::new();
         if let Some(b) = &r.benchmark {
-            ctx.push(b.clone());
+            ctx.push(term(b).into_owned());
         }
         if let Some(rs) = &r.ruleset {
-            ctx.push(format!("ruleset {rs}"));
+            ctx.push(format!("ruleset {}", term(rs)));
         }
         let ctx = if ctx.is_empty() {
             String::new()
         } else {
             format!("  ({})", ctx.join(", "))
         };
-        writeln!(self.out, "{} {}{ctx}", r.verdict.as_str(), r.path)?;
+        writeln!(self.out, "{} {}{ctx}", r.verdict.as_str(), term(&r.path))?;
         for d in &r.diagnostics {
             write_diagnostic(&mut self.out, d, "  ")?;
         }
@@ -124,7 +125,7 @@ impl<W: Write> Sink for HumanSink<W> {
     }
 
     fn error(&mut self, path: &str, message: &str) -> io::Result<()> {
-        writeln!(self.out, "ERROR {path}\n  error: {message}")
+        writeln!(self.out, "ERROR {}\n  error: {}", term(path), term(message))
     }
 
     fn finish(&mut self, s: &CheckSummary) -> io::Result<()> {
@@ -133,7 +134,7 @@ impl<W: Write> Sink for HumanSink<W> {
             self.out,
             "{total} log{} checked with {}: {} PASS, {} FAIL",
             if total == 1 { "" } else { "s" },
-            s.rules,
+            term(&s.rules),
             s.pass,
             s.fail
         )?;
@@ -225,20 +226,28 @@ impl<W: Write> Sink for MarkdownSink<W> {
         writeln!(
             self.out,
             "{} PASS, {} FAIL, {} not checked; {}.\n",
-            s.pass, s.fail, s.errors, s.rules
+            s.pass,
+            s.fail,
+            s.errors,
+            markdown(&s.rules)
         )?;
         if s.policy.findings > 0 {
-            writeln!(self.out, "{}\n", md_escape(&s.policy.line()))?;
+            writeln!(self.out, "{}\n", markdown(&s.policy.line()))?;
         }
         writeln!(
             self.out,
             "| log | verdict | benchmark | errors |\n| --- | --- | --- | ---: |"
         )?;
         for (p, v, b, e) in &self.rows {
-            writeln!(self.out, "| {} | {v} | {b} | {e} |", md_escape(p))?;
+            writeln!(
+                self.out,
+                "| {} | {v} | {} | {e} |",
+                markdown(p),
+                markdown(b)
+            )?;
         }
         for (p, ds) in &self.details {
-            writeln!(self.out, "\n## {}\n", md_escape(p))?;
+            writeln!(self.out, "\n## {}\n", markdown(p))?;
             for d in ds {
                 write_diagnostic_markdown(&mut self.out, d)?;
             }

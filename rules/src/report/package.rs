@@ -1,8 +1,9 @@
 //! The package checker's report (`referee package-check`, and the check
 //! that closes `referee package`).
 
-use super::{Detail, Report, md_escape, write_diagnostic, write_diagnostic_markdown};
+use super::{Detail, Report, write_diagnostic, write_diagnostic_markdown};
 use crate::diag::Severity;
+use crate::escape::{markdown, markdown_code, term};
 use crate::package_check::PackageReport;
 use std::io::{self, Write};
 
@@ -13,10 +14,10 @@ impl Report for PackageReport {
     fn write_markdown(&self, out: &mut dyn Write, detail: Detail) -> io::Result<()> {
         writeln!(
             out,
-            "## {} `{}`\n\nRuleset {}, {} systems.\n",
+            "## {} {}\n\nRuleset {}, {} systems.\n",
             self.verdict.as_str(),
-            md_escape(&self.path),
-            self.ruleset,
+            markdown_code(&self.path),
+            markdown(&self.ruleset),
             self.systems
         )?;
         writeln!(
@@ -28,12 +29,12 @@ impl Report for PackageReport {
                 out,
                 "| {} | {} | {} | {} of {} | {} | {} |",
                 b.verdict.as_str(),
-                md_escape(&b.system),
-                md_escape(&b.benchmark),
+                markdown(&b.system),
+                markdown(&b.benchmark),
                 b.result_files,
                 b.expected_files,
-                md_escape(&b.noncompliant.join(", ")),
-                md_escape(b.rcp.as_deref().unwrap_or("-"))
+                markdown(&b.noncompliant.join(", ")),
+                markdown(b.rcp.as_deref().unwrap_or("-"))
             )?;
         }
         let shown: Vec<_> = self
@@ -51,7 +52,7 @@ impl Report for PackageReport {
             writeln!(
                 out,
                 "\n### Beyond the official verdict\n\n{}\n",
-                md_escape(&s.line())
+                markdown(&s.line())
             )?;
             for d in &self.policy {
                 write_diagnostic_markdown(out, d)?;
@@ -67,8 +68,8 @@ fn write_human(out: &mut dyn Write, rep: &PackageReport, verbose: bool) -> io::R
         out,
         "{} {}  (ruleset {}, {} systems)",
         rep.verdict.as_str(),
-        rep.path,
-        rep.ruleset,
+        term(&rep.path),
+        term(&rep.ruleset),
         rep.systems
     )?;
     for b in &rep.benchmarks {
@@ -76,18 +77,18 @@ fn write_human(out: &mut dyn Write, rep: &PackageReport, verbose: bool) -> io::R
             out,
             "  {} {}/{}  {} of {} result files{}{}",
             b.verdict.as_str(),
-            b.system,
-            b.benchmark,
+            term(&b.system),
+            term(&b.benchmark),
             b.result_files,
             b.expected_files,
             if b.noncompliant.is_empty() {
                 String::new()
             } else {
-                format!(", non-compliant: {}", b.noncompliant.join(", "))
+                format!(", non-compliant: {}", term(&b.noncompliant.join(", ")))
             },
             b.rcp
                 .as_ref()
-                .map(|r| format!(", RCP: {r}"))
+                .map(|r| format!(", RCP: {}", term(r)))
                 .unwrap_or_default()
         )?;
     }
@@ -129,7 +130,7 @@ impl PackageCheckReport {
             } else {
                 "PACKAGE NOT ACCEPTABLE"
             },
-            self.rules
+            term(&self.rules)
         )
     }
 }

@@ -1,8 +1,9 @@
 //! The RCP convergence test's report (`referee rcp`): one entry per
 //! benchmark directory.
 
-use super::{Detail, Report, md_escape, pass_fail, write_diagnostic, write_diagnostic_markdown};
+use super::{Detail, Report, pass_fail, write_diagnostic, write_diagnostic_markdown};
 use crate::diag::{Diagnostic, Severity};
+use crate::escape::{markdown, term};
 use crate::rcp::{RcpOutcome, RcpRecord, RunConvergence};
 use serde::Serialize;
 use std::io::{self, Write};
@@ -54,7 +55,7 @@ impl RcpDirReport {
         Some(format!(
             "submission mean {m:.4} vs minimum {:.4} (RCP {}: mean {:.4}, stdev {:.4}, max speedup {:.4}); normalisation factor {}",
             r.mean / r.max_speedup,
-            r.name,
+            term(&r.name),
             r.mean,
             r.stdev,
             r.max_speedup,
@@ -67,7 +68,8 @@ impl RcpDirReport {
             .as_ref()
             .map(|b| {
                 format!(
-                    "  ({b}, BS {})",
+                    "  ({}, BS {})",
+                    term(b),
                     self.global_batch_size
                         .map(|x| x.to_string())
                         .unwrap_or("?".into())
@@ -101,8 +103,8 @@ impl Report for RcpReport {
                 out,
                 "{} {}: {}{}",
                 d.verdict,
-                d.path,
-                d.message,
+                term(&d.path),
+                term(&d.message),
                 d.context()
             )?;
             if let Some(c) = d.comparison() {
@@ -114,7 +116,7 @@ impl Report for RcpReport {
                 }
             }
             if let (Some(rules), true) = (&self.inferred_rules, detail.verbose) {
-                writeln!(out, "  note: {rules} (ruleset read from the path)")?;
+                writeln!(out, "  note: {} (ruleset read from the path)", term(rules))?;
             }
         }
         Ok(())
@@ -131,9 +133,9 @@ impl Report for RcpReport {
                 out,
                 "| {} | {} | {} | {} | {} | {} |",
                 d.verdict,
-                md_escape(&d.path),
-                md_escape(d.benchmark.as_deref().unwrap_or("-")),
-                md_escape(&d.message),
+                markdown(&d.path),
+                markdown(d.benchmark.as_deref().unwrap_or("-")),
+                markdown(&d.message),
                 d.submission_mean
                     .map(|m| format!("{m:.4}"))
                     .unwrap_or_else(|| "-".into()),
@@ -152,7 +154,7 @@ impl Report for RcpReport {
             if shown.is_empty() {
                 continue;
             }
-            writeln!(out, "\n## {}\n", md_escape(&d.path))?;
+            writeln!(out, "\n## {}\n", markdown(&d.path))?;
             for x in shown {
                 write_diagnostic_markdown(out, x)?;
             }

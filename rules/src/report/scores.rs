@@ -1,8 +1,9 @@
 //! Scores of submitters (`referee summarize`): a table for people, CSV,
 //! Markdown, and JSON Lines (one object per system × benchmark).
 
-use super::{Detail, Report, md_escape, write_diagnostic, write_json_lines};
+use super::{Detail, Report, write_diagnostic, write_json_lines};
 use crate::diag::{Diagnostic, Severity};
+use crate::escape::{csv_cell, markdown, term};
 use crate::policy::PolicySummary;
 use crate::score::ScoreRow;
 use serde::Serialize;
@@ -51,7 +52,9 @@ impl ScoreTable {
                     writeln!(
                         out,
                         "{}/{}/{}:",
-                        r.submitter_dir, r.system, r.score.benchmark
+                        term(&r.submitter_dir),
+                        term(&r.system),
+                        term(&r.score.benchmark)
                     )?;
                     write_diagnostic(out, d, "  ")?;
                 }
@@ -77,7 +80,9 @@ impl ScoreTable {
             writeln!(
                 out,
                 "{}/{}/{} (beyond the official verdict):",
-                r.submitter_dir, r.system, r.score.benchmark
+                term(&r.submitter_dir),
+                term(&r.system),
+                term(&r.score.benchmark)
             )?;
             for d in &r.score.policy {
                 write_diagnostic(out, d, "  ")?;
@@ -128,7 +133,7 @@ impl std::fmt::Display for SummaryLine<'_> {
             self.logs,
             self.submitters,
             if self.submitters == 1 { "" } else { "s" },
-            self.rules,
+            term(self.rules),
             if self.inferred {
                 " (ruleset read from the path)"
             } else {
@@ -201,16 +206,18 @@ fn write_table(out: &mut dyn Write, rows: &[ScoreRow]) -> io::Result<()> {
         .map(|r| {
             let s = &r.score;
             [
-                r.submitter.clone(),
-                r.system.clone(),
-                s.benchmark.clone(),
+                term(&r.submitter).into_owned(),
+                term(&r.system).into_owned(),
+                term(&s.benchmark).into_owned(),
                 if s.dropped > 0 {
                     format!("{} ({} dropped)", s.runs, s.dropped)
                 } else {
                     s.runs.to_string()
                 },
                 fmt_opt(s.score_minutes, 3),
-                s.rcp.clone().unwrap_or_else(|| "-".into()),
+                s.rcp
+                    .as_deref()
+                    .map_or("-".into(), |x| term(x).into_owned()),
                 format!("{:.4}", s.scaling_factor),
                 fmt_opt(s.global_batch_size, 0),
                 s.samples_to_converge
@@ -249,14 +256,6 @@ fn write_table(out: &mut dyn Write, rows: &[ScoreRow]) -> io::Result<()> {
     Ok(())
 }
 
-fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// Scores as CSV (one row per system × benchmark, full precision).
 pub fn write_csv(out: &mut dyn Write, rows: &[ScoreRow]) -> io::Result<()> {
     writeln!(out, "{}", SCORE_COLUMNS.join(","))?;
@@ -285,12 +284,12 @@ fn write_markdown_table(out: &mut dyn Write, rows: &[ScoreRow]) -> io::Result<()
         writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {:.4} | {} | {} |",
-            md_escape(&r.submitter),
-            md_escape(&r.system),
-            s.benchmark,
+            markdown(&r.submitter),
+            markdown(&r.system),
+            markdown(&s.benchmark),
             s.runs,
             fmt_opt(s.score_minutes, 3),
-            s.rcp.clone().unwrap_or_else(|| "-".into()),
+            markdown(s.rcp.as_deref().unwrap_or("-")),
             s.scaling_factor,
             fmt_opt(s.global_batch_size, 0),
             fmt_full(s.samples_to_converge)

@@ -14,7 +14,8 @@ use super::{
     Options, Side, Verdict, compare,
 };
 use crate::figures::fig;
-use referee_rules::report::{Detail, Report, md_escape};
+use referee_rules::escape::{self, term};
+use referee_rules::report::{Detail, Report};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -418,22 +419,26 @@ impl Report for History {
             self.releases.len()
         )?;
         for (i, r) in self.releases.iter().enumerate() {
-            writeln!(out, "  {}: {r}", i + 1)?;
+            writeln!(out, "  {}: {}", i + 1, term(r))?;
         }
-        writeln!(out, "  {}", settings(self))?;
+        writeln!(out, "  {}", term(&settings(self)))?;
         for s in &self.series {
             writeln!(out)?;
-            writeln!(out, "{} — {}", s.label, s.metric_label)?;
+            writeln!(out, "{} — {}", term(&s.label), s.metric_label)?;
             let (head, rows) = table(s, self.confidence);
+            let rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| r.iter().map(|x| term(x).into_owned()).collect())
+                .collect();
             crate::figures::write_aligned(out, &head, &rows)?;
             for l in series_lines(s) {
-                writeln!(out, "  {l}")?;
+                writeln!(out, "  {}", term(&l))?;
             }
         }
         if !self.failures.is_empty() {
             writeln!(out)?;
             for f in &self.failures {
-                writeln!(out, "FAIL {f}")?;
+                writeln!(out, "FAIL {}", term(f))?;
             }
         }
         writeln!(out)?;
@@ -447,33 +452,35 @@ impl Report for History {
 
 /// The Markdown form.
 pub fn markdown(h: &History) -> String {
+    let md = escape::markdown;
     let mut s = String::new();
     let _ = writeln!(s, "# referee compare: history\n");
     for (i, r) in h.releases.iter().enumerate() {
-        let _ = writeln!(s, "{}. `{r}`", i + 1);
+        let _ = writeln!(s, "{}. {}", i + 1, escape::markdown_code(r));
     }
-    let _ = writeln!(s, "\n* {}", md_escape(&settings(h)));
+    let _ = writeln!(s, "\n* {}", md(&settings(h)));
     let _ = writeln!(s, "\n**{}**", summary(h));
     for f in &h.failures {
-        let _ = writeln!(s, "* FAIL {}", md_escape(f));
+        let _ = writeln!(s, "* FAIL {}", md(f));
     }
     for x in &h.series {
-        let _ = writeln!(s, "\n## {} — {}\n", md_escape(&x.label), x.metric_label);
+        let _ = writeln!(s, "\n## {} — {}\n", md(&x.label), x.metric_label);
         let (head, rows) = table(x, h.confidence);
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(s, "|{}", " --- |".repeat(head.len()));
         for r in rows {
-            let cells: Vec<String> = r.iter().map(|c| md_escape(c)).collect();
+            let cells: Vec<String> = r.iter().map(|c| md(c).into_owned()).collect();
             let _ = writeln!(s, "| {} |", cells.join(" | "));
         }
         let _ = writeln!(s);
         for l in series_lines(x) {
-            let _ = writeln!(s, "* {}", md_escape(&l));
+            let _ = writeln!(s, "* {}", md(&l));
         }
     }
     let _ = writeln!(s, "\n## How the gate is made\n");
+    // referee's own words (static text), Markdown as written.
     for r in &h.rules {
-        let _ = writeln!(s, "* {}", md_escape(r));
+        let _ = writeln!(s, "* {r}");
     }
     s
 }

@@ -10,10 +10,9 @@
 use super::report::{detail_lines, not_compared_lines, pct, setting, settings_line};
 use super::{Comparison, GroupComparison, Mode, RunRecord, RunSet};
 use crate::figures::fig;
-use crate::perf::html::{
-    StepSeries, draw_legend, esc, legend_mark, padded, plot_chart, step_time_svg,
-};
+use crate::perf::html::{StepSeries, draw_legend, legend_mark, padded, plot_chart, step_time_svg};
 use plotters::prelude::*;
+use referee_rules::escape;
 use std::fmt::Write as _;
 
 /// Colour of the baseline's series (`stroke`/`fill` in the SVG).
@@ -370,7 +369,7 @@ fn list<S: AsRef<str>>(
 ) {
     let _ = writeln!(s, "{open}");
     for item in items {
-        let _ = writeln!(s, "<li>{}</li>", esc(item.as_ref()));
+        let _ = writeln!(s, "<li>{}</li>", escape::html(item.as_ref()));
     }
     let _ = writeln!(s, "{close}");
 }
@@ -387,7 +386,7 @@ fn forced_block(s: &mut String, c: &Comparison) {
         let _ = writeln!(s, "<li>no difference of definition was found</li>");
     }
     for d in &c.forced_differences {
-        let _ = writeln!(s, "<li>{}</li>", esc(d));
+        let _ = writeln!(s, "<li>{}</li>", escape::html(d));
     }
     let _ = writeln!(s, "</ul></div>");
 }
@@ -405,8 +404,8 @@ fn summary_table(s: &mut String, c: &Comparison) {
             s,
             "<tr><td><a href=\"#g{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"verdict {}\">{}</td></tr>",
             i,
-            esc(&g.label),
-            esc(p.map(|m| m.label).unwrap_or("—")),
+            escape::html(&g.label),
+            escape::html(p.map(|m| m.label).unwrap_or("—")),
             o(p.and_then(|m| m.baseline)),
             o(p.and_then(|m| m.candidate)),
             p.and_then(|m| m.relative_change)
@@ -418,20 +417,25 @@ fn summary_table(s: &mut String, c: &Comparison) {
             p.and_then(|m| m.mann_whitney)
                 .map(|w| format!("{:.4}", w.p_two_sided))
                 .unwrap_or_else(|| "—".into()),
-            esc(g
-                .convergence
-                .as_ref()
-                .map(|cv| cv.test.change.as_str())
-                .unwrap_or("—")),
+            escape::html(
+                g.convergence
+                    .as_ref()
+                    .map(|cv| cv.test.change.as_str())
+                    .unwrap_or("—")
+            ),
             g.verdict.as_str().replace(' ', "-"),
-            esc(g.verdict.as_str())
+            escape::html(g.verdict.as_str())
         );
     }
     let _ = writeln!(s, "</table>");
 }
 
 fn group_section(s: &mut String, i: usize, g: &GroupComparison) -> Result<(), PlotError> {
-    let _ = writeln!(s, "<section id=\"g{i}\"><h2>{}</h2>", esc(&g.label));
+    let _ = writeln!(
+        s,
+        "<section id=\"g{i}\"><h2>{}</h2>",
+        escape::html(&g.label)
+    );
     let _ = writeln!(s, "<div class=\"plots\">");
     if let Some(svg) = eval_curves_svg(g)? {
         let _ = writeln!(
@@ -488,8 +492,8 @@ fn breakdown_table(s: &mut String, b: &super::explain::Breakdown) {
             s,
             "<tr data-factor=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             f.name,
-            esc(&f.label),
-            esc(&f.unit),
+            escape::html(&f.label),
+            escape::html(&f.unit),
             side(&f.baseline),
             side(&f.candidate),
             pct(f.relative_change),
@@ -511,9 +515,9 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
         let _ = writeln!(
             s,
             "<h3>Where the time went</h3><p class=\"why\"><b>{}</b> — {}; over {}</p>",
-            esc(&b.summary),
-            esc(b.relation),
-            esc(b.runs)
+            escape::html(&b.summary),
+            escape::html(b.relation),
+            escape::html(b.runs)
         );
         breakdown_table(s, b);
     }
@@ -521,9 +525,9 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
         let _ = writeln!(
             s,
             "<h3>{}</h3><p class=\"why\"><b>{}</b> — {}</p>",
-            esc(b.label),
-            esc(&b.summary),
-            esc(b.relation)
+            escape::html(b.label),
+            escape::html(&b.summary),
+            escape::html(b.relation)
         );
         breakdown_table(s, b);
     }
@@ -539,14 +543,14 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
                 if x.is_empty() {
                     "<i>not recorded</i>".to_string()
                 } else {
-                    esc(&x.join(" | "))
+                    escape::html(&x.join(" | ")).into_owned()
                 }
             };
             let _ = writeln!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 c.category.as_str(),
-                esc(&c.name),
+                escape::html(&c.name),
                 v(&c.baseline),
                 v(&c.candidate)
             );
@@ -566,7 +570,7 @@ fn explain_section(s: &mut String, g: &GroupComparison) {
         if seeds.is_empty() {
             String::new()
         } else {
-            format!("; seeds — {}", esc(&seeds.join(", ")))
+            format!("; seeds — {}", escape::html(&seeds.join(", ")))
         }
     );
 }
@@ -582,13 +586,13 @@ pub fn html(c: &Comparison) -> Result<String, PlotError> {
     let _ = writeln!(
         s,
         "<p>baseline <code>{}</code><br>candidate <code>{}</code></p>",
-        esc(&c.baseline),
-        esc(&c.candidate)
+        escape::html(&c.baseline),
+        escape::html(&c.candidate)
     );
     let _ = writeln!(
         s,
         "<p class=\"key\">{}<span style=\"background:{}\"></span>baseline<span style=\"background:{}\"></span>candidate</p>",
-        esc(&settings_line(c)),
+        escape::html(&settings_line(c)),
         hex(BASELINE_COLOR),
         hex(CANDIDATE_COLOR)
     );
@@ -735,7 +739,7 @@ pub fn history_html(h: &super::history::History) -> Result<String, PlotError> {
     );
     let _ = writeln!(s, "<h1>referee compare: history</h1><ol>");
     for r in &h.releases {
-        let _ = writeln!(s, "<li><code>{}</code></li>", esc(r));
+        let _ = writeln!(s, "<li><code>{}</code></li>", escape::html(r));
     }
     let _ = writeln!(
         s,
@@ -744,26 +748,26 @@ pub fn history_html(h: &super::history::History) -> Result<String, PlotError> {
         h.exit_code
     );
     for f in &h.failures {
-        let _ = writeln!(s, "<li class=\"regression\">{}</li>", esc(f));
+        let _ = writeln!(s, "<li class=\"regression\">{}</li>", escape::html(f));
     }
     let _ = writeln!(s, "</ul>");
     for (i, x) in h.series.iter().enumerate() {
         let _ = writeln!(
             s,
             "<section id=\"s{i}\"><h2>{} — {}</h2>",
-            esc(&x.label),
-            esc(x.metric_label)
+            escape::html(&x.label),
+            escape::html(x.metric_label)
         );
         let (head, rows) = super::history::table(x, h.confidence);
         let _ = write!(s, "<table class=\"history\"><tr>");
         for c in &head {
-            let _ = write!(s, "<th>{}</th>", esc(c));
+            let _ = write!(s, "<th>{}</th>", escape::html(c));
         }
         let _ = writeln!(s, "</tr>");
         for r in rows {
             let _ = write!(s, "<tr>");
             for c in r {
-                let _ = write!(s, "<td>{}</td>", esc(&c));
+                let _ = write!(s, "<td>{}</td>", escape::html(&c));
             }
             let _ = writeln!(s, "</tr>");
         }

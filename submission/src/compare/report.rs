@@ -3,7 +3,8 @@
 
 use super::{Comparison, GroupComparison, MetricComparison};
 use crate::figures::{fig, write_aligned};
-use referee_rules::report::{Detail, Report, md_escape};
+use referee_rules::escape;
+use referee_rules::report::{Detail, Report};
 use std::fmt::Write as _;
 
 pub use crate::figures::pct_change as pct;
@@ -378,32 +379,36 @@ fn summary_line(c: &Comparison) -> String {
 
 /// The human form: a table, then the details of every group.
 pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Result<()> {
+    use escape::term;
     writeln!(out, "referee compare")?;
-    writeln!(out, "  baseline:  {}", c.baseline)?;
-    writeln!(out, "  candidate: {}", c.candidate)?;
-    writeln!(out, "  {}", settings_line(c))?;
+    writeln!(out, "  baseline:  {}", term(&c.baseline))?;
+    writeln!(out, "  candidate: {}", term(&c.candidate))?;
+    writeln!(out, "  {}", term(&settings_line(c)))?;
     for l in forced_lines(c) {
-        writeln!(out, "  {l}")?;
+        writeln!(out, "  {}", term(&l))?;
     }
     writeln!(out)?;
-    let rows: Vec<Vec<String>> = rows(c).into_iter().map(|r| r.cells).collect();
+    let rows: Vec<Vec<String>> = rows(c)
+        .into_iter()
+        .map(|r| r.cells.iter().map(|x| term(x).into_owned()).collect())
+        .collect();
     write_aligned(out, &header(c), &rows)?;
     for g in &c.groups {
         writeln!(out)?;
-        writeln!(out, "{}", g.label)?;
+        writeln!(out, "{}", term(&g.label))?;
         for l in detail_lines(g) {
-            writeln!(out, "  {l}")?;
+            writeln!(out, "  {}", term(&l))?;
         }
         let why = breakdown_lines(g);
         if !why.is_empty() {
             writeln!(out, "  where the time went:")?;
             for l in why {
-                writeln!(out, "    {l}")?;
+                writeln!(out, "    {}", term(&l))?;
             }
         }
         writeln!(out, "  what changed:")?;
         for l in changed_lines(g) {
-            writeln!(out, "    {l}")?;
+            writeln!(out, "    {}", term(&l))?;
         }
     }
     if !c.only_in_baseline.is_empty() {
@@ -411,14 +416,14 @@ pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Res
         writeln!(
             out,
             "only in the baseline (not compared): {}",
-            c.only_in_baseline.join(", ")
+            term(&c.only_in_baseline.join(", "))
         )?;
     }
     if !c.only_in_candidate.is_empty() {
         writeln!(
             out,
             "only in the candidate (not compared): {}",
-            c.only_in_candidate.join(", ")
+            term(&c.only_in_candidate.join(", "))
         )?;
     }
     writeln!(out)?;
@@ -430,47 +435,49 @@ pub fn write_human(out: &mut dyn std::io::Write, c: &Comparison) -> std::io::Res
 pub fn markdown(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# referee compare\n");
-    let _ = writeln!(s, "* baseline: `{}`", c.baseline);
-    let _ = writeln!(s, "* candidate: `{}`", c.candidate);
-    let _ = writeln!(s, "* {}", settings_line(c));
+    let md = escape::markdown;
+    let _ = writeln!(s, "* baseline: {}", escape::markdown_code(&c.baseline));
+    let _ = writeln!(s, "* candidate: {}", escape::markdown_code(&c.candidate));
+    let _ = writeln!(s, "* {}", md(&settings_line(c)));
     for l in forced_lines(c) {
-        let _ = writeln!(s, "* **{}**", md_escape(&l));
+        let _ = writeln!(s, "* **{}**", md(&l));
     }
     let _ = writeln!(s, "\n**{}**\n", summary_line(c));
     let head = header(c);
     let _ = writeln!(s, "| {} |", head.join(" | "));
     let _ = writeln!(s, "|{}", " --- |".repeat(head.len()));
     for r in rows(c) {
-        let cells: Vec<String> = r.cells.iter().map(|x| md_escape(x)).collect();
+        let cells: Vec<String> = r.cells.iter().map(|x| md(x).into_owned()).collect();
         let _ = writeln!(s, "| {} |", cells.join(" | "));
     }
     for g in &c.groups {
-        let _ = writeln!(s, "\n## {}\n", md_escape(&g.label));
+        let _ = writeln!(s, "\n## {}\n", md(&g.label));
         for l in detail_lines(g) {
-            let _ = writeln!(s, "* {}", md_escape(&l));
+            let _ = writeln!(s, "* {}", md(&l));
         }
         let why = breakdown_lines(g);
         if !why.is_empty() {
             let _ = writeln!(s, "\n### Where the time went\n");
             for l in why {
-                let _ = writeln!(s, "* {}", md_escape(&l));
+                let _ = writeln!(s, "* {}", md(&l));
             }
         }
         let _ = writeln!(s, "\n### What changed\n");
         for l in changed_lines(g) {
-            let _ = writeln!(s, "* {}", md_escape(&l));
+            let _ = writeln!(s, "* {}", md(&l));
         }
     }
     let not_compared = not_compared_lines(c);
     if !not_compared.is_empty() {
         let _ = writeln!(s, "\n## Not compared\n");
         for l in &not_compared {
-            let _ = writeln!(s, "* {}", md_escape(l));
+            let _ = writeln!(s, "* {}", md(l));
         }
     }
     let _ = writeln!(s, "\n## How the verdicts are made\n");
+    // referee's own words (static text), Markdown as written.
     for r in &c.rules {
-        let _ = writeln!(s, "* {}", md_escape(r));
+        let _ = writeln!(s, "* {r}");
     }
     s
 }

@@ -10,6 +10,7 @@ use super::report::{cells, detail_lines, header, scaling_lines, summary_line};
 use super::scaling::ScalingGroup;
 use crate::figures::fig;
 use plotters::prelude::*;
+use referee_rules::escape;
 use std::fmt::Write as _;
 
 const W: u32 = 640;
@@ -26,14 +27,6 @@ pub const PALETTE: &[RGBColor] = &[
     RGBColor(0xe3, 0x77, 0xc2),
     RGBColor(0x17, 0xbe, 0xcf),
 ];
-
-/// HTML-escape.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// An axis range around `lo..hi` with a margin (a flat series gets one too).
 pub(crate) fn padded(lo: f64, hi: f64) -> (f64, f64) {
@@ -231,7 +224,7 @@ th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}figure{margin:
 fn table(s: &mut String, r: &PerfReport) {
     let _ = write!(s, "<table><tr>");
     for h in header(r) {
-        let _ = write!(s, "<th>{}</th>", esc(h));
+        let _ = write!(s, "<th>{}</th>", escape::html(h));
     }
     let _ = writeln!(s, "</tr>");
     for (i, row) in r.rows.iter().enumerate() {
@@ -240,12 +233,17 @@ fn table(s: &mut String, r: &PerfReport) {
         let last = c.len() - 1;
         for (k, cell) in c.iter().enumerate() {
             if k == 0 {
-                let _ = write!(s, "<td><a href=\"#r{i}\">{}</a></td>", esc(cell));
+                let _ = write!(s, "<td><a href=\"#r{i}\">{}</a></td>", escape::html(cell));
             } else if k == last {
                 let class = cell.replace(' ', "-").to_ascii_lowercase();
-                let _ = write!(s, "<td class=\"status {}\">{}</td>", esc(&class), esc(cell));
+                let _ = write!(
+                    s,
+                    "<td class=\"status {}\">{}</td>",
+                    escape::html(&class),
+                    escape::html(cell)
+                );
             } else {
-                let _ = write!(s, "<td>{}</td>", esc(cell));
+                let _ = write!(s, "<td>{}</td>", escape::html(cell));
             }
         }
         let _ = writeln!(s, "</tr>");
@@ -261,9 +259,9 @@ pub fn html(r: &PerfReport) -> Result<String, DrawError> {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>referee perf</title><style>{STYLE}</style></head><body>\n<h1>referee perf</h1>\n"
     );
     if let Some(a) = &r.against {
-        let _ = writeln!(s, "<p>against <code>{}</code></p>", esc(a));
+        let _ = writeln!(s, "<p>against <code>{}</code></p>", escape::html(a));
     }
-    let _ = writeln!(s, "<p><b>{}</b></p>", esc(&summary_line(r)));
+    let _ = writeln!(s, "<p><b>{}</b></p>", escape::html(&summary_line(r)));
     table(&mut s, r);
     let series: Vec<StepSeries> = r
         .rows
@@ -303,22 +301,26 @@ pub fn html(r: &PerfReport) -> Result<String, DrawError> {
     }
     let _ = writeln!(s, "</div>");
     for (i, row) in r.rows.iter().enumerate() {
-        let _ = writeln!(s, "<section id=\"r{i}\"><h2>{}</h2><ul>", esc(&row.file));
+        let _ = writeln!(
+            s,
+            "<section id=\"r{i}\"><h2>{}</h2><ul>",
+            escape::html(&row.file)
+        );
         for l in detail_lines(row) {
-            let _ = writeln!(s, "<li>{}</li>", esc(&l));
+            let _ = writeln!(s, "<li>{}</li>", escape::html(&l));
         }
         let _ = writeln!(s, "</ul></section>");
     }
     if !r.scaling.is_empty() {
         let _ = writeln!(s, "<h2>Scaling</h2><ul>");
         for l in scaling_lines(r) {
-            let _ = writeln!(s, "<li>{}</li>", esc(&l));
+            let _ = writeln!(s, "<li>{}</li>", escape::html(&l));
         }
         let _ = writeln!(s, "</ul>");
     }
     let _ = writeln!(s, "<h2>How the figures are made</h2><ul>");
     for l in &r.rules {
-        let _ = writeln!(s, "<li>{}</li>", esc(l));
+        let _ = writeln!(s, "<li>{}</li>", escape::html(l));
     }
     let _ = writeln!(s, "</ul></body></html>");
     Ok(s)

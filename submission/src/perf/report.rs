@@ -4,7 +4,8 @@
 use super::fields::{COUNTS, Field, Fields, Source};
 use super::{PerfReport, PerfRow};
 use crate::figures::{fig, write_aligned};
-use referee_rules::report::{Detail, Report, md_escape};
+use referee_rules::escape::{csv_cell, markdown, markdown_code, term};
+use referee_rules::report::{Detail, Report};
 use std::io::{self, Write};
 
 fn opt(x: Option<f64>) -> String {
@@ -441,16 +442,25 @@ impl Report for PerfReport {
     fn write_human(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         writeln!(out, "referee perf")?;
         if let Some(a) = &self.against {
-            writeln!(out, "  against: {a}")?;
+            writeln!(out, "  against: {}", term(a))?;
         }
         writeln!(out)?;
-        let rows: Vec<Vec<String>> = self.rows.iter().map(|r| cells(self, r)).collect();
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                cells(self, r)
+                    .iter()
+                    .map(|c| term(c).into_owned())
+                    .collect()
+            })
+            .collect();
         write_aligned(out, &header(self), &rows)?;
         for r in &self.rows {
             writeln!(out)?;
-            writeln!(out, "{}", r.file)?;
+            writeln!(out, "{}", term(&r.file))?;
             for l in detail_lines(r) {
-                writeln!(out, "  {l}")?;
+                writeln!(out, "  {}", term(&l))?;
             }
         }
         if !self.scaling.is_empty() {
@@ -460,7 +470,7 @@ impl Report for PerfReport {
                 "scaling (efficiency = per-GPU throughput ÷ that of the smallest GPU count)"
             )?;
             for l in scaling_lines(self) {
-                writeln!(out, "  {l}")?;
+                writeln!(out, "  {}", term(&l))?;
             }
         }
         if !self.skipped.is_empty() {
@@ -475,7 +485,7 @@ impl Report for PerfReport {
         writeln!(out)?;
         if let Some(g) = &self.gate {
             for l in gate_lines(g) {
-                writeln!(out, "{l}")?;
+                writeln!(out, "{}", term(&l))?;
             }
         }
         writeln!(out, "{}", summary_line(self))
@@ -484,12 +494,12 @@ impl Report for PerfReport {
     fn write_markdown(&self, out: &mut dyn Write, _: Detail) -> io::Result<()> {
         writeln!(out, "# referee perf\n")?;
         if let Some(a) = &self.against {
-            writeln!(out, "* against: `{a}`")?;
+            writeln!(out, "* against: {}", markdown_code(a))?;
         }
         writeln!(out, "\n**{}**\n", summary_line(self))?;
         if let Some(g) = &self.gate {
             for l in gate_lines(g) {
-                writeln!(out, "* {}", md_escape(&l))?;
+                writeln!(out, "* {}", markdown(&l))?;
             }
             writeln!(out)?;
         }
@@ -497,24 +507,28 @@ impl Report for PerfReport {
         writeln!(out, "| {} |", head.join(" | "))?;
         writeln!(out, "|{}", " --- |".repeat(head.len()))?;
         for r in &self.rows {
-            let c: Vec<String> = cells(self, r).iter().map(|x| md_escape(x)).collect();
+            let c: Vec<String> = cells(self, r)
+                .iter()
+                .map(|x| markdown(x).into_owned())
+                .collect();
             writeln!(out, "| {} |", c.join(" | "))?;
         }
         for r in &self.rows {
-            writeln!(out, "\n## {}\n", md_escape(&r.file))?;
+            writeln!(out, "\n## {}\n", markdown(&r.file))?;
             for l in detail_lines(r) {
-                writeln!(out, "* {}", md_escape(&l))?;
+                writeln!(out, "* {}", markdown(&l))?;
             }
         }
         if !self.scaling.is_empty() {
             writeln!(out, "\n## Scaling\n")?;
             for l in scaling_lines(self) {
-                writeln!(out, "* {}", md_escape(&l))?;
+                writeln!(out, "* {}", markdown(&l))?;
             }
         }
         writeln!(out, "\n## How the figures are made\n")?;
+        // referee's own words (static text), Markdown as written.
         for r in &self.rules {
-            writeln!(out, "* {}", md_escape(r))?;
+            writeln!(out, "* {r}")?;
         }
         Ok(())
     }
@@ -564,14 +578,6 @@ pub const CSV_COLUMNS: &[&str] = &[
     "joules_per_sample",
     "joules_per_token",
 ];
-
-fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// One line per run, full precision.
 pub fn write_csv(r: &PerfReport, out: &mut dyn Write) -> io::Result<()> {
@@ -644,7 +650,7 @@ pub fn write_csv(r: &PerfReport, out: &mut dyn Write) -> io::Result<()> {
         c.push(num(e.map(|e| e.average_power_w)));
         c.push(num(e.and_then(|e| e.joules_per_sample)));
         c.push(num(e.and_then(|e| e.joules_per_token)));
-        let line: Vec<String> = c.iter().map(|x| csv_cell(x)).collect();
+        let line: Vec<String> = c.iter().map(|x| csv_cell(x).into_owned()).collect();
         writeln!(out, "{}", line.join(","))?;
     }
     Ok(())
