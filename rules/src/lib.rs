@@ -31,6 +31,7 @@ pub mod stats;
 pub mod sysdesc;
 #[cfg(test)]
 mod testing;
+pub mod untrusted;
 pub mod value;
 pub mod yaml;
 

@@ -17,6 +17,7 @@
 //! reports a [`LineProblem`] marked `official_crash` and carries on.
 
 use crate::json;
+use crate::untrusted::{self, FileKind, Links};
 use crate::value::{Dict, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -315,6 +316,24 @@ impl LineParser {
         self.line_in(line, None)
     }
 
+    /// A physical line longer than [`MAX_LINE`] that carries the marker
+    /// (`len` bytes; `head`: its first bytes): one problem, its text not
+    /// read.
+    pub fn overlong(&mut self, head: &[u8], len: u64) -> Item {
+        self.line_no += 1;
+        let index = self.index;
+        self.index += 1;
+        Item::Problem(LineProblem {
+            index,
+            line: self.line_no,
+            text: json::latin1(&head[..head.len().min(160)]),
+            message: format!(
+                "the MLLOG line is {len} bytes long, more than the {MAX_LINE} bytes a line may have: it was not read"
+            ),
+            official_crash: false,
+        })
+    }
+
     /// [`LineParser::line`] of a line that lies in a file (`at`).
     pub fn line_in(&mut self, line: &[u8], at: Option<At>) -> Option<Item> {
         self.line_no += 1;
@@ -369,14 +388,25 @@ fn segment(rest: &[u8]) -> (usize, usize) {
     }
 }
 
+/// The longest line read (1 MiB, 350 times the longest line of the MLPerf
+/// Training v5.0 round's logs): a longer line is one [`LineProblem`], not a
+/// line held in memory (a 2 GB file without a newline would otherwise be
+/// one 2 GB string).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Unreadable lines kept in full per log ([`ParsedLog::problems`]); those
+/// past them are only counted ([`ParsedLog::unkept_problems`]), so that a
+/// log of a million junk lines costs the memory of a hundred.
+pub const KEPT_PROBLEMS: usize = 100;
+
+/// The most bytes of an unreadable line kept as its text (reports show the
+/// first 160 characters).
+pub const PROBLEM_TEXT: usize = 4096;
+
 /// Iterator over the MLLOG items of a byte stream.
 pub struct Reader<R> {
     input: R,
     buf: Vec<u8>,
-    /// Pending segments of the current chunk (split at lone `\r`).
-    seg_start: usize,
-    chunk_len: usize,
-    have_chunk: bool,
     lines: LineParser,
     io_error: Option<std::io::Error>,
 }
@@ -386,9 +416,6 @@ impl<R: BufRead> Reader<R> {
         Reader {
             input,
             buf: Vec::with_capacity(1024),
-            seg_start: 0,
-            chunk_len: 0,
-            have_chunk: false,
             lines: LineParser::default(),
             io_error: None,
         }
@@ -414,60 +441,111 @@ impl<R: BufRead> Reader<R> {
     pub fn lines_read(&self) -> usize {
         self.lines.lines_read()
     }
+}
 
-    /// Next physical line (without its terminator) as a byte range of `buf`.
-    fn next_line(&mut self) -> Option<(usize, usize)> {
-        loop {
-            if self.have_chunk && self.seg_start < self.chunk_len {
-                let (end, next) = segment(&self.buf[self.seg_start..self.chunk_len]);
-                let s = self.seg_start;
-                self.seg_start += next;
-                return Some((s, s + end));
-            }
-            self.buf.clear();
-            self.seg_start = 0;
-            match read_line(&mut self.input, &mut self.buf) {
-                Ok(0) => return None,
-                Ok(n) => {
-                    self.chunk_len = n;
-                    self.have_chunk = true;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.io_error = Some(e);
-                    return None;
-                }
-            }
+/// A physical line read by [`read_line`].
+struct LineRead {
+    /// Its full length (more than [`MAX_LINE`] when it was cut).
+    len: u64,
+    /// The marker lies in the part past the cap (which was not kept).
+    marker_past_cap: bool,
+}
+
+/// Looks for the marker in the bytes of a line past the cap, which are
+/// dropped as they are read: the last bytes seen carry over, so a marker
+/// split between two reads is found.
+#[derive(Default)]
+struct PastCap {
+    carry: Vec<u8>,
+    marker: bool,
+}
+
+impl PastCap {
+    fn see(&mut self, kept: &[u8], dropped: &[u8]) {
+        const CARRY: usize = MARKER.len() - 1;
+        if self.marker || dropped.is_empty() {
+            return;
         }
+        if self.carry.is_empty() {
+            self.carry = kept[kept.len().saturating_sub(CARRY)..].to_vec();
+        }
+        self.carry
+            .extend_from_slice(&dropped[..dropped.len().min(CARRY)]);
+        self.marker = memchr::memmem::find(&self.carry, MARKER).is_some()
+            || memchr::memmem::find(dropped, MARKER).is_some();
+        self.carry = if dropped.len() >= CARRY {
+            dropped[dropped.len() - CARRY..].to_vec()
+        } else {
+            self.carry[self.carry.len().saturating_sub(CARRY)..].to_vec()
+        };
     }
 }
 
-/// `BufRead::read_until(b'\n')` with the memchr crate's SIMD search.
-fn read_line<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut read = 0;
+/// The next physical line of `input` into `buf` (without its terminator:
+/// `\n`, `\r\n` or a lone `\r`, Python's universal newlines), at most
+/// [`MAX_LINE`] bytes of it; `None` at the end of the input. The bytes past
+/// the cap are read and dropped, not kept (only looked at for the marker).
+fn read_line<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Option<LineRead>> {
+    let mut past = PastCap::default();
+    let mut keep = |buf: &mut Vec<u8>, bytes: &[u8]| {
+        let room = MAX_LINE.saturating_sub(buf.len());
+        let (kept, dropped) = bytes.split_at(bytes.len().min(room));
+        buf.extend_from_slice(kept);
+        past.see(buf, dropped);
+    };
+    let mut total: u64 = 0;
+    let mut any = false;
     loop {
-        let (done, used) = {
+        // (bytes to consume, whether they end the line, whether in a `\r`)
+        let (used, ended, cr) = {
             let available = match input.fill_buf() {
                 Ok(a) => a,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            match memchr::memchr(b'\n', available) {
+            if available.is_empty() {
+                return Ok(any.then_some(LineRead {
+                    len: total,
+                    marker_past_cap: past.marker,
+                }));
+            }
+            any = true;
+            match memchr::memchr2(b'\n', b'\r', available) {
                 Some(i) => {
-                    buf.extend_from_slice(&available[..=i]);
-                    (true, i + 1)
+                    keep(buf, &available[..i]);
+                    total += i as u64;
+                    (i + 1, true, available[i] == b'\r')
                 }
                 None => {
-                    buf.extend_from_slice(available);
-                    (available.is_empty(), available.len())
+                    keep(buf, available);
+                    total += available.len() as u64;
+                    (available.len(), false, false)
                 }
             }
         };
         input.consume(used);
-        read += used;
-        if done {
-            return Ok(read);
+        if !ended {
+            continue;
         }
+        if cr {
+            // `\r\n` ends one line, not two.
+            loop {
+                match input.fill_buf() {
+                    Ok(a) => {
+                        if a.first() == Some(&b'\n') {
+                            input.consume(1);
+                        }
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        return Ok(Some(LineRead {
+            len: total,
+            marker_past_cap: past.marker,
+        }));
     }
 }
 
@@ -476,9 +554,26 @@ impl<R: BufRead> Iterator for Reader<R> {
 
     fn next(&mut self) -> Option<Item> {
         loop {
-            let (s, e) = self.next_line()?;
-            if let Some(item) = self.lines.line(&self.buf[s..e]) {
-                return Some(item);
+            self.buf.clear();
+            match read_line(&mut self.input, &mut self.buf) {
+                Ok(None) => return None,
+                Ok(Some(l)) if l.len > MAX_LINE as u64 => {
+                    // Framework output may hold a long line; an MLLOG line
+                    // that long is not read.
+                    if l.marker_past_cap || rfind_marker(&self.buf).is_some() {
+                        return Some(self.lines.overlong(&self.buf, l.len));
+                    }
+                    self.lines.line(b"");
+                }
+                Ok(Some(_)) => {
+                    if let Some(item) = self.lines.line(&self.buf) {
+                        return Some(item);
+                    }
+                }
+                Err(e) => {
+                    self.io_error = Some(e);
+                    return None;
+                }
             }
         }
     }
@@ -510,7 +605,7 @@ fn parse_marked(
         Item::Problem(LineProblem {
             index,
             line,
-            text: json::latin1(stripped),
+            text: json::latin1(&stripped[..stripped.len().min(PROBLEM_TEXT)]),
             message,
             official_crash,
         })
@@ -698,7 +793,10 @@ pub fn py_float(s: &str) -> Option<f64> {
 #[derive(Debug, Default, Clone)]
 pub struct ParsedLog {
     pub records: Vec<Record>,
+    /// The first [`KEPT_PROBLEMS`] unreadable lines, in file order.
     pub problems: Vec<LineProblem>,
+    /// Unreadable lines after those (counted, not kept).
+    pub unkept_problems: usize,
     /// Physical lines in the file.
     pub lines: usize,
     /// Lines that carried the marker.
@@ -710,15 +808,21 @@ impl ParsedLog {
     pub fn push(&mut self, item: Item) {
         match item {
             Item::Record(r) => self.records.push(r),
-            Item::Problem(p) => self.problems.push(p),
+            Item::Problem(p) if self.problems.len() < KEPT_PROBLEMS => self.problems.push(p),
+            Item::Problem(_) => self.unkept_problems += 1,
         }
+    }
+
+    /// Unreadable lines, kept or not.
+    pub fn problem_count(&self) -> usize {
+        self.problems.len() + self.unkept_problems
     }
 
     /// The counts, once `lines` physical lines have been read (every line
     /// that carried the marker is a record or a problem).
     pub fn count_lines(&mut self, lines: usize) {
         self.lines = lines;
-        self.mllog_lines = self.records.len() + self.problems.len();
+        self.mllog_lines = self.records.len() + self.problem_count();
     }
 }
 
@@ -727,9 +831,18 @@ pub fn read_from<R: Read>(input: R) -> std::io::Result<ParsedLog> {
     collect(Reader::new(BufReader::with_capacity(256 * 1024, input)))
 }
 
-/// Read a log file keeping values only for the keys `keep` accepts.
+/// Open a log of a package for reading: a regular file of at most
+/// [`FileKind::Log`]'s cap, read through a reader that stops there (see
+/// [`crate::untrusted`]; `links`: whether the path may be a link, which
+/// only a path the user typed may be).
+pub fn open_log(path: &Path, links: Links) -> std::io::Result<untrusted::Bounded> {
+    Ok(untrusted::open(path, FileKind::Log, links)?.reader())
+}
+
+/// Read a log file keeping values only for the keys `keep` accepts (a link
+/// is refused: see [`open_log`]).
 pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::Result<ParsedLog> {
-    let f = std::fs::File::open(path)?;
+    let f = open_log(path, Links::Refuse)?;
     collect(Reader::new(BufReader::with_capacity(256 * 1024, f)).keep_values(keep))
 }
 
@@ -747,9 +860,16 @@ pub fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> 
     Ok(out)
 }
 
-/// Read and parse a log file.
+/// Read and parse a log file of a package (a link is refused: see
+/// [`open_log`]).
 pub fn read_file(path: &Path) -> std::io::Result<ParsedLog> {
-    read_from(std::fs::File::open(path)?)
+    read_file_as(path, Links::Refuse)
+}
+
+/// [`read_file`] of a path that may be a link where `links` allows it (a
+/// path the user typed).
+pub fn read_file_as(path: &Path, links: Links) -> std::io::Result<ParsedLog> {
+    read_from(open_log(path, links)?)
 }
 
 #[cfg(test)]
@@ -923,6 +1043,124 @@ mod tests {
         assert_eq!(msgs[5].0, "does not match regex");
         assert!(msgs[6].0.starts_with("Extra data"));
         assert_eq!(p.mllog_lines, 7);
+    }
+
+    #[test]
+    fn an_over_long_mllog_line_is_one_problem_and_reading_goes_on() {
+        // An MLLOG line past the cap by one byte; 3 MiB without a newline
+        // whose marker lies 2 MiB past the start; 3 MiB of framework output
+        // (no marker); a record.
+        let mut log = MARKER.to_vec();
+        log.extend(std::iter::repeat_n(b'x', MAX_LINE + 1 - log.len()));
+        log.extend_from_slice(b"\n");
+        log.extend(std::iter::repeat_n(b'\0', 2 * MAX_LINE));
+        log.extend_from_slice(MARKER);
+        log.extend(std::iter::repeat_n(b'\0', MAX_LINE - MARKER.len()));
+        log.extend_from_slice(b"\r\n");
+        log.extend(std::iter::repeat_n(b'y', 3 * MAX_LINE));
+        log.extend_from_slice(format!("\n{OK}\n").as_bytes());
+        for p in [
+            parse(&log),
+            collect(Reader::new(BufReader::with_capacity(4096, &log[..]))).unwrap(),
+        ] {
+            assert_eq!(p.records.len(), 1);
+            assert_eq!(p.records[0].line, 4);
+            let msgs: Vec<_> = p
+                .problems
+                .iter()
+                .map(|x| (x.line, x.message.clone()))
+                .collect();
+            assert_eq!(msgs.len(), 2, "{msgs:?}");
+            assert_eq!((msgs[0].0, msgs[1].0), (1, 2));
+            assert!(
+                msgs[0]
+                    .1
+                    .starts_with("the MLLOG line is 1048577 bytes long"),
+                "{}",
+                msgs[0].1
+            );
+            assert!(
+                msgs[1]
+                    .1
+                    .starts_with("the MLLOG line is 3145728 bytes long"),
+                "{}",
+                msgs[1].1
+            );
+            assert!(p.problems.iter().all(|x| x.text.len() <= 160));
+            assert_eq!(p.lines, 4);
+        }
+        // At the cap exactly, a line is read.
+        let at_cap = format!("{OK}{}", " ".repeat(MAX_LINE - OK.len()));
+        assert_eq!(parse(at_cap.as_bytes()).records.len(), 1);
+    }
+
+    #[test]
+    fn a_marker_split_between_reads_past_the_cap_is_found() {
+        // The marker starts at each offset around a 4 KiB read boundary.
+        for shift in 0..MARKER.len() + 1 {
+            let mut log = vec![b'z'; MAX_LINE + 4096 * 3 - shift];
+            log.extend_from_slice(MARKER);
+            log.extend_from_slice(b"tail\n");
+            let p = collect(Reader::new(BufReader::with_capacity(4096, &log[..]))).unwrap();
+            assert_eq!(p.problems.len(), 1, "shift {shift}");
+        }
+        // No marker at all: a long line of output, not a problem.
+        let p = parse(&vec![b'z'; MAX_LINE + 10]);
+        assert_eq!((p.problems.len(), p.lines), (0, 1));
+    }
+
+    #[test]
+    fn line_ends_split_across_reads_are_one_line_end() {
+        // A reader that hands out one byte at a time: `\r` and `\n` of one
+        // line end arrive in separate reads.
+        let log = format!("a\r\n{OK}\r\rb\r\n{OK}\n");
+        let whole = parse(log.as_bytes());
+        let bytewise = collect(Reader::new(BufReader::with_capacity(1, log.as_bytes()))).unwrap();
+        assert_eq!(format!("{whole:?}"), format!("{bytewise:?}"));
+        assert_eq!(whole.lines, 5);
+        assert_eq!(
+            whole.records.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [2, 5]
+        );
+    }
+
+    #[test]
+    fn junk_lines_past_the_kept_hundred_are_counted_not_kept() {
+        let junk =
+            ":::MLLOG {broken json, with a long tail of text to make the line a bit longer}\n";
+        let log = format!("{}{OK}\n", junk.repeat(200_000));
+        let p = parse(log.as_bytes());
+        assert_eq!(p.problems.len(), KEPT_PROBLEMS);
+        assert_eq!(p.unkept_problems, 200_000 - KEPT_PROBLEMS);
+        assert_eq!(p.problem_count(), 200_000);
+        assert_eq!(p.mllog_lines, 200_001);
+        assert_eq!(p.records.len(), 1);
+        assert_eq!(p.problems[99].line, 100);
+    }
+
+    #[test]
+    fn a_problem_keeps_a_bounded_text() {
+        let long = format!(":::MLLOG {{\"a\": \"{}\"", "y".repeat(100_000));
+        let p = parse(long.as_bytes());
+        assert_eq!(p.problems.len(), 1);
+        assert_eq!(p.problems[0].text.len(), PROBLEM_TEXT);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_sparse_log_past_the_cap_is_refused_by_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("result_0.txt");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let e = read_file(&path).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2147483648 bytes, more than the 1073741824 bytes allowed for a log"),
+            "{e}"
+        );
     }
 
     #[test]
