@@ -53,6 +53,9 @@ pub enum FileKind {
     /// A MANIFEST: 64 MiB, about 400,000 files of a package at 150 bytes a
     /// line (the 1,978 files of the whole v5.0 round take 300 KB).
     Manifest,
+    /// A run record (`referee_run.json`): 64 MiB. Its witness holds a line
+    /// for each timing event of each run, a few kilobytes a run.
+    Record,
     /// A signature (`MANIFEST.sig`, an armoured SSHSIG of a few hundred
     /// bytes): 64 KiB.
     Signature,
@@ -67,7 +70,7 @@ impl FileKind {
         match self {
             FileKind::Log => GIB,
             FileKind::Config => 4 * MIB,
-            FileKind::Manifest => 64 * MIB,
+            FileKind::Manifest | FileKind::Record => 64 * MIB,
             FileKind::Signature => 64 * KIB,
             FileKind::Streamed => u64::MAX,
         }
@@ -79,6 +82,7 @@ impl FileKind {
             FileKind::Log => "a log",
             FileKind::Config => "a configuration file",
             FileKind::Manifest => "a MANIFEST",
+            FileKind::Record => "a run record",
             FileKind::Signature => "a signature",
             FileKind::Streamed => "a file",
         }
