@@ -6,12 +6,13 @@
 use crate::common::witness::verify;
 use crate::exec::witness::{FoundWitness, candidate_records, find_in};
 use crate::rules_env::{OfficialRules, RulesError};
-use referee_rules::checker::{CheckError, Checker, LogReport, RulesetChoice};
+use referee_rules::checker::{CheckError, CheckProblem, Checker, LogReport, RulesetChoice};
 use referee_rules::compliance::CheckOptions;
 use referee_rules::diag::Diagnostic;
 use referee_rules::policy::PolicyMode;
 use referee_rules::report::CheckSummary;
 use referee_rules::ruleset::RuleLibrary;
+use referee_rules::untrusted::Links;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -115,16 +116,24 @@ pub fn tally(
 
 /// [`check_file`] of many logs in parallel; results come back in input
 /// order, and `done` is called as each log is checked (for progress).
+/// `typed`: the paths the user typed; a log that is one of them may be a
+/// link (the user chose it), a log found in a directory may not.
 pub fn check_files(
     checker: &Checker,
     logs: &[PathBuf],
+    typed: &[PathBuf],
     choice: &RulesetChoice,
     done: &(dyn Fn() + Sync),
 ) -> Vec<Result<LogReport, CheckError>> {
     use rayon::prelude::*;
     logs.par_iter()
         .map(|p| {
-            let r = check_file(checker, p, choice);
+            let links = if typed.contains(p) {
+                Links::Follow
+            } else {
+                Links::Refuse
+            };
+            let r = check_file(checker, p, choice, links);
             done();
             r
         })
@@ -141,15 +150,14 @@ pub fn check_file(
     checker: &Checker,
     log: &Path,
     choice: &RulesetChoice,
+    links: Links,
 ) -> Result<LogReport, CheckError> {
     let records = candidate_records(log);
     if records.is_empty() {
-        return checker.check_file(log, choice);
+        return checker.check_file_as(log, choice, links);
     }
-    let Ok(file) = std::fs::File::open(log) else {
-        // The checker reports why the log cannot be read.
-        return checker.check_file(log, choice);
-    };
+    let file = referee_rules::mllog::open_log(log, links)
+        .map_err(|e| CheckError::new(log, CheckProblem::Read(e.into())))?;
     let mut hashed = Hashed {
         inner: file,
         sha: Sha256::new(),

@@ -11,6 +11,7 @@ use referee_rules::ruleset::{
 };
 use referee_rules::ruleset_facts::RulesetFacts;
 use referee_rules::score::ScoreContext;
+use referee_rules::untrusted::Links;
 use referee_submission::compare::RulesProvider;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -228,21 +229,27 @@ fn only_referee_benchmarks(paths: &[PathBuf]) -> bool {
 /// folder, a benchmark folder, or log files) all name one of referee's own
 /// benchmarks in `submission_benchmark`?
 fn logs_name_referee_benchmarks(paths: &[PathBuf]) -> bool {
+    // (path, whether it was typed: a typed log may be a link the user made)
     let mut logs = Vec::new();
     for p in paths {
         if p.is_file() {
-            logs.push(p.clone());
+            logs.push((p.clone(), Links::Follow));
         } else if let Ok(dir) = std::fs::read_dir(p) {
-            logs.extend(dir.flatten().map(|e| e.path()).filter(|f| {
-                f.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
-            }));
+            logs.extend(
+                dir.flatten()
+                    .map(|e| e.path())
+                    .filter(|f| {
+                        f.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("result_") && n.ends_with(".txt"))
+                    })
+                    .map(|f| (f, Links::Refuse)),
+            );
         }
     }
     !logs.is_empty()
-        && logs.iter().all(|log| {
-            referee_rules::mllog::read_file(log).is_ok_and(|parsed| {
+        && logs.iter().all(|(log, links)| {
+            referee_rules::mllog::read_file_as(log, *links).is_ok_and(|parsed| {
                 parsed
                     .records
                     .iter()

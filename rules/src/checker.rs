@@ -6,6 +6,7 @@ use crate::diag::{Diagnostic, Verdict};
 use crate::error::ChoiceError;
 use crate::mllog;
 use crate::ruleset::RuleLibrary;
+use crate::untrusted::Links;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -129,14 +130,27 @@ impl Checker {
         }
     }
 
-    /// Read a log for checking under `choice` (values of keys no rule of an
-    /// official ruleset reads are kept slim).
+    /// Read a log of a package for checking under `choice` (values of keys
+    /// no rule of an official ruleset reads are kept slim). The log must be
+    /// a regular file within the cap for logs; a link is refused (see
+    /// [`crate::untrusted`]).
     pub fn read(
         &self,
         path: &Path,
         choice: &RulesetChoice,
     ) -> Result<mllog::ParsedLog, CheckError> {
-        let file = std::fs::File::open(path)
+        self.read_as(path, choice, Links::Refuse)
+    }
+
+    /// [`Checker::read`] of a path that may be a link where `links` allows
+    /// it (a path the user typed).
+    pub fn read_as(
+        &self,
+        path: &Path,
+        choice: &RulesetChoice,
+        links: Links,
+    ) -> Result<mllog::ParsedLog, CheckError> {
+        let file = mllog::open_log(path, links)
             .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))?;
         self.read_from(path, file, choice)
     }
@@ -154,9 +168,20 @@ impl Checker {
             .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))
     }
 
-    /// Check one log file.
+    /// Check one log file (a link is refused, see [`Checker::read`]).
     pub fn check_file(&self, path: &Path, choice: &RulesetChoice) -> Result<LogReport, CheckError> {
-        let mut parsed = self.read(path, choice)?;
+        self.check_file_as(path, choice, Links::Refuse)
+    }
+
+    /// [`Checker::check_file`] of a path that may be a link where `links`
+    /// allows it (a path the user typed).
+    pub fn check_file_as(
+        &self,
+        path: &Path,
+        choice: &RulesetChoice,
+        links: Links,
+    ) -> Result<LogReport, CheckError> {
+        let mut parsed = self.read_as(path, choice, links)?;
         self.check_parsed(&path.display().to_string(), &mut parsed, choice)
             .map_err(|e| CheckError::new(path, e))
     }
@@ -242,7 +267,8 @@ pub fn collect_logs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CheckError> {
             std::fs::metadata(p).map_err(|e| CheckError::new(p, CheckProblem::Access(e.into())))?;
         if meta.is_dir() {
             let mut found = Vec::new();
-            walk(p, &mut found).map_err(|e| CheckError::new(p, CheckProblem::List(e.into())))?;
+            walk(p, 0, &mut found)
+                .map_err(|(at, e)| CheckError::new(&at, CheckProblem::List(e.into())))?;
             found.sort();
             out.extend(found);
         } else {
@@ -252,13 +278,22 @@ pub fn collect_logs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CheckError> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let ft = e.file_type()?;
+/// The `result_*.txt` entries under `dir`, whatever their type (a link or
+/// a FIFO of that name is then refused by name when it is read). Links to
+/// directories are not followed; a directory deeper than
+/// [`crate::untrusted::MAX_DEPTH`] or one that cannot be listed is an error
+/// naming it.
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, std::io::Error)> {
+    if depth > crate::untrusted::MAX_DEPTH {
+        return Err((dir.to_path_buf(), crate::untrusted::too_deep()));
+    }
+    let at = |e| (dir.to_path_buf(), e);
+    for e in std::fs::read_dir(dir).map_err(at)? {
+        let e = e.map_err(at)?;
+        let ft = e.file_type().map_err(at)?;
         let path = e.path();
         if ft.is_dir() {
-            walk(&path, out)?;
+            walk(&path, depth + 1, out)?;
         } else if is_result_name(&e.file_name().to_string_lossy()) {
             out.push(path);
         }

@@ -87,7 +87,10 @@ impl Store {
 /// needed stay inflated.
 pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOptions) -> Outcome {
     let ParsedLog {
-        records, problems, ..
+        records,
+        problems,
+        unkept_problems,
+        ..
     } = log;
     let original_len = records.len();
     let mut store = Store {
@@ -99,7 +102,7 @@ pub fn check(lib: &RuleLibrary, log: &mut ParsedLog, start: &str, opts: CheckOpt
     let division = first_str(records, "submission_division");
     let record_count = records.len();
 
-    report_problems(problems, &mut store);
+    report_problems(problems, *unkept_problems, &mut store);
     if records.is_empty() {
         store.unkeyed.push(
             Diagnostic::error("no-records", "the file holds no MLLOG lines")
@@ -185,7 +188,9 @@ fn first_str(records: &[Record], key: &str) -> Option<String> {
         .and_then(|r| r.value().as_str().map(str::to_string))
 }
 
-fn report_problems(problems: &[LineProblem], store: &mut Store) {
+/// One finding per kept unreadable line, then one that counts the lines
+/// past those (`unkept`), so that a log of junk costs a bounded report.
+fn report_problems(problems: &[LineProblem], unkept: usize, store: &mut Store) {
     let mut first_value_error = true;
     for p in problems {
         let excerpt: String = if p.text.chars().count() > 160 {
@@ -212,6 +217,25 @@ fn report_problems(problems: &[LineProblem], store: &mut Store) {
         if !p.official_crash && first_value_error {
             d = d.official("Log lines had parsing errors.");
             first_value_error = false;
+        }
+        store.unkeyed.push(d);
+    }
+    if unkept > 0 {
+        let mut d = Diagnostic::error(
+            "parse-error",
+            format!(
+                "and {unkept} more unreadable MLLOG line{} (only the first {} are listed)",
+                if unkept == 1 { "" } else { "s" },
+                problems.len()
+            ),
+        )
+        .expected("`:::MLLOG ` followed by one JSON object with time_ms, key, value, metadata")
+        .found(format!(
+            "{} unreadable lines in all",
+            problems.len() + unkept
+        ));
+        if first_value_error {
+            d = d.official("Log lines had parsing errors.");
         }
         store.unkeyed.push(d);
     }

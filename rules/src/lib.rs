@@ -32,6 +32,7 @@ pub mod stats;
 pub mod sysdesc;
 #[cfg(test)]
 mod testing;
+pub mod untrusted;
 pub mod value;
 pub mod yaml;
 

@@ -17,6 +17,7 @@
 //! reports a [`LineProblem`] marked `official_crash` and carries on.
 
 use crate::json;
+use crate::untrusted::{self, FileKind, Links};
 use crate::value::{Dict, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -315,6 +316,24 @@ impl LineParser {
         self.line_in(line, None)
     }
 
+    /// A physical line longer than the reader's cap (`max`, [`MAX_LINE`]
+    /// unless set) that carries the marker (`len` bytes; `head`: its first
+    /// bytes): one problem, its text not read.
+    pub fn overlong(&mut self, head: &[u8], len: u64, max: usize) -> Item {
+        self.line_no += 1;
+        let index = self.index;
+        self.index += 1;
+        Item::Problem(LineProblem {
+            index,
+            line: self.line_no,
+            text: json::latin1(&head[..head.len().min(160)]),
+            message: format!(
+                "the MLLOG line is {len} bytes long, more than the {max} bytes a line may have: it was not read"
+            ),
+            official_crash: false,
+        })
+    }
+
     /// [`LineParser::line`] of a line that lies in a file (`at`).
     pub fn line_in(&mut self, line: &[u8], at: Option<At>) -> Option<Item> {
         self.line_no += 1;
@@ -369,16 +388,29 @@ fn segment(rest: &[u8]) -> (usize, usize) {
     }
 }
 
+/// The longest line read (64 MiB; the longest line of the MLPerf Training
+/// v5.0 round's logs is 2.9 KB, and a 10 MB value is read, tested): a
+/// longer MLLOG line is one [`LineProblem`], not a line held in memory (a
+/// 2 GB file without a newline would otherwise be one 2 GB string).
+pub const MAX_LINE: usize = 64 << 20;
+
+/// Unreadable lines kept in full per log ([`ParsedLog::problems`]); those
+/// past them are only counted ([`ParsedLog::unkept_problems`]), so that a
+/// log of a million junk lines costs the memory of a hundred.
+pub const KEPT_PROBLEMS: usize = 100;
+
+/// The most bytes of an unreadable line kept as its text (reports show the
+/// first 160 characters).
+pub const PROBLEM_TEXT: usize = 4096;
+
 /// Iterator over the MLLOG items of a byte stream.
 pub struct Reader<R> {
     input: R,
     buf: Vec<u8>,
-    /// Pending segments of the current chunk (split at lone `\r`).
-    seg_start: usize,
-    chunk_len: usize,
-    have_chunk: bool,
     lines: LineParser,
     io_error: Option<std::io::Error>,
+    /// The longest line read ([`MAX_LINE`] unless set).
+    max_line: usize,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -386,12 +418,17 @@ impl<R: BufRead> Reader<R> {
         Reader {
             input,
             buf: Vec::with_capacity(1024),
-            seg_start: 0,
-            chunk_len: 0,
-            have_chunk: false,
             lines: LineParser::default(),
             io_error: None,
+            max_line: MAX_LINE,
         }
+    }
+
+    /// Read lines of at most `max` bytes (an MLLOG line longer than that
+    /// is one problem; see [`MAX_LINE`]).
+    pub fn max_line(mut self, max: usize) -> Self {
+        self.max_line = max;
+        self
     }
 
     /// Keep values only for keys `keep` accepts; other records are still
@@ -414,60 +451,115 @@ impl<R: BufRead> Reader<R> {
     pub fn lines_read(&self) -> usize {
         self.lines.lines_read()
     }
+}
 
-    /// Next physical line (without its terminator) as a byte range of `buf`.
-    fn next_line(&mut self) -> Option<(usize, usize)> {
-        loop {
-            if self.have_chunk && self.seg_start < self.chunk_len {
-                let (end, next) = segment(&self.buf[self.seg_start..self.chunk_len]);
-                let s = self.seg_start;
-                self.seg_start += next;
-                return Some((s, s + end));
-            }
-            self.buf.clear();
-            self.seg_start = 0;
-            match read_line(&mut self.input, &mut self.buf) {
-                Ok(0) => return None,
-                Ok(n) => {
-                    self.chunk_len = n;
-                    self.have_chunk = true;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.io_error = Some(e);
-                    return None;
-                }
-            }
+/// A physical line read by [`read_line`].
+struct LineRead {
+    /// Its full length (more than the cap when it was cut).
+    len: u64,
+    /// The marker lies in the part past the cap (which was not kept).
+    marker_past_cap: bool,
+}
+
+/// Looks for the marker in the bytes of a line past the cap, which are
+/// dropped as they are read: the last bytes seen carry over, so a marker
+/// split between two reads is found.
+#[derive(Default)]
+struct PastCap {
+    carry: Vec<u8>,
+    marker: bool,
+}
+
+impl PastCap {
+    fn see(&mut self, kept: &[u8], dropped: &[u8]) {
+        const CARRY: usize = MARKER.len() - 1;
+        if self.marker || dropped.is_empty() {
+            return;
         }
+        if self.carry.is_empty() {
+            self.carry = kept[kept.len().saturating_sub(CARRY)..].to_vec();
+        }
+        self.carry
+            .extend_from_slice(&dropped[..dropped.len().min(CARRY)]);
+        self.marker = memchr::memmem::find(&self.carry, MARKER).is_some()
+            || memchr::memmem::find(dropped, MARKER).is_some();
+        self.carry = if dropped.len() >= CARRY {
+            dropped[dropped.len() - CARRY..].to_vec()
+        } else {
+            self.carry[self.carry.len().saturating_sub(CARRY)..].to_vec()
+        };
     }
 }
 
-/// `BufRead::read_until(b'\n')` with the memchr crate's SIMD search.
-fn read_line<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut read = 0;
+/// The next physical line of `input` into `buf` (without its terminator:
+/// `\n`, `\r\n` or a lone `\r`, Python's universal newlines), at most
+/// `max` bytes of it; `None` at the end of the input. The bytes past the
+/// cap are read and dropped, not kept (only looked at for the marker).
+fn read_line<R: BufRead>(
+    input: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<LineRead>> {
+    let mut past = PastCap::default();
+    let mut keep = |buf: &mut Vec<u8>, bytes: &[u8]| {
+        let room = max.saturating_sub(buf.len());
+        let (kept, dropped) = bytes.split_at(bytes.len().min(room));
+        buf.extend_from_slice(kept);
+        past.see(buf, dropped);
+    };
+    let mut total: u64 = 0;
+    let mut any = false;
     loop {
-        let (done, used) = {
+        // (bytes to consume, whether they end the line, whether in a `\r`)
+        let (used, ended, cr) = {
             let available = match input.fill_buf() {
                 Ok(a) => a,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            match memchr::memchr(b'\n', available) {
+            if available.is_empty() {
+                return Ok(any.then_some(LineRead {
+                    len: total,
+                    marker_past_cap: past.marker,
+                }));
+            }
+            any = true;
+            match memchr::memchr2(b'\n', b'\r', available) {
                 Some(i) => {
-                    buf.extend_from_slice(&available[..=i]);
-                    (true, i + 1)
+                    keep(buf, &available[..i]);
+                    total += i as u64;
+                    (i + 1, true, available[i] == b'\r')
                 }
                 None => {
-                    buf.extend_from_slice(available);
-                    (available.is_empty(), available.len())
+                    keep(buf, available);
+                    total += available.len() as u64;
+                    (available.len(), false, false)
                 }
             }
         };
         input.consume(used);
-        read += used;
-        if done {
-            return Ok(read);
+        if !ended {
+            continue;
         }
+        if cr {
+            // `\r\n` ends one line, not two.
+            loop {
+                match input.fill_buf() {
+                    Ok(a) => {
+                        if a.first() == Some(&b'\n') {
+                            input.consume(1);
+                        }
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        return Ok(Some(LineRead {
+            len: total,
+            marker_past_cap: past.marker,
+        }));
     }
 }
 
@@ -476,9 +568,26 @@ impl<R: BufRead> Iterator for Reader<R> {
 
     fn next(&mut self) -> Option<Item> {
         loop {
-            let (s, e) = self.next_line()?;
-            if let Some(item) = self.lines.line(&self.buf[s..e]) {
-                return Some(item);
+            self.buf.clear();
+            match read_line(&mut self.input, &mut self.buf, self.max_line) {
+                Ok(None) => return None,
+                Ok(Some(l)) if l.len > self.max_line as u64 => {
+                    // Framework output may hold a long line; an MLLOG line
+                    // that long is not read.
+                    if l.marker_past_cap || rfind_marker(&self.buf).is_some() {
+                        return Some(self.lines.overlong(&self.buf, l.len, self.max_line));
+                    }
+                    self.lines.line(b"");
+                }
+                Ok(Some(_)) => {
+                    if let Some(item) = self.lines.line(&self.buf) {
+                        return Some(item);
+                    }
+                }
+                Err(e) => {
+                    self.io_error = Some(e);
+                    return None;
+                }
             }
         }
     }
@@ -510,7 +619,7 @@ fn parse_marked(
         Item::Problem(LineProblem {
             index,
             line,
-            text: json::latin1(stripped),
+            text: json::latin1(&stripped[..stripped.len().min(PROBLEM_TEXT)]),
             message,
             official_crash,
         })
@@ -698,7 +807,10 @@ pub fn py_float(s: &str) -> Option<f64> {
 #[derive(Debug, Default, Clone)]
 pub struct ParsedLog {
     pub records: Vec<Record>,
+    /// The first [`KEPT_PROBLEMS`] unreadable lines, in file order.
     pub problems: Vec<LineProblem>,
+    /// Unreadable lines after those (counted, not kept).
+    pub unkept_problems: usize,
     /// Physical lines in the file.
     pub lines: usize,
     /// Lines that carried the marker.
@@ -710,15 +822,21 @@ impl ParsedLog {
     pub fn push(&mut self, item: Item) {
         match item {
             Item::Record(r) => self.records.push(r),
-            Item::Problem(p) => self.problems.push(p),
+            Item::Problem(p) if self.problems.len() < KEPT_PROBLEMS => self.problems.push(p),
+            Item::Problem(_) => self.unkept_problems += 1,
         }
+    }
+
+    /// Unreadable lines, kept or not.
+    pub fn problem_count(&self) -> usize {
+        self.problems.len() + self.unkept_problems
     }
 
     /// The counts, once `lines` physical lines have been read (every line
     /// that carried the marker is a record or a problem).
     pub fn count_lines(&mut self, lines: usize) {
         self.lines = lines;
-        self.mllog_lines = self.records.len() + self.problems.len();
+        self.mllog_lines = self.records.len() + self.problem_count();
     }
 }
 
@@ -727,9 +845,18 @@ pub fn read_from<R: Read>(input: R) -> std::io::Result<ParsedLog> {
     collect(Reader::new(BufReader::with_capacity(256 * 1024, input)))
 }
 
-/// Read a log file keeping values only for the keys `keep` accepts.
+/// Open a log of a package for reading: a regular file of at most
+/// [`FileKind::Log`]'s cap, read through a reader that stops there (see
+/// [`crate::untrusted`]; `links`: whether the path may be a link, which
+/// only a path the user typed may be).
+pub fn open_log(path: &Path, links: Links) -> std::io::Result<untrusted::Bounded> {
+    Ok(untrusted::open(path, FileKind::Log, links)?.reader())
+}
+
+/// Read a log file keeping values only for the keys `keep` accepts (a link
+/// is refused: see [`open_log`]).
 pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::Result<ParsedLog> {
-    let f = std::fs::File::open(path)?;
+    let f = open_log(path, Links::Refuse)?;
     collect(Reader::new(BufReader::with_capacity(256 * 1024, f)).keep_values(keep))
 }
 
@@ -747,9 +874,16 @@ pub fn collect<R: BufRead>(mut reader: Reader<R>) -> std::io::Result<ParsedLog> 
     Ok(out)
 }
 
-/// Read and parse a log file.
+/// Read and parse a log file of a package (a link is refused: see
+/// [`open_log`]).
 pub fn read_file(path: &Path) -> std::io::Result<ParsedLog> {
-    read_from(std::fs::File::open(path)?)
+    read_file_as(path, Links::Refuse)
+}
+
+/// [`read_file`] of a path that may be a link where `links` allows it (a
+/// path the user typed).
+pub fn read_file_as(path: &Path, links: Links) -> std::io::Result<ParsedLog> {
+    read_from(open_log(path, links)?)
 }
 
 #[cfg(test)]
@@ -923,6 +1057,127 @@ mod tests {
         assert_eq!(msgs[5].0, "does not match regex");
         assert!(msgs[6].0.starts_with("Extra data"));
         assert_eq!(p.mllog_lines, 7);
+    }
+
+    /// A log read with lines capped at `max` bytes.
+    fn parse_capped(log: &[u8], max: usize, capacity: usize) -> ParsedLog {
+        collect(Reader::new(BufReader::with_capacity(capacity, log)).max_line(max)).unwrap()
+    }
+
+    #[test]
+    fn an_over_long_mllog_line_is_one_problem_and_reading_goes_on() {
+        const CAP: usize = 1 << 16;
+        // An MLLOG line past the cap by one byte; 3 caps without a newline
+        // whose marker lies 2 caps past the start; 3 caps of framework
+        // output (no marker); a record.
+        let mut log = MARKER.to_vec();
+        log.extend(std::iter::repeat_n(b'x', CAP + 1 - log.len()));
+        log.extend_from_slice(b"\n");
+        log.extend(std::iter::repeat_n(b'\0', 2 * CAP));
+        log.extend_from_slice(MARKER);
+        log.extend(std::iter::repeat_n(b'\0', CAP - MARKER.len()));
+        log.extend_from_slice(b"\r\n");
+        log.extend(std::iter::repeat_n(b'y', 3 * CAP));
+        log.extend_from_slice(format!("\n{OK}\n").as_bytes());
+        for capacity in [256 * 1024, 4096, 7] {
+            let p = parse_capped(&log, CAP, capacity);
+            assert_eq!(p.records.len(), 1);
+            assert_eq!(p.records[0].line, 4);
+            let msgs: Vec<_> = p
+                .problems
+                .iter()
+                .map(|x| (x.line, x.message.clone()))
+                .collect();
+            assert_eq!(msgs.len(), 2, "{msgs:?}");
+            assert_eq!((msgs[0].0, msgs[1].0), (1, 2));
+            assert!(
+                msgs[0]
+                    .1
+                    .starts_with("the MLLOG line is 65537 bytes long, more than the 65536 bytes"),
+                "{}",
+                msgs[0].1
+            );
+            assert!(
+                msgs[1].1.starts_with("the MLLOG line is 196608 bytes long"),
+                "{}",
+                msgs[1].1
+            );
+            assert!(p.problems.iter().all(|x| x.text.len() <= 160));
+            assert_eq!(p.lines, 4);
+        }
+        // At the cap exactly, a line is read.
+        let at_cap = format!("{OK}{}", " ".repeat(CAP - OK.len()));
+        assert_eq!(parse_capped(at_cap.as_bytes(), CAP, 4096).records.len(), 1);
+    }
+
+    #[test]
+    fn the_default_cap_reads_a_10_mb_line_and_refuses_one_past_64_mib() {
+        let padded = |n: usize| format!("{}{}\n", &OK[..OK.len() - 1], " ".repeat(n) + "}");
+        assert_eq!(parse(padded(10 << 20).as_bytes()).records.len(), 1);
+        let p = parse(padded(MAX_LINE).as_bytes());
+        assert!(p.records.is_empty());
+        assert!(
+            p.problems[0]
+                .message
+                .contains("more than the 67108864 bytes"),
+            "{}",
+            p.problems[0].message
+        );
+    }
+
+    #[test]
+    fn a_marker_split_between_reads_past_the_cap_is_found() {
+        const CAP: usize = 1 << 16;
+        // The marker starts at each offset around a 4 KiB read boundary.
+        for shift in 0..MARKER.len() + 1 {
+            let mut log = vec![b'z'; CAP + 4096 * 3 - shift];
+            log.extend_from_slice(MARKER);
+            log.extend_from_slice(b"tail\n");
+            let p = parse_capped(&log, CAP, 4096);
+            assert_eq!(p.problems.len(), 1, "shift {shift}");
+        }
+        // No marker at all: a long line of output, not a problem.
+        let p = parse_capped(&vec![b'z'; CAP + 10], CAP, 4096);
+        assert_eq!((p.problems.len(), p.lines), (0, 1));
+    }
+
+    #[test]
+    fn junk_lines_past_the_kept_hundred_are_counted_not_kept() {
+        let junk =
+            ":::MLLOG {broken json, with a long tail of text to make the line a bit longer}\n";
+        let log = format!("{}{OK}\n", junk.repeat(200_000));
+        let p = parse(log.as_bytes());
+        assert_eq!(p.problems.len(), KEPT_PROBLEMS);
+        assert_eq!(p.unkept_problems, 200_000 - KEPT_PROBLEMS);
+        assert_eq!(p.problem_count(), 200_000);
+        assert_eq!(p.mllog_lines, 200_001);
+        assert_eq!(p.records.len(), 1);
+        assert_eq!(p.problems[99].line, 100);
+    }
+
+    #[test]
+    fn a_problem_keeps_a_bounded_text() {
+        let long = format!(":::MLLOG {{\"a\": \"{}\"", "y".repeat(100_000));
+        let p = parse(long.as_bytes());
+        assert_eq!(p.problems.len(), 1);
+        assert_eq!(p.problems[0].text.len(), PROBLEM_TEXT);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_sparse_log_past_the_cap_is_refused_by_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("result_0.txt");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let e = read_file(&path).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2147483648 bytes, more than the 1073741824 bytes allowed for a log"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::policy::{PolicyMode, PolicySummary};
 use crate::score::{RunAnalysis, ScoreContext, analyze_run, check_rcp_runs, policy_of_set};
 use crate::seeds;
 use crate::sysdesc::{self, SystemDesc};
+use crate::untrusted::{self, FileKind, Links, UntrustedError};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -79,7 +80,7 @@ impl PackageReport {
 /// official checker compares `readlines()` output). referee keeps that and
 /// warns about lines it ignores for this reason.
 fn params_flags(path: &Path, diags: &mut Vec<Diagnostic>) -> (bool, bool) {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Some(text) = read_params(path, diags) else {
         return (false, false);
     };
     let (mut rcp, mut seed) = (false, false);
@@ -107,13 +108,33 @@ fn params_flags(path: &Path, diags: &mut Vec<Diagnostic>) -> (bool, bool) {
     (rcp, seed)
 }
 
+/// A params file's text; `None` when there is none, and an error when it
+/// exists but cannot be read (a link, a FIFO, a file too large): its flags
+/// change the verdict, so it is not passed over in silence.
+fn read_params(path: &Path, diags: &mut Vec<Diagnostic>) -> Option<String> {
+    match untrusted::read_to_string(path, FileKind::Config, Links::Refuse) {
+        Ok(text) => Some(text),
+        Err(UntrustedError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            None
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error("params-unreadable", e.to_string())
+                    .rule("package-checker-params", None)
+                    .file(path.display().to_string()),
+            );
+            None
+        }
+    }
+}
+
 /// The top-level params file as the official verify script reads it: one
 /// flag per line; a last line without a newline is skipped by its `read`
 /// loop.
 pub fn top_level_params(org: &Path, diags: &mut Vec<Diagnostic>) -> PackageOptions {
     let mut o = PackageOptions::default();
     let path = org.join("package_checker_params");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Some(text) = read_params(&path, diags) else {
         return o;
     };
     for raw in text.split_inclusive('\n') {
@@ -147,12 +168,32 @@ pub fn top_level_params(org: &Path, diags: &mut Vec<Diagnostic>) -> PackageOptio
 
 /// Git-friendliness (the official repo checker): no names starting with a
 /// dot or holding a space, no file over 50 MiB, no broken symbolic link.
+///
+/// Every directory is walked (links are not followed) down to
+/// [`untrusted::MAX_DEPTH`] levels; one that cannot be listed or lies
+/// deeper is an error naming it, since what it holds goes unchecked.
 pub fn repo_checks(org: &Path) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut stack = vec![org.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
+    let mut stack = vec![(org.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let unwalked = |e: std::io::Error| {
+            Diagnostic::error(
+                "repo",
+                format!("cannot walk this directory: {e}; its files are not checked"),
+            )
+            .rule("repo", None)
+            .file(dir.display().to_string())
+        };
+        if depth > untrusted::MAX_DEPTH {
+            out.push(unwalked(untrusted::too_deep()));
             continue;
+        }
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                out.push(unwalked(e));
+                continue;
+            }
         };
         let mut entries: Vec<_> = rd.flatten().collect();
         entries.sort_by_key(|e| e.path());
@@ -180,7 +221,7 @@ pub fn repo_checks(org: &Path) -> Vec<Diagnostic> {
                     );
                 }
             } else if ft.is_dir() {
-                stack.push(p);
+                stack.push((p, depth + 1));
             } else if let Ok(m) = e.metadata()
                 && m.len() > 50 * 1024 * 1024
             {
@@ -213,7 +254,7 @@ fn power_checks(power: &Path, results: &[PathBuf], diags: &mut Vec<Diagnostic>) 
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         let folder = power.join(&name);
-        if !folder.is_dir() {
+        if !layout::is_real_dir(&folder) {
             diags.push(
                 Diagnostic::error("power", format!("no power logs for {name}"))
                     .rule("power", None)
@@ -331,7 +372,24 @@ pub fn check_package(
     let global = package_options(org, cli, &mut diags);
     check_top_folders(org, &mut diags);
     let mut systems = load_systems(ctx, org, &mut diags);
-    let plans = plan_benchmark_dirs(ctx, org, global, &mut systems, &mut diags);
+    let tree = match layout::results_tree(org, &ctx.usage) {
+        Ok(t) => t,
+        Err(e) => {
+            if layout::is_real_dir(&org.join("results")) {
+                diags.push(
+                    Diagnostic::error(
+                        "unreadable-dir",
+                        format!("cannot list the results: {e}; no result is checked"),
+                    )
+                    .rule("layout", None)
+                    .file(org.join("results").display().to_string()),
+                );
+            }
+            layout::ResultsTree::default()
+        }
+    };
+    diags.extend(tree.findings);
+    let plans = plan_benchmark_dirs(ctx, tree.dirs, global, &mut systems, &mut diags);
     let analyses = analyse_logs(ctx, &plans, progress);
     let mut checks = Vec::new();
     let mut policy = Vec::new();
@@ -353,7 +411,7 @@ pub fn check_package(
     crate::policy::apply_mode(&mut policy, global.policy);
     let policy_summary = (!policy.is_empty()).then(|| PolicySummary::of(global.policy, &policy));
     diags.extend(repo_checks(org));
-    if systems.files == 0 && org.join("systems").is_dir() {
+    if systems.files == 0 && layout::is_real_dir(&org.join("systems")) {
         diags.push(
             Diagnostic::error("layout", "no system description in systems/")
                 .rule("layout", None)
@@ -388,7 +446,7 @@ fn package_options(org: &Path, cli: PackageOptions, diags: &mut Vec<Diagnostic>)
 /// An error for each missing `systems/` or `results/` folder.
 fn check_top_folders(org: &Path, diags: &mut Vec<Diagnostic>) {
     for (sub, what) in [("systems", "system descriptions"), ("results", "results")] {
-        if !org.join(sub).is_dir() {
+        if !layout::is_real_dir(&org.join(sub)) {
             diags.push(
                 Diagnostic::error("layout", format!("missing {sub}/ folder ({what})"))
                     .rule("layout", None)
@@ -466,12 +524,11 @@ struct BenchmarkDirPlan {
 /// benchmark the ruleset allows (others are reported and skipped).
 fn plan_benchmark_dirs(
     ctx: &ScoreContext,
-    org: &Path,
+    dirs: Vec<BenchmarkDir>,
     global: PackageOptions,
     systems: &mut Systems,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<BenchmarkDirPlan> {
-    let dirs = layout::benchmark_dirs(org, &ctx.usage).unwrap_or_default();
     let allowed = ctx.facts.allowed(&ctx.usage, &ctx.ruleset);
     let mut plans = Vec::new();
     let mut system_params: HashMap<String, (bool, bool)> = HashMap::new();
@@ -481,7 +538,7 @@ fn plan_benchmark_dirs(
                 diags.push(
                     Diagnostic::error("layout", format!("results for system `{}` but no systems/{}.json (the official checker crashes here)", d.system, d.system))
                         .rule("layout", None)
-                        .file(org.join("systems").join(format!("{}.json", d.system)).display().to_string()),
+                        .file(d.org.join("systems").join(format!("{}.json", d.system)).display().to_string()),
                 );
                 systems.by_id.insert(d.system.clone(), None);
             }
@@ -493,7 +550,8 @@ fn plan_benchmark_dirs(
                     "layout",
                     format!(
                         "`{}` is not a benchmark of ruleset {}: skipped",
-                        d.benchmark, ctx.ruleset
+                        layout::shown_name(Path::new(&d.benchmark)),
+                        ctx.ruleset
                     ),
                 )
                 .rule("layout", None)
@@ -518,6 +576,8 @@ fn plan_benchmark_dirs(
             bert_train_samples: global.bert_train_samples,
             policy: global.policy,
         };
+        // A directory that cannot be listed is a finding of the tree walk;
+        // its result count is then an error too.
         let results = layout::result_files(&d.path).unwrap_or_default();
         plans.push(BenchmarkDirPlan {
             closed: desc.text("division").as_deref() == Some("closed"),
@@ -576,7 +636,7 @@ fn check_benchmark_dir(
     check_stray_files(&d.path, &mut local);
     let mut failing = noncompliant_logs(runs, &mut local);
     let power = d.path.join("power");
-    if power.is_dir() {
+    if layout::is_real_dir(&power) {
         failing.extend(power_checks(&power, &plan.results, &mut local));
         failing.sort();
         failing.dedup();
@@ -648,7 +708,7 @@ fn check_stray_files(dir: &Path, local: &mut Vec<Diagnostic>) {
     let others: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
-                .filter(|e| e.path().is_file())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                 .map(|e| e.file_name().to_string_lossy().to_string())
                 .filter(|n| {
                     !crate::checker::is_result_name(n)

@@ -278,10 +278,21 @@ pub struct BenchScore {
 /// Read `scaling.json` (`{"scaling_factor": x}`); 1.0 when absent.
 pub fn scaling_factor(dir: &Path) -> Result<f64, DirError> {
     let p = dir.join("scaling.json");
-    if !p.is_file() {
-        return Ok(1.0);
-    }
-    let text = std::fs::read_to_string(&p).map_err(|e| DirError::io(&p, e))?;
+    // A file of the package (see crate::untrusted): a link or a FIFO of
+    // that name is an error, not a missing file.
+    let text = match crate::untrusted::read_to_string(
+        &p,
+        crate::untrusted::FileKind::Config,
+        crate::untrusted::Links::Refuse,
+    ) {
+        Ok(t) => t,
+        Err(crate::untrusted::UntrustedError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(1.0);
+        }
+        Err(e) => return Err(DirError::io(&p, e.into_io())),
+    };
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| DirError::Json {
         path: p.clone(),
         source: e.into(),
@@ -321,7 +332,7 @@ pub fn score_dir(
     let dropped = times.dropped;
     report_dropped_runs(dir, submitter, dropped, max_dropped, &mut diags);
     let (scale, score) = scaled_score(dir, &times.counted, dropped, max_dropped, &mut diags);
-    let energy = if dir.path.join("power").is_dir() && dropped <= max_dropped {
+    let energy = if layout::is_real_dir(&dir.path.join("power")) && dropped <= max_dropped {
         energy_score(dir, runs, dropped, max_dropped, scale, &mut diags)
     } else {
         None
@@ -931,7 +942,7 @@ pub(crate) fn policy_of_set(
         .collect();
     let org = dir.path.ancestors().nth(3);
     let power = dir.path.join("power");
-    if power.is_dir() {
+    if layout::is_real_dir(&power) {
         let folders: Vec<PathBuf> = runs
             .iter()
             .map(|r| power.join(r.path.file_stem().unwrap_or_default()))
@@ -939,7 +950,7 @@ pub(crate) fn policy_of_set(
         let power_runs: Vec<crate::policy::power::PowerRun> = runs
             .iter()
             .zip(&folders)
-            .filter(|(_, f)| f.is_dir())
+            .filter(|(_, f)| layout::is_real_dir(f))
             .map(|(r, f)| crate::policy::power::PowerRun {
                 folder: f,
                 run_start_ms: r.run_start_ms,
@@ -963,6 +974,10 @@ pub(crate) fn policy_of_set(
             code_dirs,
             required_runs: required,
             official_seed_check,
+            org_folder: dir
+                .org
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned()),
         },
         &set_runs,
     ));
@@ -1024,8 +1039,11 @@ pub fn summarize(
     let mut problems = Vec::new();
     let mut dirs: Vec<(BenchmarkDir, SystemDesc)> = Vec::new();
     for org in orgs {
-        let bdirs = match layout::benchmark_dirs(org, &ctx.usage) {
-            Ok(d) => d,
+        let bdirs = match layout::results_tree(org, &ctx.usage) {
+            Ok(t) => {
+                problems.extend(t.findings);
+                t.dirs
+            }
             Err(e) => {
                 problems.push(
                     Diagnostic::error("layout", format!("cannot list results: {e}"))

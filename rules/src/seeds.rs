@@ -22,7 +22,7 @@ pub struct SeedRecord {
 pub fn seeds_of(log: &ParsedLog) -> Result<Vec<SeedRecord>, SeedError> {
     if !log.problems.is_empty() {
         return Err(SeedError::Unreadable {
-            count: log.problems.len(),
+            count: log.problem_count(),
             first_line: log.problems[0].line,
         });
     }

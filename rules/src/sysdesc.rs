@@ -26,7 +26,15 @@ impl SystemDesc {
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        // A file of the package: a regular file of configuration size, not
+        // a link (see crate::untrusted).
+        let text = crate::untrusted::read_to_string(
+            path,
+            crate::untrusted::FileKind::Config,
+            crate::untrusted::Links::Refuse,
+        )
+        .map_err(|e| {
+            let e = e.into_io();
             Box::new(
                 Diagnostic::error("system-description", format!("cannot read: {e}"))
                     .rule("system-description", None)

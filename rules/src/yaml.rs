@@ -69,18 +69,49 @@ enum Frame {
     Map(Vec<(Node, Node)>, Option<Node>, usize, usize),
 }
 
+/// The most nodes a document may build, aliases counted at the size of
+/// what they copy: a rule file has a few thousand, a config a few dozen. A
+/// 461-byte document of nested aliases (each a list of ten aliases to the
+/// one before) would otherwise build billions.
+pub const MAX_NODES: usize = 1_000_000;
+
+/// The deepest nesting of lists and mappings a document may have (rule
+/// files nest five deep); deeper documents are refused rather than built
+/// and walked recursively.
+pub const MAX_DEPTH: usize = 64;
+
 #[derive(Default)]
 struct Builder {
     stack: Vec<Frame>,
     docs: Vec<Node>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchored node and its size in nodes.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes built so far (an alias adds the size of what it copies).
+    nodes: usize,
+    /// Nodes built when each open list or mapping started.
+    starts: Vec<usize>,
     error: Option<YamlError>,
 }
 
 impl Builder {
-    fn push_node(&mut self, node: Node, anchor: usize) {
+    /// Count `n` more nodes; false (and the error set) past [`MAX_NODES`].
+    fn spend(&mut self, n: usize, line: usize) -> bool {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > MAX_NODES {
+            self.error.get_or_insert(YamlError {
+                message: format!(
+                    "the document expands to more than {MAX_NODES} nodes (aliases copy what they name): refused"
+                ),
+                line,
+            });
+            return false;
+        }
+        true
+    }
+
+    fn push_node(&mut self, node: Node, anchor: usize, size: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.docs.push(node),
@@ -93,31 +124,73 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// A list or mapping starts: one node, one level deeper.
+    fn open(&mut self, line: usize) -> bool {
+        if self.stack.len() >= MAX_DEPTH {
+            self.error.get_or_insert(YamlError {
+                message: format!("lists and mappings nest more than {MAX_DEPTH} deep: refused"),
+                line,
+            });
+            return false;
+        }
+        if !self.spend(1, line) {
+            return false;
+        }
+        self.starts.push(self.nodes);
+        true
+    }
+
+    /// A list or mapping ends: its size in nodes (itself and everything in
+    /// it).
+    fn close(&mut self) -> usize {
+        let start = self.starts.pop().unwrap_or(self.nodes);
+        self.nodes - start + 1
+    }
+}
+
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let line = mark.line();
+        if self.error.is_some() {
+            // Refused: build nothing more (the parser still reads the text,
+            // which is small).
+            return;
+        }
         match ev {
             Event::Scalar(text, _style, anchor, _tag) => {
-                self.push_node(Node::Scalar(text, line), anchor)
+                if self.spend(1, line) {
+                    self.push_node(Node::Scalar(text, line), anchor, 1)
+                }
             }
             Event::SequenceStart(anchor, _) => {
-                self.stack.push(Frame::Seq(Vec::new(), anchor, line))
+                if self.open(line) {
+                    self.stack.push(Frame::Seq(Vec::new(), anchor, line))
+                }
             }
             Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map(Vec::new(), None, anchor, line))
+                if self.open(line) {
+                    self.stack.push(Frame::Map(Vec::new(), None, anchor, line))
+                }
             }
             Event::SequenceEnd => {
                 if let Some(Frame::Seq(items, anchor, l)) = self.stack.pop() {
-                    self.push_node(Node::Seq(items, l), anchor);
+                    let size = self.close();
+                    self.push_node(Node::Seq(items, l), anchor, size);
                 }
             }
             Event::MappingEnd => {
                 if let Some(Frame::Map(pairs, _, anchor, l)) = self.stack.pop() {
-                    self.push_node(Node::Map(pairs, l), anchor);
+                    let size = self.close();
+                    self.push_node(Node::Map(pairs, l), anchor, size);
                 }
             }
             Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(n) => self.push_node(n, 0),
+                Some((n, size)) => {
+                    if self.spend(size, line) {
+                        self.push_node(n, 0, size)
+                    }
+                }
                 None => {
                     self.error.get_or_insert(YamlError {
                         message: "alias to an unknown anchor".into(),
@@ -211,6 +284,42 @@ mod tests {
     fn empty_document_is_none() {
         assert_eq!(load("").unwrap(), None);
         assert_eq!(load("# only a comment\n").unwrap(), None);
+    }
+
+    /// The 461-byte "billion laughs": nine levels of ten aliases each.
+    fn alias_bomb() -> String {
+        let mut s = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        for w in names.windows(2) {
+            let (prev, name) = (w[0], w[1]);
+            let refs = vec![format!("*{prev}"); 9].join(",");
+            s.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        s
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_quickly_with_a_typed_error() {
+        let bomb = alias_bomb();
+        assert!(bomb.len() < 500, "{}", bomb.len());
+        let t = std::time::Instant::now();
+        let e = load(&bomb).unwrap_err();
+        assert!(e.message.contains("more than 1000000 nodes"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // A few aliases are fine, and count what they copy.
+        let ok = load("a: &x [1, 2]\nb: *x\nc: *x\n").unwrap().unwrap();
+        assert_eq!(ok.get("c"), ok.get("a"));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused() {
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let e = load(&deep).unwrap_err();
+        assert!(e.message.contains("nest more than 64 deep"), "{e}");
+        let fine = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(load(&fine).is_ok());
     }
 
     #[test]

@@ -621,9 +621,12 @@ fn lossy_rel(rel: &str, p: &Path) -> String {
     }
 }
 
-/// SHA-256 and length of a file, streamed in [`CHUNK`]-sized reads.
+/// SHA-256 and length of a file, streamed in [`CHUNK`]-sized reads. The
+/// file must be a regular file and not a link (it is one of a package's:
+/// a FIFO swapped in after the walk saw a file must not hang the hash).
 pub fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
-    let mut f = fs::File::open(path)?;
+    use referee_rules::untrusted::{self, FileKind, Links};
+    let mut f = untrusted::open(path, FileKind::Streamed, Links::Refuse)?.reader();
     hash_reader(&mut f)
 }
 

@@ -31,6 +31,7 @@
 
 use crate::manifest::{Change, MANIFEST_FILE, Manifest, ManifestError, SIGNATURE_FILE};
 use referee_rules::escape::term;
+use referee_rules::untrusted::{self, FileKind, Links, UntrustedError};
 use serde::Serialize;
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig, public::KeyData};
 use std::fmt;
@@ -955,8 +956,18 @@ pub fn verify_dir_trusting(dir: &Path, trust: &Trust) -> Result<VerifyReport, Si
 }
 
 /// `MANIFEST` or `MANIFEST.sig`; its absence or unreadability is a problem.
+///
+/// Both are files of the package (see `referee_rules::untrusted`): a link,
+/// a FIFO or a device of that name is unreadable, not read (a link to
+/// `/dev/zero` would fill memory, a FIFO would hang), and each has a size
+/// cap.
 fn read_signed_file(dir: &Path, name: &str, problems: &mut Vec<Problem>) -> Option<Vec<u8>> {
-    match fs::read(dir.join(name)) {
+    let kind = if name == MANIFEST_FILE {
+        FileKind::Manifest
+    } else {
+        FileKind::Signature
+    };
+    match untrusted::read(&dir.join(name), kind, Links::Refuse).map_err(UntrustedError::into_io) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let (kind, hint) = if name == MANIFEST_FILE {

@@ -37,7 +37,7 @@ fn differential(expected_tsv: &str, ruleset: &str) -> ((usize, usize), Vec<Strin
         version: ruleset.into(),
     };
     let paths: Vec<_> = expected.iter().map(|row| root.join(&row["path"])).collect();
-    let reports = referee_harness::check::check_files(&checker, &paths, &choice, &|| {});
+    let reports = referee_harness::check::check_files(&checker, &paths, &[], &choice, &|| {});
 
     let (mut pass, mut fail) = (0, 0);
     let mut mismatches = Vec::new();

@@ -67,6 +67,8 @@ struct CheckConfig {
     checker: Checker,
     choice: RulesetChoice,
     logs: Vec<PathBuf>,
+    /// The paths as typed (a log among them may be a link the user made).
+    typed: Vec<PathBuf>,
     format: Format,
     /// Human form: PASS lines too.
     show_pass: bool,
@@ -107,6 +109,7 @@ fn resolve(a: CheckArgs) -> Result<CheckConfig, String> {
         checker: rules.checker,
         choice: rules.choice,
         logs,
+        typed: a.paths,
         format: Format::from_flags(a.json, a.markdown),
         show_pass: !a.failures_only,
         rules: rules.description,
@@ -133,7 +136,9 @@ pub fn run(args: CheckArgs) -> i32 {
         ProgressBar::hidden()
     };
     let mut results =
-        crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.choice, &|| progress.inc(1));
+        crate::check::check_files(&cfg.checker, &cfg.logs, &cfg.typed, &cfg.choice, &|| {
+            progress.inc(1)
+        });
     if let Some(ca) = &cfg.tsa_ca {
         crate::tsa::verify::annotate_all(&cfg.logs, &mut results, ca);
     }

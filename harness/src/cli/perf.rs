@@ -159,7 +159,7 @@ impl PerfArgs {
         let config = self
             .config
             .as_deref()
-            .map(fields::read_config)
+            .map(|c| fields::read_config(c, referee_rules::untrusted::Links::Follow))
             .transpose()
             .map_err(|e| e.to_string())?;
         let window = match &self.window {

@@ -187,10 +187,10 @@ impl Run<'_> {
         if !self.seen.is_new(p) {
             return Ok(());
         }
-        let (records, problems) = (self.parsed.records.len(), self.parsed.problems.len());
+        let (records, problems) = (self.parsed.records.len(), self.parsed.problem_count());
         self.write_result(line, cr)?;
         self.witness.mllog_lines +=
-            (self.parsed.records.len() - records + self.parsed.problems.len() - problems) as u64;
+            (self.parsed.records.len() - records + self.parsed.problem_count() - problems) as u64;
         for i in records..self.parsed.records.len() {
             self.on_record(i, at);
         }

@@ -7,6 +7,7 @@
 use super::error::ExecError;
 use crate::common::witness::{Witness, verify};
 use referee_rules::diag::Diagnostic;
+use referee_rules::untrusted::{self, FileKind, Links};
 use serde::Deserialize;
 
 use std::path::{Path, PathBuf};
@@ -53,7 +54,8 @@ pub(crate) fn candidate_records(log: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    out.retain(|p| p.is_file());
+    // Regular files only, not links (a FIFO would hang the read).
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()));
     out.sort();
     out
 }
@@ -78,7 +80,10 @@ pub(crate) fn find_in(
     digest: &str,
 ) -> Result<Option<FoundWitness>, ExecError> {
     for path in records {
-        let text = std::fs::read_to_string(&path).map_err(|e| ExecError::io(&path, e))?;
+        // A file of the package: a regular file, not a link (see
+        // referee_rules::untrusted).
+        let text = untrusted::read_to_string(&path, FileKind::Record, Links::Refuse)
+            .map_err(|e| ExecError::io(&path, e.into_io()))?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| ExecError::Json {
             path: path.clone(),
             line: e.line(),

@@ -661,8 +661,12 @@ fn entry_digest(entry: &Value) -> Option<&str> {
         .or_else(|| entry["tsa"]["result_sha256"].as_str())
 }
 
+/// A run record of a package: a regular file, not a link (see
+/// referee_rules::untrusted).
 fn read_record(path: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    use referee_rules::untrusted::{self, FileKind, Links};
+    serde_json::from_str(&untrusted::read_to_string(path, FileKind::Record, Links::Refuse).ok()?)
+        .ok()
 }
 
 /// `referee_run*.json` files under `dir` (no symbolic links followed).

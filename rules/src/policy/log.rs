@@ -29,6 +29,8 @@ pub const DISCLOSURE_KEYS: [&str; 9] = [
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Disclosed {
     pub values: BTreeMap<String, (String, usize)>,
+    /// The first `submission_org` value and its line.
+    pub org: Option<(String, usize)>,
 }
 
 /// The log and the rules it was checked against.
@@ -57,6 +59,15 @@ fn disclosed(parsed: &ParsedLog) -> Disclosed {
     let mut d = Disclosed::default();
     for r in parsed.records.iter().filter(|r| r.index >= 0) {
         let k = r.key();
+        if k == "submission_org" && d.org.is_none() {
+            let v = r.full_v();
+            let value = v.get("value").cloned().unwrap_or_default();
+            let shown = match value.as_str() {
+                Some(s) => s.to_string(),
+                None => value.json_compact(),
+            };
+            d.org = Some((shown, r.line));
+        }
         if DISCLOSURE_KEYS.contains(&k) && !d.values.contains_key(k) {
             let v = r.full_v();
             let value = v.get("value").cloned().unwrap_or_default();

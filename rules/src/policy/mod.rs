@@ -103,14 +103,22 @@ pub const SEEDS: PolicyRule = PolicyRule {
     applies: "every ruleset; reported here where the official seed checker did not run (open division, bypassed, rulesets before 3.0.0)",
 };
 
+/// A log in an organisation's folder names that organisation.
+pub const SUBMISSION_ORG: PolicyRule = PolicyRule {
+    code: "policy[submission-org]",
+    source: "training_rules.adoc \"Benchmark Results\": a submitter's results are its own runs (a log naming another submitter may be that submitter's, copied or linked in and scored under a new name)",
+    applies: "every ruleset (the official tools do not compare submission_org with the folder)",
+};
+
 /// Every policy rule, for documentation and `--json` consumers.
-pub const RULES: [PolicyRule; 6] = [
+pub const RULES: [PolicyRule; 7] = [
     CONFIG_FILE,
     DISCLOSURE,
     FULL_OUTPUT,
     KEY_SPELLING,
     RUNS_PER_SET,
     SEEDS,
+    SUBMISSION_ORG,
 ];
 
 /// The policy part of a command's summary: the mode and the findings per

@@ -2,11 +2,12 @@
 //! system): one configuration across the runs ([`super::DISCLOSURE`]), the
 //! config file each run names exists in the submitted implementation
 //! ([`super::CONFIG_FILE`]), the number of runs ([`super::RUNS_PER_SET`])
-//! and unique seeds where the official seed checker did not run
-//! ([`super::SEEDS`]).
+//! unique seeds where the official seed checker did not run
+//! ([`super::SEEDS`]), and the organisation each run names
+//! ([`super::SUBMISSION_ORG`]).
 
 use super::log::{DISCLOSURE_KEYS, Disclosed};
-use super::{CONFIG_FILE, DISCLOSURE, RUNS_PER_SET, SEEDS};
+use super::{CONFIG_FILE, DISCLOSURE, RUNS_PER_SET, SEEDS, SUBMISSION_ORG};
 use crate::diag::Diagnostic;
 use crate::seeds::SeedRecord;
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ pub struct SetContext<'a> {
     pub required_runs: usize,
     /// Did the official seed checker judge these runs?
     pub official_seed_check: bool,
+    /// The name of the organisation folder the set lies in.
+    pub org_folder: Option<String>,
 }
 
 /// One run of the set.
@@ -38,6 +41,7 @@ pub fn check_set(ctx: &SetContext, runs: &[SetRun]) -> Vec<Diagnostic> {
     one_configuration(ctx, runs, &mut out);
     config_files(ctx, runs, &mut out);
     run_count(ctx, runs, &mut out);
+    submission_org(ctx, runs, &mut out);
     if !ctx.official_seed_check {
         unique_seeds(ctx, runs, &mut out);
     }
@@ -221,6 +225,49 @@ impl FileIndex {
     }
 }
 
+/// The value mlperf-logging writes when the submitter set none: a log that
+/// names no organisation names no other one.
+const ORG_PLACEHOLDER: &str = "SUBMISSION_ORG_PLACEHOLDER";
+
+/// Runs whose `submission_org` names another organisation than the folder
+/// they lie in (letter case aside): one finding per set, naming them.
+fn submission_org(ctx: &SetContext, runs: &[SetRun], out: &mut Vec<Diagnostic>) {
+    let Some(folder) = ctx.org_folder.as_deref() else {
+        return;
+    };
+    let mut others: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for r in runs {
+        if let Some((org, line)) = &r.disclosed.org
+            && org != ORG_PLACEHOLDER
+            && !org.eq_ignore_ascii_case(folder)
+        {
+            others
+                .entry(org.as_str())
+                .or_default()
+                .push(format!("{}:{line}", name(r.path)));
+        }
+    }
+    if others.is_empty() {
+        return;
+    }
+    let n: usize = others.values().map(Vec::len).sum();
+    let found: Vec<String> = others
+        .iter()
+        .map(|(org, at)| format!("`{org}` in {}", at.join(", ")))
+        .collect();
+    out.push(
+        SUBMISSION_ORG
+            .finding(format!(
+                "{n} of {} runs name another submitter than the folder `{folder}` in submission_org",
+                runs.len()
+            ))
+            .file(ctx.dir.display().to_string())
+            .key("submission_org")
+            .expected(format!("`{folder}` (or no organisation set)"))
+            .found(found.join("; ")),
+    );
+}
+
 /// More runs than a result set holds leave the choice of the scored runs to
 /// the submitter (the official checker accepts that under weak scaling).
 fn run_count(ctx: &SetContext, runs: &[SetRun], out: &mut Vec<Diagnostic>) {
@@ -276,7 +323,52 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), (v.to_string(), 7)))
                 .collect(),
+            org: None,
         }
+    }
+
+    #[test]
+    fn a_run_naming_another_submitter_is_named() {
+        let with_org = |o: &str| Disclosed {
+            org: Some((o.to_string(), 3)),
+            ..Disclosed::default()
+        };
+        let (own, placeholder, other, upper) = (
+            with_org("Dell"),
+            with_org(ORG_PLACEHOLDER),
+            with_org("NVIDIA"),
+            with_org("DELL"),
+        );
+        let paths: Vec<PathBuf> = (0..4)
+            .map(|i| PathBuf::from(format!("/r/result_{i}.txt")))
+            .collect();
+        let runs: Vec<SetRun> = [&own, &placeholder, &other, &upper]
+            .iter()
+            .zip(&paths)
+            .map(|(d, p)| SetRun {
+                path: p,
+                disclosed: d,
+                seeds: None,
+            })
+            .collect();
+        let dir = Path::new("/r");
+        let mut c = ctx(dir, vec![]);
+        c.org_folder = Some("Dell".into());
+        let mut out = Vec::new();
+        submission_org(&c, &runs, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, "policy[submission-org]");
+        assert!(
+            out[0].message.starts_with("1 of 4 runs"),
+            "{}",
+            out[0].message
+        );
+        assert_eq!(out[0].found.as_deref(), Some("`NVIDIA` in result_2.txt:3"));
+        // Every run in its own folder: nothing.
+        c.org_folder = Some("NVIDIA".into());
+        let mut out = Vec::new();
+        submission_org(&c, &runs[2..3], &mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 
     fn ctx(dir: &Path, code: Vec<PathBuf>) -> SetContext<'_> {
@@ -285,6 +377,7 @@ mod tests {
             code_dirs: code,
             required_runs: 2,
             official_seed_check: true,
+            org_folder: None,
         }
     }
 

@@ -8,6 +8,7 @@
 
 use super::error::{ConfigError, ConfigSyntax};
 use super::precision::Precision;
+use referee_rules::untrusted::{self, FileKind, Links};
 use referee_rules::yaml::{self, Node};
 use serde::Serialize;
 use std::path::Path;
@@ -146,10 +147,16 @@ pub struct ConfigFile {
 }
 
 /// Read a config file; errors name the file, the line and what was expected.
-pub fn read_config(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
+/// `links`: whether `path` may be a link (`--config` typed by the user) or
+/// not (a `referee-perf.yaml` found beside the logs). The file is read as
+/// one of a package's (see `referee_rules::untrusted`), and so is the
+/// `model_config` it names, never through a link.
+pub fn read_config(path: &Path, links: Links) -> Result<ConfigFile, ConfigError> {
+    let text = untrusted::read_to_string(path, FileKind::Config, links).map_err(|e| {
+        ConfigError::Read {
+            path: path.to_path_buf(),
+            source: e.into_io(),
+        }
     })?;
     let mut c = parse_config(&text).map_err(|source| ConfigError::Syntax {
         path: path.to_path_buf(),

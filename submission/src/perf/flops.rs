@@ -440,10 +440,17 @@ pub fn known_names() -> Vec<&'static str> {
 pub use super::error::ModelConfigError;
 
 /// Read a Hugging Face `config.json` of a decoder-only model.
+///
+/// The file is named by a config file, so it is read as a file of a
+/// package: a regular file, not a link, within the cap for configs (see
+/// `referee_rules::untrusted`; a FIFO would hang the read).
 pub fn read_model_config(path: &Path) -> Result<Arch, ModelConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ModelConfigError::Read {
-        path: path.to_path_buf(),
-        source,
+    use referee_rules::untrusted::{self, FileKind, Links};
+    let text = untrusted::read_to_string(path, FileKind::Config, Links::Refuse).map_err(|e| {
+        ModelConfigError::Read {
+            path: path.to_path_buf(),
+            source: e.into_io(),
+        }
     })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|source| ModelConfigError::Json {

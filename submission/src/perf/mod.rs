@@ -45,6 +45,7 @@ use fields::{ConfigFile, Field, Fields, Source, Stated};
 use formats::{Format, NO_RANK, Problem, Scan};
 use precision::Precision;
 use rayon::prelude::*;
+use referee_rules::untrusted::Links;
 use reference::{RefMatch, Reference};
 use scaling::{ScalingGroup, ScalingInput};
 use serde::Serialize;
@@ -190,6 +191,10 @@ pub struct PerfReport {
     pub against: Option<String>,
     /// Files of directories that hold no training-log lines.
     pub skipped: Vec<String>,
+    /// Links and special files (FIFOs, devices) found under a directory:
+    /// not followed, not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
     pub summary: PerfSummary,
     /// `--min-ratio`: the gate against the reference and the runs below it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,54 +206,75 @@ pub struct PerfReport {
 /// Files to read: explicit files always; under a directory, every file
 /// (up to 6 levels) except the `referee-perf.*` configs and obvious
 /// non-logs (JSON, YAML, profiles, archives). Each comes with the config
-/// of the directory argument it was found under.
-fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool, Option<ConfigFile>)>, PerfError> {
+/// of the directory argument it was found under. A path typed may be a
+/// link (the user chose it); under a directory, links are not followed
+/// and neither they nor special files (FIFOs, devices) are read: they are
+/// the second list.
+#[allow(clippy::type_complexity)]
+fn collect(
+    paths: &[PathBuf],
+) -> Result<(Vec<(PathBuf, bool, Option<ConfigFile>)>, Vec<PathBuf>), PerfError> {
     let mut out = Vec::new();
+    let mut not_read = Vec::new();
     for p in paths {
         if !p.exists() {
             return Err(PerfError::NoSuchPath(p.clone()));
         }
-        if p.is_file() {
+        if !p.is_dir() {
             out.push((p.clone(), true, None));
             continue;
         }
         let mut cfg = None;
         for name in DIR_CONFIGS {
             let c = p.join(name);
-            if c.is_file() {
-                cfg = Some(fields::read_config(&c)?);
+            if std::fs::symlink_metadata(&c).is_ok() {
+                cfg = Some(fields::read_config(&c, Links::Refuse)?);
                 break;
             }
         }
         let mut files = Vec::new();
-        walk(p, 0, &mut files).map_err(|source| PerfError::Read {
+        walk(p, 0, &mut files, &mut not_read).map_err(|source| PerfError::Read {
             path: p.clone(),
             source,
         })?;
         files.sort();
         out.extend(files.into_iter().map(|f| (f, false, cfg.clone())));
     }
-    Ok(out)
+    not_read.sort();
+    Ok((out, not_read))
 }
 
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn walk(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+    not_read: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
     const SKIP: &[&str] = &[
         "json", "yaml", "yml", "nsys-rep", "sqlite", "qdrep", "zst", "gz", "tar", "png", "svg",
         "html", "csv", "py", "sh", "sub",
     ];
     for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
+        let e = e?;
+        // The entry's own type: a link to a directory (five links to `.`
+        // would make one log thousands of runs) is not followed.
+        let ft = e.file_type()?;
+        let p = e.path();
+        if ft.is_dir() {
             // Power logs are the energy of the run beside them, not runs.
             if depth < 6 && p.file_name().is_none_or(|n| n != "power") {
-                walk(&p, depth + 1, out)?;
+                walk(&p, depth + 1, out, not_read)?;
             }
         } else if p
             .extension()
             .and_then(|x| x.to_str())
             .is_none_or(|x| !SKIP.contains(&x.to_ascii_lowercase().as_str()))
         {
-            out.push(p);
+            if ft.is_file() {
+                out.push(p);
+            } else {
+                not_read.push(p);
+            }
         }
     }
     Ok(())
@@ -256,7 +282,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()>
 
 /// Run `referee perf`: `Err` when an input cannot be read (exit 2).
 pub fn perf(req: &PerfRequest) -> Result<PerfReport, PerfError> {
-    let files = collect(&req.paths)?;
+    let (files, not_read) = collect(&req.paths)?;
     let analysed: Vec<Result<Option<PerfRow>, PerfError>> = files
         .par_iter()
         .map(|(p, explicit, dir_cfg)| analyze_file(p, *explicit, req, dir_cfg.as_ref()))
@@ -301,6 +327,7 @@ pub fn perf(req: &PerfRequest) -> Result<PerfReport, PerfError> {
         }
     }
     let mut report = finish(rows, skipped, req.against.as_ref().map(|r| r.name.clone()));
+    report.not_read = not_read.iter().map(|p| p.display().to_string()).collect();
     if let Some(min) = req.min_ratio {
         let gate = Gate::of(&report.rows, min);
         if !gate.below.is_empty() {
@@ -418,6 +445,7 @@ pub fn finish(rows: Vec<PerfRow>, skipped: Vec<String>, against: Option<String>)
         rows,
         against,
         skipped,
+        not_read: Vec::new(),
         summary,
         gate: None,
         exit_code,
@@ -478,7 +506,12 @@ pub fn analyze_file(
     req: &PerfRequest,
     dir_cfg: Option<&ConfigFile>,
 ) -> Result<Option<PerfRow>, PerfError> {
-    let scan = formats::scan_file(path).map_err(|source| PerfError::Read {
+    let links = if explicit {
+        Links::Follow
+    } else {
+        Links::Refuse
+    };
+    let scan = formats::scan_file(path, links).map_err(|source| PerfError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -1269,10 +1302,10 @@ pub fn framework_runs(paths: &[PathBuf]) -> Result<Vec<PerfRow>, PerfError> {
         paths: paths.to_vec(),
         ..Default::default()
     };
-    let files = collect(paths)?;
+    let (files, _) = collect(paths)?;
     let rows: Vec<Result<Option<PerfRow>, PerfError>> = files
         .par_iter()
-        .map(|(p, _, cfg)| analyze_file(p, false, &req, cfg.as_ref()))
+        .map(|(p, explicit, cfg)| analyze_file(p, *explicit, &req, cfg.as_ref()))
         .collect();
     let mut out = Vec::new();
     for r in rows {

@@ -118,9 +118,16 @@ pub fn load(spec: &str) -> Result<Reference, ReferenceError> {
     if spec == PUBLISHED {
         return Ok(published());
     }
-    let text = std::fs::read_to_string(Path::new(spec)).map_err(|source| ReferenceError::Read {
+    // A path the user typed (a link to it is followed), read with the
+    // cap for configs: a FIFO or a device is refused, not read.
+    let text = referee_rules::untrusted::read_to_string(
+        Path::new(spec),
+        referee_rules::untrusted::FileKind::Config,
+        referee_rules::untrusted::Links::Follow,
+    )
+    .map_err(|e| ReferenceError::Read {
         spec: spec.into(),
-        source,
+        source: e.into_io(),
     })?;
     parse(&text, spec)
 }

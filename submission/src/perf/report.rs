@@ -482,6 +482,14 @@ impl Report for PerfReport {
                 if self.skipped.len() == 1 { "" } else { "s" }
             )?;
         }
+        if !self.not_read.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "not read (links and special files under a directory are not followed): {}",
+                self.not_read.join(", ")
+            )?;
+        }
         writeln!(out)?;
         if let Some(g) = &self.gate {
             for l in gate_lines(g) {
