@@ -350,7 +350,8 @@ impl TourRoot {
 
     /// Runs one command of the tour with bash in the root, after the
     /// tour's earlier `export` lines, in the environment of a plain shell
-    /// (no virtual environment activated, no referee variables); stdout
+    /// (no virtual environment activated, no referee variables but the
+    /// planner's file); stdout
     /// and stderr together, in the order printed.
     pub fn run(&self, command: &str) -> Output {
         let script = format!(
@@ -361,7 +362,9 @@ impl TourRoot {
         cmd.arg("-c").arg(script).current_dir(&self.dir);
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("REFEREE_") || k == "VIRTUAL_ENV" {
+            // Where the CPU planner keeps its choices (scripts/test.sh: under
+            // target/, not the user's ~/.cache) changes nothing shown.
+            if (k.starts_with("REFEREE_") && k != "REFEREE_CPU_PLAN_FILE") || k == "VIRTUAL_ENV" {
                 cmd.env_remove(&*k);
             }
         }
