@@ -1,20 +1,25 @@
 //! The documentation holds: every link in README.md and docs/*.md resolves
-//! (relative files and `#anchors` to headings), every `referee …` line of
-//! README's tour is a subcommand and flag set the binary accepts (its
-//! parser, in process, for the flags that go together), and
-//! README's command list names exactly the binary's subcommands. Cheap: the
-//! binary is only asked for `--help`. docs/performance.md stays a reference
-//! (at most 300 lines) and every line of its history,
+//! (relative files and `#anchors` to headings); README's tour runs from the
+//! repository alone: every `referee …` line of it is a subcommand and flag
+//! set the binary accepts (its parser, in process, for the flags that go
+//! together), its parts that need no training are run here in
+//! a scratch repository root and print what the tour shows (the parts that
+//! train run in tests/tests/submission_flow.rs), and README names no path
+//! outside the repository nor, anywhere, a commit id or a date; README's
+//! command list names exactly the binary's subcommands. docs/performance.md
+//! stays a reference (at most 300 lines) and every line of its history,
 //! docs/bench-history.jsonl, has the fields the bench scripts write
 //! (`bench_record` is run here to show it). Commit messages: the commit-msg
 //! hook (.githooks/) and CI's check (scripts/check-commits.sh) are tried on
 //! scratch repositories.
 
 use clap::Parser;
-use referee_tests::{referee_bin, repo_root, stderr, stdout};
+use referee_tests::{referee_bin, repo_root, stderr, stdout, tour};
+use regex::Regex;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 
 /// README.md and every Markdown file under docs/.
 fn doc_files() -> Vec<PathBuf> {
@@ -264,82 +269,7 @@ fn the_link_checker_catches_a_missing_file_and_a_missing_anchor() {
 /// The section of README.md under the `## ` heading that starts with `title`.
 fn readme_section(title: &str) -> String {
     let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let mut out = String::new();
-    let mut inside = false;
-    let mut fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fence = !fence;
-        }
-        if !fence && line.starts_with("## ") {
-            inside = line[3..].starts_with(title);
-            continue;
-        }
-        if inside {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    assert!(!out.is_empty(), "README.md has no section `## {title}…`");
-    out
-}
-
-/// The `referee …` command lines in the `sh` code blocks of a Markdown
-/// text (`\` continuations joined), split into words as a shell would
-/// (quotes; no expansion).
-fn referee_lines(section: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut in_sh = false;
-    let mut pending = String::new();
-    for line in section.lines() {
-        let t = line.trim();
-        if t.starts_with("```") {
-            in_sh = !in_sh && (t == "```sh" || t == "```bash");
-            continue;
-        }
-        if !in_sh {
-            continue;
-        }
-        pending.push_str(t.trim_end_matches('\\'));
-        pending.push(' ');
-        if t.ends_with('\\') {
-            continue;
-        }
-        let command = std::mem::take(&mut pending);
-        let command = command.split(" #").next().unwrap().trim().to_string();
-        if let Some(rest) = command.strip_prefix("referee ") {
-            out.push(shell_words(rest));
-        }
-    }
-    out
-}
-
-fn shell_words(s: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for c in s.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => cur.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                any = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    words.push(std::mem::take(&mut cur));
-                }
-                any = false;
-            }
-            (None, c) => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        words.push(cur);
-    }
-    words
+    tour::section_of(&text, title).0
 }
 
 /// `referee ARGS --help` (before a `--`, after which words go to a
@@ -382,12 +312,36 @@ fn accepted(args: &[String]) -> Result<(), String> {
     }
 }
 
+/// The `referee …` commands of README's tour, split into words (without
+/// `referee`).
+fn tour_referee_commands() -> Vec<Vec<String>> {
+    tour::readme_tour()
+        .iter()
+        .flat_map(|s| &s.steps)
+        .flat_map(|s| &s.commands)
+        .map(|c| tour::shell_words(c))
+        .filter(|w| w.first().is_some_and(|w| w == "referee"))
+        .map(|w| w[1..].to_vec())
+        .collect()
+}
+
 #[test]
 fn every_command_of_the_readme_tour_is_accepted() {
-    let lines = referee_lines(&readme_section("Tour"));
+    let lines = tour_referee_commands();
     let subcommands: BTreeSet<&str> = lines.iter().map(|l| l[0].as_str()).collect();
     for sub in [
-        "run", "check", "package", "keygen", "sign", "verify", "audit", "perf", "compare",
+        "data",
+        "run",
+        "check",
+        "package-check",
+        "summarize",
+        "package",
+        "keygen",
+        "sign",
+        "verify",
+        "audit",
+        "perf",
+        "compare",
     ] {
         assert!(
             subcommands.contains(sub),
@@ -397,7 +351,7 @@ fn every_command_of_the_readme_tour_is_accepted() {
     let failures: Vec<String> = lines.iter().filter_map(|l| accepted(l).err()).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // The check itself rejects what clap rejects.
-    let bad = |s: &str| shell_words(s);
+    let bad = |s: &str| tour::shell_words(s);
     assert!(accepted(&bad("run mini_llm --no-such-flag")).is_err());
     assert!(accepted(&bad("run mini_llm --division nowhere")).is_err());
     assert!(accepted(&bad("no-such-command")).is_err());
@@ -414,6 +368,167 @@ fn every_command_of_the_readme_tour_is_accepted() {
         ))
         .is_ok()
     );
+}
+
+/// Runs every part of README's tour that needs no training (the parts
+/// that train run in tests/tests/submission_flow.rs, on the runs it
+/// trains), in a scratch repository root, and compares what each command
+/// prints with the output shown: the verdicts, scores and comparison of
+/// real results are deterministic, so all but times must be as shown.
+#[test]
+fn the_readme_tour_s_parts_without_training_run_from_the_repository() {
+    let tour = tour::readme_tour();
+    let mut root = tour::TourRoot::new(None);
+    let mut problems = Vec::new();
+    let mut ran = Vec::new();
+    for section in &tour {
+        // The text before the first part (the PATH) is the first "part".
+        if !section.trains() {
+            problems.extend(root.run_section(section, tour::Compare::Exact, |_, _| None));
+            ran.push(section.title.clone());
+        }
+    }
+    assert!(
+        ran.len() >= 2,
+        "no part of the tour without training: {ran:?}"
+    );
+    assert!(
+        tour.iter().any(tour::Section::trains),
+        "no part of the tour trains (tests/tests/submission_flow.rs runs that part)"
+    );
+    problems.extend(root.changes_outside_out());
+    assert!(
+        problems.is_empty(),
+        "README's tour ({ran:?}):\n{}",
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn the_scratch_root_sees_what_a_tour_writes_outside_out() {
+    let root = tour::TourRoot::new(None);
+    assert!(root.changes_outside_out().is_empty());
+    let o = root.run(
+        "mkdir -p out/x && target/release/referee keygen --out out/x/k >/dev/null && echo $PWD",
+    );
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(root.changes_outside_out().is_empty(), "out/ is the tour's");
+    let log = "examples/training_results_v5.0/AMD/results/MI300X_EPYC_9575F_pytorch/llama2_70b_lora/result_0.txt";
+    for command in [format!("echo >> {log}"), "touch acme.key".to_string()] {
+        assert!(root.run(&command).status.success(), "{command}");
+    }
+    let changes = root.changes_outside_out();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(changes[0].contains("acme.key") && changes[1].contains("result_0.txt"));
+    // The repository's own copy is untouched.
+    let text = std::fs::read_to_string(repo_root().join(log)).unwrap();
+    assert!(!text.ends_with("\n\n"));
+}
+
+/// What ties a text to one machine or one moment: a path outside the
+/// repository (absolute, `~`, `$HOME`, or one with a `..` component), a
+/// commit id (7 to 40 lower-case hex digits with a digit and a letter) or
+/// a date; as `line N: what: the word`. Cheap to fool, it is there to
+/// catch the honest slip of pasting a lab note.
+fn outside_the_repository(text: &str, first_line: usize) -> Vec<String> {
+    static PATH_OUT: LazyLock<Regex> = LazyLock::new(|| {
+        // A word that starts a path: after a space, quote, backtick,
+        // parenthesis, `=` or the line's start.
+        Regex::new(r#"(?:^|[\s`'"(=\[])((?:/|~|\$HOME\b|\$\{HOME\})[^\s`'")\]]*)"#).unwrap()
+    });
+    static DOTDOT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"(?:^|[\s`'"(=/\[])\.\.(?:/|[\s`'")\]]|$)"#).unwrap());
+    static COMMIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b[0-9a-f]{7,40}\b").unwrap());
+    static DATE: LazyLock<Regex> = LazyLock::new(|| {
+        let month = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\\.?";
+        Regex::new(&format!(
+            r"\b(?:(?:19|20)\d\d[-/.](?:0[1-9]|1[0-2])[-/.](?:0[1-9]|[12]\d|3[01])|(?:19|20)\d{{6}}T\d{{4,6}}|\d{{1,2}} {month},? (?:19|20)\d\d|{month} \d{{1,2}},? (?:19|20)\d\d|{month} (?:19|20)\d\d)\b"
+        ))
+        .unwrap()
+    });
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = first_line + i;
+        // A URL's path is not a file's.
+        let without_urls: String = line
+            .split_whitespace()
+            .map(|w| if w.contains("://") { "" } else { w })
+            .collect::<Vec<_>>()
+            .join(" ");
+        for m in PATH_OUT.captures_iter(&without_urls) {
+            out.push(format!(
+                "line {n}: a path outside the repository: {}",
+                &m[1]
+            ));
+        }
+        if DOTDOT.is_match(&without_urls) {
+            out.push(format!(
+                "line {n}: a path outside the repository (`..`): {line}"
+            ));
+        }
+        for m in COMMIT.find_iter(line) {
+            let w = m.as_str();
+            // ed25519, the signature scheme, is hex too.
+            if w != "ed25519"
+                && w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().any(|b| b.is_ascii_lowercase())
+            {
+                out.push(format!("line {n}: a commit id: {w}"));
+            }
+        }
+        for m in DATE.find_iter(line) {
+            out.push(format!("line {n}: a date: {}", m.as_str()));
+        }
+    }
+    out
+}
+
+/// README.md is read in a fresh clone anywhere: it names no path outside
+/// the repository, and its tour, which a reader runs as is, no commit and
+/// no date (what it shows is what the checkout at hand prints).
+#[test]
+fn the_readme_names_no_path_outside_the_repository_nor_a_commit_or_date() {
+    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let problems = outside_the_repository(&text, 1);
+    assert!(
+        problems.is_empty(),
+        "README.md ties itself to a machine or a moment:\n{}",
+        problems.join("\n")
+    );
+    let (tour, _) = tour::tour_text();
+    assert!(
+        tour.contains("examples/training_results_v5.0"),
+        "the tour's real results are the repository's"
+    );
+}
+
+#[test]
+fn the_outside_check_catches_paths_commits_and_dates() {
+    let good = "Run `referee check examples/x` (see [docs](docs/a.md), https://example.org/a/b/../c).\n\
+                export PATH=\"$PWD/target/release:$PATH\"\n\
+                tokens/s/GPU; run 1/5; seed 20250601, 1000000 lines, fingerprint cafebabe, v5.0, 2048-token BPE, 4.26\n\
+                ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKLgSVQqMrHvHkseXV0f94YskUAAfoY2uXI7DBom/11L\n";
+    let found = outside_the_repository(good, 1);
+    assert!(found.is_empty(), "{found:#?}");
+    for (bad, want) in [
+        ("referee compare ../shared/corpus/a b", "`..`"),
+        ("see `/work/shared/corpus`", "/work/shared/corpus"),
+        ("data in ~/data", "~/data"),
+        ("--data-dir=$HOME/data", "$HOME/data"),
+        ("`referee check a/../../b`", "`..`"),
+        ("as run at commit 4a09849 on", "4a09849"),
+        ("(data preparation at 93a6b76f0e)", "93a6b76f0e"),
+        ("measured 2026-12-07 on", "2026-12-07"),
+        ("on 7 Dec 2026 on", "7 Dec 2026"),
+        ("on December 7, 2026", "December 7, 2026"),
+        ("out/mini_llm-20261207T101500", "20261207T1015"),
+    ] {
+        let found = outside_the_repository(&format!("fine\n{bad}\n"), 10);
+        assert!(
+            found.len() == 1 && found[0].starts_with("line 11: ") && found[0].contains(want),
+            "{bad}: expected one finding naming {want}, got {found:?}"
+        );
+    }
 }
 
 /// The subcommands `referee --help` lists.

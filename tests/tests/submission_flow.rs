@@ -1,49 +1,64 @@
 //! The submission flow end to end on real runs: package five mini_llm runs,
 //! sign, verify (and catch every changed byte), check with OpenSSH, audit by
-//! re-running one result.
+//! re-running one result. README's tour from its data to an audit runs
+//! here, on the same runs, and its audit is the one that re-runs.
 
-use referee_tests::{copy_tree, data_dir, referee, referee_bin, stderr, stdout};
+use referee_tests::{copy_tree, data_dir, referee, referee_bin, stderr, stdout, tour};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// Five finished mini_llm runs, made once for this test binary.
-fn runs() -> &'static PathBuf {
-    static RUNS: OnceLock<PathBuf> = OnceLock::new();
+/// The arguments the runs are trained with: README's tour's `referee run`
+/// line is these but for the ones tests add (a fixed seed, no page cache
+/// dropped, no progress bar, the data directory).
+const RUN_ARGS: [&str; 14] = [
+    "run",
+    "mini_llm",
+    "--runs",
+    "5",
+    "--seed",
+    "7",
+    "--org",
+    "ACME",
+    "--system",
+    "cpu_box",
+    "--no-cache-clear",
+    "--quiet",
+    "--out",
+    "out/llm",
+];
+
+/// Five finished mini_llm runs, made once for this test binary, and what
+/// `referee run` printed (stdout and stderr, in order).
+fn trained() -> &'static (PathBuf, String) {
+    static RUNS: OnceLock<(PathBuf, String)> = OnceLock::new();
     RUNS.get_or_init(|| {
         let data = data_dir(&["shakespeare"]);
         let dir = std::env::temp_dir().join(format!("referee-flow-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let out = dir.join("runs");
-        let o = Command::new(referee_bin())
-            .args([
-                "run",
-                "mini_llm",
-                "--runs",
-                "5",
-                "--seed",
-                "7",
-                "--org",
-                "ACME",
-                "--system",
-                "cpu_box",
-                "--no-cache-clear",
-                "--quiet",
-                "--json",
-                "--out",
-            ])
-            .arg(&out)
+        std::fs::create_dir_all(&dir).unwrap();
+        let printed = dir.join("printed.txt");
+        let file = std::fs::File::create(&printed).unwrap();
+        let status = Command::new(referee_bin())
+            .args(RUN_ARGS)
             .arg("--data-dir")
             .arg(&data)
-            .output()
+            .current_dir(&dir)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .status()
             .unwrap();
+        let printed = std::fs::read_to_string(printed).unwrap();
         assert!(
-            o.status.code() == Some(0) || o.status.code() == Some(1),
-            "{}",
-            stderr(&o)
+            status.code() == Some(0) || status.code() == Some(1),
+            "{printed}"
         );
-        out
+        (dir.join("out/llm"), printed)
     })
+}
+
+fn runs() -> &'static PathBuf {
+    &trained().0
 }
 
 fn package(to: &Path) -> PathBuf {
@@ -206,38 +221,84 @@ fn package_sign_verify_and_catch_every_change() {
     assert!(!verify_ssh(&flipped).status.success());
 }
 
+/// A command line as (flag or word, its value): `--out x` is one pair.
+fn pairs(words: &[String]) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        let value = words.get(i + 1).filter(|v| !v.starts_with('-'));
+        if w.starts_with("--") && value.is_some() {
+            out.push((w.clone(), value.cloned()));
+            i += 2;
+        } else {
+            out.push((w.clone(), None));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// README's tour from the data to an audit, every command of it run in a
+/// scratch repository root, and what each prints compared with the output
+/// shown (numbers masked: a trained run's samples, seeds and times vary).
+/// Its `referee run` is the runs trained for this file's tests (RUN_ARGS),
+/// copied where the tour writes them; the rest runs as written, the audit's
+/// re-run included. Then the audit of the tour's package, one log edited,
+/// stops at verification and re-runs nothing.
 #[test]
-fn audit_reruns_a_result_and_catches_edits() {
-    let tmp = tempfile::tempdir().unwrap();
-    let org = package(&tmp.path().join("pkg"));
-    let key = tmp.path().join("key");
-    keygen(&key);
-    sign(&org, &key);
-    let data = data_dir(&["shakespeare"]);
-    let report = tmp.path().join("audit");
-    let public = std::fs::read_to_string(tmp.path().join("key.pub")).unwrap();
-    let signers = tmp.path().join("allowed_signers");
-    // The key is listed for the organisation the package names (an audit
-    // fails a trusted key that signs another organisation's package).
-    std::fs::write(&signers, format!("ACME {public}")).unwrap();
-    let o = Command::new(referee_bin())
-        .args(["audit"])
-        .arg(&org)
-        .arg("--allowed-signers")
-        .arg(&signers)
-        .args(["--rerun", "1", "--out"])
-        .arg(&report)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
+fn the_readme_tour_runs_to_an_audit_that_catches_edits() {
+    let tour = tour::readme_tour();
+    let mut root = tour::TourRoot::new(Some(&data_dir(&["shakespeare"])));
+    let mut problems = Vec::new();
+    let mut ran = Vec::new();
+    let mut runs_substituted = 0;
+    for (i, section) in tour.iter().enumerate() {
+        // The opening (the PATH), then the parts that train; docs.rs runs
+        // the others.
+        if i != 0 && !section.trains() {
+            continue;
+        }
+        ran.push(section.title.clone());
+        let mut differs = Vec::new();
+        problems.extend(
+            root.run_section(section, tour::Compare::Shape, |command, dir| {
+                let words = tour::shell_words(command);
+                if words.get(..2) != Some(&["referee".to_string(), "run".to_string()]) {
+                    return None;
+                }
+                let trained_with = pairs(&RUN_ARGS.map(str::to_string));
+                let extra: Vec<_> = pairs(&words[1..])
+                    .into_iter()
+                    .filter(|p| !trained_with.contains(p))
+                    .collect();
+                if !extra.is_empty() {
+                    differs.push(format!(
+                        "the tour's `{command}` asks for {extra:?}, which the runs trained here \
+                         (`referee {}`) do not have: make RUN_ARGS and the tour agree",
+                        RUN_ARGS.join(" ")
+                    ));
+                }
+                copy_tree(runs(), &dir.join("out/llm"));
+                runs_substituted += 1;
+                Some(trained().1.clone())
+            }),
+        );
+        problems.extend(differs);
+    }
     assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&o),
-        std::fs::read_to_string(report.join("audit.md")).unwrap_or_default()
+        runs_substituted, 1,
+        "the tour's parts {ran:?} train mini_llm once (`referee run … --out out/llm`)"
     );
+    problems.extend(root.changes_outside_out());
+    assert!(
+        problems.is_empty(),
+        "README's tour ({ran:?}):\n{}",
+        problems.join("\n\n")
+    );
+
+    // The tour's audit re-ran a result and held its convergence.
+    let report = root.dir.join("out/audit");
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(report.join("audit.json")).unwrap()).unwrap();
     assert_eq!(j["verdict"], "PASS");
@@ -251,10 +312,11 @@ fn audit_reruns_a_result_and_catches_edits() {
     );
 
     // An edited log: the audit stops at verification.
+    let org = root.dir.join("out/pkg/ACME");
     let log = org.join("results/cpu_box/mini_llm/result_0.txt");
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::write(&log, text.replacen("\"success\"", "\"aborted\"", 1)).unwrap();
-    let report2 = tmp.path().join("audit2");
+    let report2 = root.dir.join("out/audit2");
     let o = referee(&[
         "audit",
         org.to_str().unwrap(),
