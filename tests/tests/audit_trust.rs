@@ -361,6 +361,7 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
          v=$(cat /proc/sys/kernel/core_pattern); \
          (printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern) 2>/dev/null && echo sysctl-written >> probe.txt; \
          {py} -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{sock}\")' 2>/dev/null && echo unix-connected >> probe.txt; \
+         {py} -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.syscall({keyctl}, 0, -4, 0); sys.exit(0 if r < 0 and ctypes.get_errno() == 1 else 1)' && echo keyctl-denied >> probe.txt; \
          if {py} -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2)' 2>>probe.txt; \
          then echo connected >> probe.txt; else echo refused >> probe.txt; fi; \
          exec {py} fake_lora.py",
@@ -368,6 +369,9 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
         sys = sys_marker.display(),
         repo_file = repo_file.display(),
         sock = sock.display(),
+        // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING): the user's
+        // keyring, refused by the sandbox's system-call filter (EPERM).
+        keyctl = libc::SYS_keyctl,
     );
     let (org, fp) = with_command("evil-sandboxed", script);
     let out = f.root.join("audit-sandboxed");
@@ -420,6 +424,7 @@ fn under_bubblewrap_the_program_cannot_write_out_read_secrets_or_reach_the_netwo
     ] {
         assert!(!probe.contains(leak), "{leak}: {probe}");
     }
+    assert!(probe.contains("keyctl-denied"), "{probe}");
     // An auditor who is root never runs the package's program as root.
     assert!(!probe.contains("uid=0\n"), "{probe}");
     // The re-run's captures and result stay for the auditor.

@@ -63,4 +63,7 @@ pub enum SandboxError {
         "bubblewrap cannot create its namespaces on this machine ({status}: {stderr}); unprivileged user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile for bwrap), or a container forbids them; or give --sandbox none"
     )]
     NoNamespaces { status: String, stderr: String },
+    /// The system-call filter could not be built for this machine.
+    #[error("the sandbox's system-call filter cannot be built here: {message}")]
+    Seccomp { message: String },
 }

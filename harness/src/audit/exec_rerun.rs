@@ -253,6 +253,22 @@ impl Rerunner<'_> {
             self.not_run(log, format!("not done: {why}"), plan);
             return Ok(());
         }
+        // The system-call filter, beside the re-run directory (the
+        // program cannot write it), given to bubblewrap at SECCOMP_FD.
+        let mut fds = Vec::new();
+        if mounts.seccomp_fd.is_some() {
+            let filter = rerun_dir.with_extension("seccomp.bpf");
+            let written = sandbox::seccomp_program()
+                .map_err(|e| e.to_string())
+                .and_then(|p| {
+                    std::fs::write(&filter, p).map_err(|e| format!("{}: {e}", filter.display()))
+                });
+            if let Err(why) = written {
+                self.not_run(log, format!("not done: {why}"), plan);
+                return Ok(());
+            }
+            fds.push((filter, SECCOMP_FD));
+        }
         copy_tree(&rec.code, &cwd, &|_| false)?;
         if let Some((uid, gid)) = run_as {
             sandbox::hand_over(&rerun_dir, uid, gid).map_err(|source| AuditError::Io {
@@ -269,6 +285,7 @@ impl Rerunner<'_> {
             env,
             sandbox,
             run_as,
+            fds,
         };
         let cfg = self.exec_config(benchmark, &rec, plan.command.clone(), confined, seeds.rerun)?;
         eprintln!(
@@ -491,6 +508,7 @@ impl Rerunner<'_> {
                 env.get("PATH").map(String::as_str),
             ),
             home: env.get("HOME").map(PathBuf::from),
+            seccomp_fd: matches!(sandbox, Ok(Sandbox::Bwrap(_))).then_some(SECCOMP_FD),
         };
         let read_only = match &sandbox {
             Ok(Sandbox::Bwrap(_)) => mounts.binds().iter().map(|b| b.describe()).collect(),
@@ -572,6 +590,7 @@ impl Rerunner<'_> {
                 sandbox.wrap(cmd, &e, &mounts)
             }),
             run_as: confined.run_as,
+            fds: confined.fds,
         });
         Ok(cfg)
     }
@@ -608,7 +627,12 @@ struct Confined {
     env: BTreeMap<String, String>,
     sandbox: Sandbox,
     run_as: Option<(u32, u32)>,
+    /// Files given open to the sandbox (its system-call filter).
+    fds: Vec<(PathBuf, i32)>,
 }
+
+/// The descriptor bubblewrap reads the system-call filter from.
+const SECCOMP_FD: i32 = 3;
 
 /// Why the unprivileged user `uid` cannot run the program: a path it must
 /// read (its interpreter's installation, a dataset, a `--sandbox-ro`

@@ -14,7 +14,9 @@
 //! host socket (ssh-agent, D-Bus, Docker) can be reached; the network,
 //! IPC, pid, UTS and cgroup namespaces are its own, and so is its user
 //! namespace, in which it cannot create another (`--disable-userns`). It
-//! has no capabilities, a new session (no terminal to inject into), and
+//! has no capabilities, a new session (no terminal to inject into), a
+//! system-call filter that refuses the calls a training program has no use
+//! for and kernel exploits feed on ([`DENIED_CALLS`], `--seccomp`), and
 //! dies with referee. Its environment is exactly the one the audit chose
 //! (`--clearenv`, then `--setenv` for each variable).
 //!
@@ -254,6 +256,9 @@ pub struct Mounts {
     /// The program's home directory as its environment names it: an
     /// empty, writable directory there.
     pub home: Option<PathBuf>,
+    /// The system-call filter ([`seccomp_program`]) is given to bubblewrap
+    /// open at this descriptor number.
+    pub seccomp_fd: Option<i32>,
 }
 
 impl Mounts {
@@ -327,6 +332,9 @@ impl Sandbox {
         }
         let rw = m.rerun_dir.display().to_string();
         a.extend(["--bind".into(), rw.clone(), rw]);
+        if let Some(fd) = m.seccomp_fd {
+            a.extend(["--seccomp".into(), fd.to_string()]);
+        }
         a.extend(CONFINE.iter().map(|s| s.to_string()));
         for (k, v) in env {
             a.extend(["--setenv".into(), k.clone(), v.clone()]);
@@ -335,6 +343,96 @@ impl Sandbox {
         a.extend(command.iter().cloned());
         (a, Vec::new())
     }
+}
+
+/// The system calls the sandboxed program is refused (`EPERM`), by name
+/// and number on this architecture: the kernel's keyrings (root's keys,
+/// and a favourite of kernel exploits), tracing and reading other
+/// processes, loading BPF programs, `userfaultfd` and `io_uring` (the
+/// two most used paths of recent kernel exploits), mounting, swapping,
+/// rebooting, loading kernels and modules, setting the clocks, the
+/// kernel log, quotas, file handles that bypass paths, and joining other
+/// namespaces. A training program needs none of them; a denied call fails
+/// as a call the kernel does not permit, so a program that probes for one
+/// (Python's `os` module, PyTorch's io_uring probe) goes on.
+pub const DENIED_CALLS: &[(&str, i64)] = &[
+    ("add_key", libc::SYS_add_key),
+    ("keyctl", libc::SYS_keyctl),
+    ("request_key", libc::SYS_request_key),
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("kcmp", libc::SYS_kcmp),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("bpf", libc::SYS_bpf),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("open_tree", libc::SYS_open_tree),
+    ("move_mount", libc::SYS_move_mount),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fsmount", libc::SYS_fsmount),
+    ("fspick", libc::SYS_fspick),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("reboot", libc::SYS_reboot),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("acct", libc::SYS_acct),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("adjtimex", libc::SYS_adjtimex),
+    ("clock_adjtime", libc::SYS_clock_adjtime),
+    ("syslog", libc::SYS_syslog),
+    ("quotactl", libc::SYS_quotactl),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("setns", libc::SYS_setns),
+];
+
+/// The filter of [`DENIED_CALLS`] as the BPF program bubblewrap's
+/// `--seccomp` reads (an array of `struct sock_filter`, in this machine's
+/// byte order), compiled by `seccompiler` for this architecture. It
+/// begins with the architecture's check: a call made through another
+/// ABI (32-bit `int 0x80` on x86-64) kills the program.
+pub fn seccomp_program() -> Result<Vec<u8>, SandboxError> {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SandboxError::Seccomp {
+        message: format!("{}: {e:?}", std::env::consts::ARCH),
+    })?;
+    let rules = DENIED_CALLS
+        .iter()
+        .map(|&(_, nr)| (nr, Vec::new()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| SandboxError::Seccomp {
+        message: e.to_string(),
+    })?;
+    let program = BpfProgram::try_from(filter).map_err(|e| SandboxError::Seccomp {
+        message: e.to_string(),
+    })?;
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for f in &program {
+        bytes.extend_from_slice(&f.code.to_ne_bytes());
+        bytes.push(f.jt);
+        bytes.push(f.jf);
+        bytes.extend_from_slice(&f.k.to_ne_bytes());
+    }
+    Ok(bytes)
 }
 
 /// The auditor's home directory and `/root`: never shown as a whole.
@@ -486,6 +584,7 @@ mod tests {
             read_only: vec![],
             interpreter: vec!["/opt/venv".into()],
             home: Some("/home/someone".into()),
+            seccomp_fd: Some(3),
         }
     }
 
@@ -509,6 +608,7 @@ mod tests {
             "--unshare-pid",
             "--disable-userns",
             "--die-with-parent",
+            "--seccomp 3 --unshare-user",
             "--cap-drop ALL",
             "--clearenv --setenv SEED 7",
             "--chdir /a/rerun/code -- python3 train.py",
@@ -608,5 +708,41 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let me = std::fs::metadata(inner.join("f")).unwrap();
         readable_by(&inner.join("f"), me.uid(), me.gid()).unwrap();
+    }
+
+    #[test]
+    fn the_filter_is_a_bpf_program_that_names_every_denied_call() {
+        let p = seccomp_program().unwrap();
+        // struct sock_filter is 8 bytes; a check of the architecture, one
+        // jump per denied call and the returns.
+        assert_eq!(p.len() % 8, 0);
+        let insns: Vec<(u16, u32)> = p
+            .chunks(8)
+            .map(|c| {
+                (
+                    u16::from_ne_bytes([c[0], c[1]]),
+                    u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+                )
+            })
+            .collect();
+        assert!(insns.len() > DENIED_CALLS.len());
+        // BPF_JMP|BPF_JEQ|BPF_K against each denied number.
+        let compared: Vec<u32> = insns
+            .iter()
+            .filter(|(code, _)| *code == 0x15)
+            .map(|(_, k)| *k)
+            .collect();
+        for (name, nr) in DENIED_CALLS {
+            assert!(
+                compared.contains(&(*nr as u32)),
+                "{name} ({nr}) not in the filter"
+            );
+        }
+        // Not read or write, which every program makes.
+        assert!(!compared.contains(&(libc::SYS_read as u32)));
+        assert!(!compared.contains(&(libc::SYS_write as u32)));
+        // Returns EPERM (SECCOMP_RET_ERRNO | EPERM) and ALLOW.
+        assert!(insns.contains(&(0x06, 0x0005_0000 | libc::EPERM as u32)));
+        assert!(insns.contains(&(0x06, 0x7fff_0000)));
     }
 }

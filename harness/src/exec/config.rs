@@ -89,6 +89,9 @@ pub struct Confinement {
     /// The unprivileged user and group it runs as, when referee runs as
     /// root; its run directory is handed to them.
     pub run_as: Option<(u32, u32)>,
+    /// Files its command line is given open at these descriptor numbers
+    /// (the sandbox's system-call filter).
+    pub fds: Vec<(PathBuf, i32)>,
 }
 
 impl ExecConfig {

@@ -42,6 +42,48 @@ fn complete_lines(pending: &mut Vec<u8>) -> Option<Vec<u8>> {
     Some(std::mem::replace(pending, rest))
 }
 
+/// The bytes of a followed file not yet sent as lines. A line longer than
+/// the rules read ([`referee_rules::mllog::MAX_LINE`]) is not held: a
+/// program that writes without a newline (a stranger's, in an audit's
+/// re-run) would otherwise grow the harness's memory without end. Its
+/// bytes stay in the file (and its hash); the harness reads past them to
+/// the next newline.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// Reading past an over-long line, up to its newline.
+    skipping: bool,
+}
+
+impl Pending {
+    /// Add what was read; the complete lines it ends, if any.
+    fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        let data = if self.skipping {
+            match memchr::memchr(b'\n', data) {
+                Some(i) => {
+                    self.skipping = false;
+                    &data[i + 1..]
+                }
+                None => return None,
+            }
+        } else {
+            data
+        };
+        self.bytes.extend_from_slice(data);
+        let lines = complete_lines(&mut self.bytes);
+        if self.bytes.len() > referee_rules::mllog::MAX_LINE {
+            self.bytes = Vec::new();
+            self.skipping = true;
+        }
+        lines
+    }
+
+    /// Everything left (the file is complete).
+    fn take(&mut self) -> Option<Vec<u8>> {
+        (!self.bytes.is_empty()).then(|| std::mem::take(&mut self.bytes))
+    }
+}
+
 /// Bytes read from a followed file at a time.
 const READ_BYTES: usize = 1 << 20;
 
@@ -51,7 +93,7 @@ pub(super) struct Followed {
     src: Source,
     path: PathBuf,
     file: File,
-    pending: Vec<u8>,
+    pending: Pending,
     hash: Sha256,
     /// What was read is handed to the disk a window at a time.
     handed: WriteBack,
@@ -64,7 +106,7 @@ impl Followed {
             src,
             path: path.to_path_buf(),
             file,
-            pending: Vec::new(),
+            pending: Pending::default(),
             hash: Sha256::new(),
             handed: WriteBack::default(),
         })
@@ -93,12 +135,16 @@ impl Followed {
         // The program's output is handed to the disk as it grows, so that
         // the result's fsync has little of it left to flush.
         self.handed.wrote(&self.file, n);
-        self.pending.extend_from_slice(&buf[..n]);
-        let lines = if last && !self.pending.is_empty() {
-            Some(std::mem::take(&mut self.pending))
-        } else {
-            complete_lines(&mut self.pending)
-        };
+        let mut lines = self.pending.push(&buf[..n]);
+        if last && let Some(rest) = self.pending.take() {
+            lines = Some(match lines {
+                Some(mut l) => {
+                    l.extend_from_slice(&rest);
+                    l
+                }
+                None => rest,
+            });
+        }
         if let Some(lines) = lines {
             tx.send(Msg::Lines(self.src, lines, at)).map_err(|_| ())?;
         }
@@ -333,6 +379,24 @@ mod tests {
         let t = Instant::now();
         Wakeup::polling().wait(Duration::from_secs(20));
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_line_past_the_rules_cap_is_read_past_not_held() {
+        let cap = referee_rules::mllog::MAX_LINE;
+        let mut p = Pending::default();
+        assert_eq!(p.push(b"first\nsec").unwrap(), b"first\n");
+        // A line without end: never more than the cap held.
+        let block = vec![b'x'; 1 << 20];
+        for _ in 0..(cap >> 20) + 2 {
+            assert_eq!(p.push(&block), None);
+            assert!(p.bytes.len() <= cap, "{}", p.bytes.len());
+        }
+        assert!(p.skipping);
+        // Its end, then the lines after it, as written.
+        assert_eq!(p.push(b"xx\nnext\nla").unwrap(), b"next\n");
+        assert_eq!(p.take().unwrap(), b"la");
+        assert_eq!(p.take(), None);
     }
 
     #[test]

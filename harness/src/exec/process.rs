@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 pub(super) fn signal_group(pid: u32, sig: libc::c_int) {
@@ -17,7 +17,8 @@ pub(super) fn signal_group(pid: u32, sig: libc::c_int) {
 /// Spawn the program in its own process group with the run's variables
 /// (`env.0`; only them when `env.1`), its stdout and stderr written to the
 /// files `out` and `err`; as the user and group `run_as` when given (its
-/// supplementary groups dropped).
+/// supplementary groups dropped); with each file of `fds` open read-only
+/// at its descriptor number (bubblewrap's `--seccomp 3`).
 pub(super) fn spawn(
     command: &[String],
     cwd: &Path,
@@ -25,12 +26,39 @@ pub(super) fn spawn(
     out: &Path,
     err: &Path,
     run_as: Option<(u32, u32)>,
+    fds: &[(PathBuf, i32)],
 ) -> Result<Child, super::error::ExecError> {
     use super::error::ExecError;
+    use std::os::fd::AsRawFd;
     let (prog, args) = command.split_first().ok_or(ExecError::NoCommand)?;
     let create = |p: &Path| File::create(p).map_err(|e| ExecError::io(p, e));
     let (env, clear) = env;
     let mut cmd = Command::new(prog);
+    let given: Vec<(File, i32)> = fds
+        .iter()
+        .map(|(p, at)| {
+            File::open(p)
+                .map(|f| (f, *at))
+                .map_err(|e| ExecError::io(p, e))
+        })
+        .collect::<Result<_, _>>()?;
+    if !given.is_empty() {
+        let pairs: Vec<(i32, i32)> = given.iter().map(|(f, at)| (f.as_raw_fd(), *at)).collect();
+        // SAFETY: between fork and exec only dup2(2), which is
+        // async-signal-safe; the descriptors stay open in the parent until
+        // the spawn returns (`given` outlives it). dup2 leaves the new
+        // descriptor without close-on-exec, so the program inherits it.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &(from, to) in &pairs {
+                    if libc::dup2(from, to) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
     if clear {
         cmd.env_clear();
     }
@@ -39,7 +67,8 @@ pub(super) fn spawn(
         // when it runs as root.
         cmd.uid(uid).gid(gid);
     }
-    cmd.args(args)
+    let child = cmd
+        .args(args)
         .current_dir(cwd)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -50,7 +79,9 @@ pub(super) fn spawn(
         .map_err(|e| ExecError::Start {
             program: prog.clone(),
             source: e,
-        })
+        });
+    drop(given);
+    child
 }
 
 /// Does process `pid` still run? Not when it is gone, nor when it is a

@@ -165,6 +165,11 @@ pub fn run_one(cfg: &ExecConfig, i: usize, seed: u64) -> Result<ExecRun, ExecErr
     let spec = ChildSpec {
         command,
         run_as: cfg.confinement.as_ref().and_then(|c| c.run_as),
+        fds: cfg
+            .confinement
+            .as_ref()
+            .map(|c| c.fds.clone())
+            .unwrap_or_default(),
         clear_env: start_env.is_some(),
         env: start_env.unwrap_or_else(|| env.clone()),
         cwd: cfg.cwd.clone(),

@@ -64,6 +64,8 @@ pub struct ChildSpec {
     /// as root and the program is not the user's own): the run directory
     /// and the MLLOG file are handed to them.
     pub run_as: Option<(u32, u32)>,
+    /// Files given to the program open at these descriptor numbers.
+    pub fds: Vec<(PathBuf, i32)>,
 }
 
 /// The ruleset's rules, run on the MLLOG lines read so far.
@@ -349,6 +351,7 @@ pub fn supervise(
         &out,
         &err,
         spec.run_as,
+        &spec.fds,
     )
     .inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
@@ -614,6 +617,7 @@ mod tests {
             grace: Duration::from_secs(1),
             tolerance_ms: 2000,
             run_as: None,
+            fds: Vec::new(),
         }
     }
 
