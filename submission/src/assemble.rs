@@ -176,10 +176,17 @@ pub struct LogFacts {
 }
 
 impl LogFacts {
+    /// The facts of the log at `log`, read up to its `run_start` only: a
+    /// run's million lines of losses after it are never parsed nor held.
     pub fn read(log: &Path) -> Result<LogFacts, FsError> {
-        let parsed = mllog::read_file(log).map_err(|e| FsError::io(log, e))?;
+        let input = mllog::open_log(log, referee_rules::untrusted::Links::Refuse)
+            .map_err(|e| FsError::io(log, e))?;
+        let mut reader = mllog::Reader::new(std::io::BufReader::with_capacity(256 * 1024, input));
         let mut f = LogFacts::default();
-        for r in &parsed.records {
+        for item in reader.by_ref() {
+            let mllog::Item::Record(r) = item else {
+                continue;
+            };
             let k = r.key();
             if k == "run_start" {
                 break;
@@ -193,7 +200,10 @@ impl LogFacts {
                     .or_insert_with(|| Value::from(r.value()));
             }
         }
-        Ok(f)
+        match reader.take_io_error() {
+            Some(e) => Err(FsError::io(log, e)),
+            None => Ok(f),
+        }
     }
 
     /// A `submission_NAME` value (`""` when not logged).
