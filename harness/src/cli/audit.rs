@@ -24,14 +24,17 @@ pub struct AuditArgs {
     /// with no terminal to ask, those re-runs are not done.
     #[arg(long)]
     pub allow_exec: bool,
-    /// How a package's program is confined when re-run: bubblewrap
-    /// (read-only system, writable only the re-run directory, no network,
-    /// environment cleared), or none (it runs with your rights; the report
-    /// says so).
+    /// How a package's program is confined when re-run: bubblewrap (an
+    /// empty root showing read-only only the system, the program's
+    /// interpreter, --data and --sandbox-ro; writable only the re-run
+    /// directory; no network or host socket; a system-call filter;
+    /// environment cleared; as root, run as nobody), or none (it runs with
+    /// your rights, as root as nobody; the report says so). docs/trust.md.
     #[arg(long, value_enum, default_value_t = SandboxArg::Bwrap)]
     pub sandbox: SandboxArg,
-    /// A directory the sandbox also shows read-only (repeatable), e.g. a
-    /// Python environment under your home directory, which it hides.
+    /// A further directory the sandbox shows read-only (repeatable), e.g.
+    /// an environment the program uses that its recorded command does not
+    /// name (the interpreter's own installation is shown without it).
     #[arg(long = "sandbox-ro", value_name = "DIR")]
     pub sandbox_ro: Vec<PathBuf>,
     /// A dataset of a `run --exec` result, in the order the run recorded
