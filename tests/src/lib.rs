@@ -92,20 +92,21 @@ fn cargo_build_referee(features: Option<&str>) -> bool {
 /// `target/<profile>/referee` stays the default build for scripts.
 fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool) -> PathBuf {
     let (dir, _) = profile_dir();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(".referee-test-build.lock"))
-        .expect("open the build lock");
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor we own; released when `lock` is dropped.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let _lock = lock_file(&dir.join(".referee-test-build.lock"));
     let what = features.map_or("the default build".to_string(), |f| {
         format!("--features {f}")
     });
+    // scripts/test.sh builds the binary from this source before the tests
+    // and says so (`REFEREE_TESTS_BUILT`): while it is the default build (a
+    // workspace build of the tests links it with their features; a test
+    // process that finds it so builds it again), a cargo run per test
+    // process is spared.
+    let built = dir.join("referee");
+    let built_already = features.is_none()
+        && std::env::var_os("REFEREE_TESTS_BUILT").is_some()
+        && std::fs::read(&built).is_ok_and(|b| check(&b));
     assert!(
-        cargo_build_referee(features),
+        built_already || cargo_build_referee(features),
         "building referee ({what}) failed{}",
         if features.is_some_and(|f| f.contains("mpi")) {
             ": is MPI installed? (scripts/install-ci-deps.sh installs libopenmpi-dev, openmpi-bin, libclang-dev)"
@@ -113,7 +114,6 @@ fn build_copy(features: Option<&str>, name: &str, check: impl Fn(&[u8]) -> bool)
             ""
         }
     );
-    let built = dir.join("referee");
     let bytes = std::fs::read(&built).expect("read the built binary");
     assert!(check(&bytes), "{} is not {what}", built.display());
     let copy = dir.join(name);
@@ -558,4 +558,140 @@ pub fn sign(dir: &Path, key: &Path) {
         key.to_str().unwrap(),
     ]);
     assert!(s.status.success(), "{}", stderr(&s));
+}
+
+/// A fixture made once and shared by every test process of a suite run
+/// (cargo-nextest runs each test in a process of its own, so an in-process
+/// `OnceLock` would make it once per test).
+///
+/// `make` fills a fresh directory that the unprivileged user of an audit's
+/// re-run can reach ([`open_tempdir`]) and returns what the tests need to
+/// know of it besides its files (a summary, what was printed). The
+/// directory and that value are recorded under
+/// `target/<profile>/test-fixtures/NAME.json`, under an exclusive lock, with
+/// `recipe` (the inputs that define the fixture) and the SHA-256 of the
+/// `referee` binary: a later test, in any process, gets the same directory
+/// while both match; a new build or recipe makes it again.
+/// `scripts/test.sh` names each suite run (`REFEREE_TEST_RUN`), which is
+/// part of the match, so that every suite run makes each fixture once. Tests must treat the directory as read-only
+/// (copy it first to change it: [`copy_tree`]).
+pub fn shared_fixture(
+    name: &str,
+    recipe: &str,
+    make: impl FnOnce(&Path) -> serde_json::Value,
+) -> (PathBuf, serde_json::Value) {
+    use serde_json::json;
+    let binary = referee_digest();
+    let recipe = format!(
+        "{recipe} (suite run {})",
+        std::env::var("REFEREE_TEST_RUN").unwrap_or_default()
+    );
+    let fixtures = profile_dir().0.join("test-fixtures");
+    std::fs::create_dir_all(&fixtures).expect("create target/<profile>/test-fixtures");
+    let _lock = lock_file(&fixtures.join(format!("{name}.lock")));
+    let record = fixtures.join(format!("{name}.json"));
+    if let Some(r) = std::fs::read(&record)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    {
+        let dir = r["dir"].as_str().map(PathBuf::from);
+        if r["recipe"] == recipe.as_str()
+            && r["binary"] == binary.as_str()
+            && let Some(dir) = dir.filter(|d| d.join(".made").is_file())
+        {
+            return (dir, r["value"].clone());
+        }
+        if let Some(old) = r["dir"].as_str() {
+            let _ = std::fs::remove_dir_all(old);
+        }
+    }
+    let dir = open_tempdir();
+    let value = make(&dir);
+    std::fs::write(dir.join(".made"), name).expect("mark the fixture made");
+    let r = json!({"recipe": recipe, "binary": binary, "dir": dir, "value": value});
+    let tmp = record.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&r).unwrap()).expect("write the fixture record");
+    std::fs::rename(&tmp, &record).expect("rename the fixture record");
+    (dir, value)
+}
+
+/// An exclusive lock on `path` (made if missing), shared with every test
+/// process; held until the returned file is dropped.
+pub fn lock_file(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open the lock {}: {e}", path.display()));
+    // SAFETY: flock on a descriptor we own; released when `lock` is dropped.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
+/// SHA-256 (hex) of the `referee` binary the tests run.
+fn referee_digest() -> &'static String {
+    static DIGEST: OnceLock<String> = OnceLock::new();
+    DIGEST.get_or_init(|| {
+        use sha2::Digest;
+        let bytes = std::fs::read(referee_bin()).expect("read the referee binary");
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    })
+}
+
+/// The arguments of the suite's five mini_llm runs ([`mini_llm_runs`]):
+/// README's tour's `referee run` line is these but for the ones tests add
+/// (a fixed seed, no page cache dropped, no progress bar, the data
+/// directory).
+pub const MINI_LLM_RUN_ARGS: [&str; 14] = [
+    "run",
+    "mini_llm",
+    "--runs",
+    "5",
+    "--seed",
+    "7",
+    "--org",
+    "ACME",
+    "--system",
+    "cpu_box",
+    "--no-cache-clear",
+    "--quiet",
+    "--out",
+    "out/llm",
+];
+
+/// Five finished mini_llm runs trained to the target, made once for the
+/// suite run and shared by every test that needs real runs of a built-in
+/// benchmark ([`shared_fixture`]): their folder and what `referee run`
+/// printed (stdout and stderr, in order).
+pub fn mini_llm_runs() -> &'static (PathBuf, String) {
+    static RUNS: OnceLock<(PathBuf, String)> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let data = data_dir(&["shakespeare"]);
+        let recipe = MINI_LLM_RUN_ARGS.join(" ");
+        let (dir, printed) = shared_fixture("mini_llm-5-runs", &recipe, |dir| {
+            let printed = dir.join("printed.txt");
+            let file = std::fs::File::create(&printed).unwrap();
+            let status = Command::new(referee_bin())
+                .args(MINI_LLM_RUN_ARGS)
+                .arg("--data-dir")
+                .arg(&data)
+                .current_dir(dir)
+                .stdout(file.try_clone().unwrap())
+                .stderr(file)
+                .status()
+                .unwrap();
+            let printed = std::fs::read_to_string(printed).unwrap();
+            assert!(
+                status.code() == Some(0) || status.code() == Some(1),
+                "{printed}"
+            );
+            printed.into()
+        });
+        (dir.join("out/llm"), printed.as_str().unwrap().to_string())
+    })
 }

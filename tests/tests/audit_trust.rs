@@ -11,8 +11,8 @@
 //! the program's working directory).
 
 use referee_tests::{
-    copy_tree, keygen, open_tempdir, python, referee, referee_in, repo_root, rerun_python, sign,
-    stderr, stdout, vendor_mllog,
+    copy_tree, keygen, open_tempdir, python, referee, referee_in, repo_root, rerun_python,
+    shared_fixture, sign, stderr, stdout, vendor_mllog,
 };
 use serde_json::Value;
 use std::net::TcpListener;
@@ -24,7 +24,10 @@ use std::sync::OnceLock;
 /// llama2_70b_lora needs), made in a git checkout with one dataset,
 /// packaged and signed.
 struct Fixture {
+    /// A fresh directory of this test process for what a test writes.
     root: PathBuf,
+    /// The shared fixture's directory (read-only): `work/`, `runs/`, …
+    shared: PathBuf,
     /// The dataset the runs recorded (`--data`).
     data: PathBuf,
     /// The signed package (ORG folder).
@@ -46,100 +49,117 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(ok.status.success(), "git {args:?}: {}", stderr(&ok));
 }
 
+/// The fake program's command line for the shared runs.
+const RUN_ARGS: [&str; 20] = [
+    "run",
+    "--exec",
+    "--benchmark",
+    "llama2_70b_lora",
+    "--ruleset",
+    "5.0.0",
+    "--runs",
+    "10",
+    "--seed",
+    "11",
+    "--cache-clear-cmd",
+    "true",
+    "--system",
+    "cpu_box",
+    "--data",
+    "DATA",
+    "--json",
+    "-q",
+    "--out",
+    "OUT",
+];
+
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
+        let py = rerun_python().display().to_string();
+        let recipe = format!("{} -- {py} fake_lora.py", RUN_ARGS.join(" "));
         // Reachable by the unprivileged user a root auditor's re-run runs
         // as; the program carries the logging library it imports, so that
         // any interpreter runs it.
-        let root = open_tempdir();
-        let work = root.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::copy(
-            repo_root().join("tests/fixtures/exec/fake_lora.py"),
-            work.join("fake_lora.py"),
-        )
-        .unwrap();
-        vendor_mllog(&work);
-        git(&work, &["init", "-q"]);
-        git(&work, &["add", "fake_lora.py", "mlperf_logging"]);
-        git(&work, &["commit", "-q", "-m", "fake"]);
-        let data = root.join("dataset");
-        std::fs::create_dir_all(data.join("shard")).unwrap();
-        std::fs::write(data.join("shard/a.bin"), b"tokens").unwrap();
-        let out = root.join("runs");
-        let py = rerun_python().display().to_string();
-        let o = referee_in(
-            &[
-                "run",
-                "--exec",
-                "--benchmark",
-                "llama2_70b_lora",
-                "--ruleset",
-                "5.0.0",
-                "--runs",
-                "10",
-                "--seed",
-                "11",
-                "--cache-clear-cmd",
-                "true",
-                "--system",
-                "cpu_box",
-                "--data",
-                data.to_str().unwrap(),
-                "--json",
-                "-q",
-                "--out",
-                out.to_str().unwrap(),
-                "--",
-                &py,
-                "fake_lora.py",
-            ],
-            &work,
-        );
-        let summary: Value = serde_json::from_str(&stdout(&o))
-            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
-        assert_eq!(summary["passed"], true, "{summary:#}");
-        assert_eq!(summary["warnings"], serde_json::json!([]), "{summary:#}");
-        let record: Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
-                .unwrap();
-        assert_eq!(
-            record["datasets"][0]["files"], 1,
-            "{:#}",
-            record["datasets"]
-        );
-        assert!(
-            record["code_fingerprint"]["fingerprint"]
-                .as_str()
-                .unwrap()
-                .starts_with("sha256:")
-        );
-        let pk = root.join("pkg");
-        let p = referee(&[
-            "package",
-            out.to_str().unwrap(),
-            "--out",
-            pk.to_str().unwrap(),
-            "--json",
-        ]);
-        assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
-        let package: Value = serde_json::from_str(&stdout(&p)).unwrap();
-        let org = pk.join("referee");
-        let key = root.join("key");
-        let (fingerprint, line) = keygen(&key);
-        let allowed_signers = root.join("allowed_signers");
-        std::fs::write(&allowed_signers, format!("{line}\n")).unwrap();
-        sign(&org, &key);
+        let (shared, made) = shared_fixture("audit_trust-signed-package", &recipe, |root| {
+            make_package(root, &py)
+        });
         Fixture {
-            root,
-            data,
-            org,
-            fingerprint,
-            allowed_signers,
-            package,
+            root: open_tempdir(),
+            data: shared.join("dataset"),
+            org: shared.join("pkg/referee"),
+            fingerprint: made["fingerprint"].as_str().unwrap().to_string(),
+            allowed_signers: shared.join("allowed_signers"),
+            package: made["package"].clone(),
+            shared,
         }
     })
+}
+
+/// Ten runs of the fake program from a git checkout, packaged and signed,
+/// in `root`: the signer's fingerprint and `referee package --json`.
+fn make_package(root: &Path, py: &str) -> Value {
+    let work = root.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::copy(
+        repo_root().join("tests/fixtures/exec/fake_lora.py"),
+        work.join("fake_lora.py"),
+    )
+    .unwrap();
+    vendor_mllog(&work);
+    git(&work, &["init", "-q"]);
+    git(&work, &["add", "fake_lora.py", "mlperf_logging"]);
+    git(&work, &["commit", "-q", "-m", "fake"]);
+    let data = root.join("dataset");
+    std::fs::create_dir_all(data.join("shard")).unwrap();
+    std::fs::write(data.join("shard/a.bin"), b"tokens").unwrap();
+    let out = root.join("runs");
+    let (data_s, out_s) = (data.to_str().unwrap(), out.to_str().unwrap());
+    let mut args: Vec<&str> = RUN_ARGS
+        .iter()
+        .map(|a| match *a {
+            "DATA" => data_s,
+            "OUT" => out_s,
+            a => a,
+        })
+        .collect();
+    args.extend(["--", py, "fake_lora.py"]);
+    let o = referee_in(&args, &work);
+    let summary: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    assert_eq!(summary["passed"], true, "{summary:#}");
+    assert_eq!(summary["warnings"], serde_json::json!([]), "{summary:#}");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("referee_run.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["datasets"][0]["files"], 1,
+        "{:#}",
+        record["datasets"]
+    );
+    assert!(
+        record["code_fingerprint"]["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let pk = root.join("pkg");
+    let p = referee(&[
+        "package",
+        out.to_str().unwrap(),
+        "--out",
+        pk.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
+    let package: Value = serde_json::from_str(&stdout(&p)).unwrap();
+    let org = pk.join("referee");
+    let key = root.join("key");
+    let (fingerprint, line) = keygen(&key);
+    let allowed_signers = root.join("allowed_signers");
+    std::fs::write(&allowed_signers, format!("{line}\n")).unwrap();
+    sign(&org, &key);
+    serde_json::json!({"fingerprint": fingerprint, "package": package})
 }
 
 fn imp(org: &Path) -> PathBuf {
@@ -708,7 +728,7 @@ fn the_code_and_the_data_the_package_names_are_the_ones_re_run() {
 #[test]
 fn a_system_name_other_than_the_logged_platform_is_a_warning_and_is_published() {
     let f = fixture();
-    let runs = f.root.join("runs");
+    let runs = f.shared.join("runs");
     let pk = f.root.join("pkg-renamed");
     let p = referee(&[
         "package",

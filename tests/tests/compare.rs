@@ -15,7 +15,8 @@
 use referee_rules::score::summarize;
 use referee_submission::compare::html::{BASELINE_COLOR, CANDIDATE_COLOR, hex};
 use referee_tests::{
-    corpus_dir, data_dir, decode_png, official_score_context, referee, stderr, stdout,
+    corpus_dir, data_dir, decode_png, official_score_context, referee, shared_fixture, stderr,
+    stdout,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -27,8 +28,10 @@ const SAME_SPREAD: [f64; RUNS] = [1.02, 0.98, 1.0];
 const CONV_RUNS: usize = 5;
 
 struct Fixture {
-    _tmp: tempfile::TempDir,
+    /// The shared runs (read-only): `base/`, `slow/`, `same/`, `conv_*/`.
     root: PathBuf,
+    /// A fresh directory of this test process for the reports it writes.
+    out: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -207,71 +210,83 @@ fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let data = data_dir(&["shakespeare"]);
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().to_path_buf();
-        let started = std::time::Instant::now();
-        // A discarded warm-up run takes the cold start (binary and data out
-        // of the page cache); then the baseline and the slowed-down runs.
-        run_throughput(&root.join("warmup"), 99, 0, &data);
-        for i in 0..RUNS {
-            run_throughput(
-                &root.join("base").join(format!("run{i}")),
-                100 + i as u64,
-                0,
-                &data,
-            );
+        // Made once for the suite run, shared by every test process.
+        let recipe = format!("throughput runs {RUNS} {SAME_SPREAD:?} conv {CONV_RUNS}");
+        let (root, _) = shared_fixture("compare-runs", &recipe, |root| {
+            make_runs(root, &data);
+            serde_json::Value::Null
+        });
+        Fixture {
+            root,
+            out: tempfile::tempdir().unwrap(),
         }
-        for i in 0..RUNS {
-            run_throughput(
-                &root.join("slow").join(format!("run{i}")),
-                100 + i as u64,
-                50,
-                &data,
-            );
-        }
-        // `same` is the baseline's runs again with a known spread of ±2 %
-        // (as repeated runs of the same code give on a quiet machine), not
-        // more wall-clock runs: on a shared 2-core machine the means of
-        // three runs of the same code have differed by 11 %, and a gate
-        // tested on them flakes.
-        for (i, factor) in SAME_SPREAD.iter().enumerate() {
-            scaled_copy(
-                &root.join("base").join(format!("run{}", (i + 1) % RUNS)),
-                &root.join("same").join(format!("run{i}")),
-                *factor,
-            );
-        }
-        eprintln!(
-            "compare fixture: {} throughput runs in {:.1} s",
-            2 * RUNS + 1,
-            started.elapsed().as_secs_f64()
-        );
-        // Time-to-train sets: the baseline converges at evaluation 4 or 5
-        // (6,144 or 7,680 samples), the candidate at evaluation 2 (3,072).
-        for (side, evals) in [
-            ("conv_base", [4, 5, 4, 5, 4]),
-            ("conv_fast", [2, 2, 2, 2, 2]),
-        ] {
-            let dir = root.join(side);
-            std::fs::create_dir_all(&dir).unwrap();
-            for (k, &n) in evals.iter().enumerate() {
-                let header = std::fs::read_to_string(
-                    root.join("base")
-                        .join(format!("run{}", k % RUNS))
-                        .join("result_0.txt"),
-                )
-                .unwrap();
-                let log = synthetic_log(
-                    &header,
-                    7000 + k as u64,
-                    &curve(n, 0.01 * k as f64),
-                    20_000 + 500 * k as u64,
-                );
-                std::fs::write(dir.join(format!("result_{k}.txt")), log).unwrap();
-            }
-        }
-        Fixture { _tmp: tmp, root }
     })
+}
+
+/// The baseline, slowed-down and same-code throughput runs and the
+/// time-to-train sets, in `root`.
+fn make_runs(root: &Path, data: &Path) {
+    let started = std::time::Instant::now();
+    // A discarded warm-up run takes the cold start (binary and data out
+    // of the page cache); then the baseline and the slowed-down runs.
+    run_throughput(&root.join("warmup"), 99, 0, data);
+    for i in 0..RUNS {
+        run_throughput(
+            &root.join("base").join(format!("run{i}")),
+            100 + i as u64,
+            0,
+            data,
+        );
+    }
+    for i in 0..RUNS {
+        run_throughput(
+            &root.join("slow").join(format!("run{i}")),
+            100 + i as u64,
+            50,
+            data,
+        );
+    }
+    // `same` is the baseline's runs again with a known spread of ±2 %
+    // (as repeated runs of the same code give on a quiet machine), not
+    // more wall-clock runs: on a shared 2-core machine the means of
+    // three runs of the same code have differed by 11 %, and a gate
+    // tested on them flakes.
+    for (i, factor) in SAME_SPREAD.iter().enumerate() {
+        scaled_copy(
+            &root.join("base").join(format!("run{}", (i + 1) % RUNS)),
+            &root.join("same").join(format!("run{i}")),
+            *factor,
+        );
+    }
+    eprintln!(
+        "compare fixture: {} throughput runs in {:.1} s",
+        2 * RUNS + 1,
+        started.elapsed().as_secs_f64()
+    );
+    // Time-to-train sets: the baseline converges at evaluation 4 or 5
+    // (6,144 or 7,680 samples), the candidate at evaluation 2 (3,072).
+    for (side, evals) in [
+        ("conv_base", [4, 5, 4, 5, 4]),
+        ("conv_fast", [2, 2, 2, 2, 2]),
+    ] {
+        let dir = root.join(side);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (k, &n) in evals.iter().enumerate() {
+            let header = std::fs::read_to_string(
+                root.join("base")
+                    .join(format!("run{}", k % RUNS))
+                    .join("result_0.txt"),
+            )
+            .unwrap();
+            let log = synthetic_log(
+                &header,
+                7000 + k as u64,
+                &curve(n, 0.01 * k as f64),
+                20_000 + 500 * k as u64,
+            );
+            std::fs::write(dir.join(format!("result_{k}.txt")), log).unwrap();
+        }
+    }
 }
 
 fn json_of(o: &std::process::Output) -> Value {
@@ -366,7 +381,7 @@ fn fewer_samples_to_target_is_a_convergence_change() {
         let c = referee(&["check", &f.side(side)]);
         assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
     }
-    let md = f.root.join("report.md");
+    let md = f.out.path().join("report.md");
     let o = referee(&[
         "compare",
         "--json",
@@ -417,7 +432,7 @@ fn polylines_with_stroke(svg: &str, color: &str) -> usize {
 #[test]
 fn html_report_renders_the_plots() {
     let f = fixture();
-    let page = f.root.join("report.html");
+    let page = f.out.path().join("report.html");
     let o = referee(&[
         "compare",
         "--html",
@@ -450,7 +465,7 @@ fn html_report_renders_the_plots() {
     assert!(dots(&hex(CANDIDATE_COLOR)) >= CONV_RUNS, "{dist}");
 
     // Rendered by a real browser: the screenshot shows both colours.
-    let png = f.root.join("report.png");
+    let png = f.out.path().join("report.png");
     referee_tests::screenshot(&page, &png);
     let (w, h, pixels) = decode_png(&png);
     assert_eq!((w, h), (1200, 1600));
@@ -502,7 +517,7 @@ fn html_report_renders_the_plots() {
 
     // The history of a series: its trend plot, one dot and (after the
     // first) one interval per release, rendered by the browser.
-    let hist = f.root.join("history.html");
+    let hist = f.out.path().join("history.html");
     let o = referee(&[
         "compare",
         "--html",
@@ -530,7 +545,7 @@ fn html_report_renders_the_plots() {
     // Releases 2 and 3 have an interval each (a bar and two caps); one
     // line joins the dots.
     assert_eq!(polylines_with_stroke(trend, &red_hex), 2 * 3 + 1, "{trend}");
-    let png = f.root.join("history.png");
+    let png = f.out.path().join("history.png");
     referee_tests::screenshot(&hist, &png);
     let (_, _, pixels) = decode_png(&png);
     let red = pixels

@@ -6,7 +6,8 @@
 
 use referee_tests::{
     copy_tree, fake_exec_args, fake_lora, keygen, official_package_ok, open_tempdir, python,
-    referee, referee_bin, referee_in, rerun_python, sign, stderr, stdout, vendor_mllog,
+    referee, referee_bin, referee_in, rerun_python, shared_fixture, sign, stderr, stdout,
+    vendor_mllog,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -39,32 +40,47 @@ fn exec(
     (o.status.code().unwrap(), summary, wall)
 }
 
-/// Ten faithful runs (the count llama2_70b_lora needs), shared by the
-/// tests that check, package and audit them.
+/// Ten faithful runs (the count llama2_70b_lora needs), made once for the
+/// suite run ([`shared_fixture`]) and shared by the tests that check,
+/// package and audit them: (their folder, `run --exec --json`'s summary).
+/// The folder is read-only; what a test writes goes to a fresh directory.
 fn faithful() -> &'static (PathBuf, Value) {
     static RUNS: OnceLock<(PathBuf, Value)> = OnceLock::new();
     RUNS.get_or_init(|| {
-        // The program runs from its working directory, which it carries
-        // with the logging library it imports, so that the package's code
-        // (`--code work`) is all a re-run needs, under any interpreter
-        // (rerun_python); reachable by a root auditor's unprivileged user.
-        let root = open_tempdir();
-        let cwd = root.join("work");
-        std::fs::create_dir_all(&cwd).unwrap();
-        std::fs::copy(fake_lora(), cwd.join("fake_lora.py")).unwrap();
-        vendor_mllog(&cwd);
-        let out = root.join("runs");
-        let mut args = fake_exec_args(&out, 10, &["--seed", "11"], &[]);
-        let n = args.len();
-        args[n - 2] = rerun_python().display().to_string();
-        args[n - 1] = "fake_lora.py".into();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = referee_in(&args, &cwd);
-        let summary: Value = serde_json::from_str(&stdout(&o))
-            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
-        assert_eq!(o.status.code(), Some(0), "{summary:#}");
-        (out, summary)
+        let py = rerun_python().display().to_string();
+        let recipe = format!(
+            "{:?}",
+            fake_exec_args(Path::new("OUT"), 10, &["--seed", "11"], &[])
+        );
+        let (root, summary) =
+            shared_fixture("exec-faithful-runs", &format!("{recipe} {py}"), |root| {
+                // The program runs from its working directory, which it carries
+                // with the logging library it imports, so that the package's code
+                // (`--code work`) is all a re-run needs, under any interpreter
+                // (rerun_python); reachable by a root auditor's unprivileged user.
+                let cwd = root.join("work");
+                std::fs::create_dir_all(&cwd).unwrap();
+                std::fs::copy(fake_lora(), cwd.join("fake_lora.py")).unwrap();
+                vendor_mllog(&cwd);
+                let out = root.join("runs");
+                let mut args = fake_exec_args(&out, 10, &["--seed", "11"], &[]);
+                let n = args.len();
+                args[n - 2] = py.clone();
+                args[n - 1] = "fake_lora.py".into();
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let o = referee_in(&args, &cwd);
+                let summary: Value = serde_json::from_str(&stdout(&o))
+                    .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+                assert_eq!(o.status.code(), Some(0), "{summary:#}");
+                summary
+            });
+        (root.join("runs"), summary)
     })
+}
+
+/// The program's working directory the faithful runs ran in (their code).
+fn faithful_code() -> PathBuf {
+    faithful().0.parent().unwrap().join("work")
 }
 
 fn result_lines(log: &Path) -> Vec<String> {
@@ -146,7 +162,7 @@ fn faithful_runs_pass_referee_and_the_official_checkers_and_package() {
         );
     }
     // Packaged: referee's package check and the official package checker.
-    let pk = out.parent().unwrap().join("pkg-check");
+    let pk = open_tempdir().join("pkg-check");
     let p = referee(&[
         "package",
         out.to_str().unwrap(),
@@ -168,11 +184,11 @@ fn faithful_runs_pass_referee_and_the_official_checkers_and_package() {
 /// Sign a copy of the packaged faithful runs (after `damage`) and audit it.
 fn audit_copy(name: &str, damage: fn(&Path), extra: &[&str]) -> (Option<i32>, Value) {
     let (out, _) = faithful();
-    let root = out.parent().unwrap().join(name);
+    let root = open_tempdir().join(name);
     let pk = root.join("pkg");
     // The program's code goes into the package (the run's working
     // directory is not a git checkout): an audit re-runs only that.
-    let code = out.parent().unwrap().join("work");
+    let code = faithful_code();
     let p = referee(&[
         "package",
         out.to_str().unwrap(),

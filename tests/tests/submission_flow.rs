@@ -3,58 +3,16 @@
 //! re-running one result. README's tour from its data to an audit runs
 //! here, on the same runs, and its audit is the one that re-runs.
 
-use referee_tests::{copy_tree, data_dir, referee, referee_bin, stderr, stdout, tour};
+use referee_tests::{
+    MINI_LLM_RUN_ARGS, copy_tree, data_dir, mini_llm_runs, referee, stderr, stdout, tour,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-/// The arguments the runs are trained with: README's tour's `referee run`
-/// line is these but for the ones tests add (a fixed seed, no page cache
-/// dropped, no progress bar, the data directory).
-const RUN_ARGS: [&str; 14] = [
-    "run",
-    "mini_llm",
-    "--runs",
-    "5",
-    "--seed",
-    "7",
-    "--org",
-    "ACME",
-    "--system",
-    "cpu_box",
-    "--no-cache-clear",
-    "--quiet",
-    "--out",
-    "out/llm",
-];
-
-/// Five finished mini_llm runs, made once for this test binary, and what
-/// `referee run` printed (stdout and stderr, in order).
+/// Five finished mini_llm runs (the suite's shared ones) and what
+/// `referee run` printed.
 fn trained() -> &'static (PathBuf, String) {
-    static RUNS: OnceLock<(PathBuf, String)> = OnceLock::new();
-    RUNS.get_or_init(|| {
-        let data = data_dir(&["shakespeare"]);
-        let dir = std::env::temp_dir().join(format!("referee-flow-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let printed = dir.join("printed.txt");
-        let file = std::fs::File::create(&printed).unwrap();
-        let status = Command::new(referee_bin())
-            .args(RUN_ARGS)
-            .arg("--data-dir")
-            .arg(&data)
-            .current_dir(&dir)
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .status()
-            .unwrap();
-        let printed = std::fs::read_to_string(printed).unwrap();
-        assert!(
-            status.code() == Some(0) || status.code() == Some(1),
-            "{printed}"
-        );
-        (dir.join("out/llm"), printed)
-    })
+    mini_llm_runs()
 }
 
 fn runs() -> &'static PathBuf {
@@ -242,7 +200,7 @@ fn pairs(words: &[String]) -> Vec<(String, Option<String>)> {
 /// README's tour from the data to an audit, every command of it run in a
 /// scratch repository root, and what each prints compared with the output
 /// shown (numbers masked: a trained run's samples, seeds and times vary).
-/// Its `referee run` is the runs trained for this file's tests (RUN_ARGS),
+/// Its `referee run` is the runs trained for this file's tests (MINI_LLM_RUN_ARGS),
 /// copied where the tour writes them; the rest runs as written, the audit's
 /// re-run included. Then the audit of the tour's package, one log edited,
 /// stops at verification and re-runs nothing.
@@ -267,7 +225,7 @@ fn the_readme_tour_runs_to_an_audit_that_catches_edits() {
                 if words.get(..2) != Some(&["referee".to_string(), "run".to_string()]) {
                     return None;
                 }
-                let trained_with = pairs(&RUN_ARGS.map(str::to_string));
+                let trained_with = pairs(&MINI_LLM_RUN_ARGS.map(str::to_string));
                 let extra: Vec<_> = pairs(&words[1..])
                     .into_iter()
                     .filter(|p| !trained_with.contains(p))
@@ -275,8 +233,8 @@ fn the_readme_tour_runs_to_an_audit_that_catches_edits() {
                 if !extra.is_empty() {
                     differs.push(format!(
                         "the tour's `{command}` asks for {extra:?}, which the runs trained here \
-                         (`referee {}`) do not have: make RUN_ARGS and the tour agree",
-                        RUN_ARGS.join(" ")
+                         (`referee {}`) do not have: make MINI_LLM_RUN_ARGS and the tour agree",
+                        MINI_LLM_RUN_ARGS.join(" ")
                     ));
                 }
                 copy_tree(runs(), &dir.join("out/llm"));

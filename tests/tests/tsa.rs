@@ -12,7 +12,8 @@
 //! reached stops the session before it starts.
 
 use referee_tests::{
-    fake_exec_args, referee, referee_bin, referee_in, repo_root, sign, stderr, stdout,
+    fake_exec_args, lock_file, referee, referee_bin, referee_in, repo_root, shared_fixture, sign,
+    stderr, stdout,
 };
 use serde_json::Value;
 use std::io::BufRead;
@@ -168,7 +169,10 @@ fn exec(cwd: &Path, out: &Path, runs: usize, extra: &[&str]) -> (i32, Value, Str
 /// in `tsa`, for the submitter who asks it again). → (root, runs, package
 /// ORG, CA).
 struct Anchored {
+    /// The shared fixture's directory (read-only).
     root: PathBuf,
+    /// A fresh directory of this test process for what a test writes.
+    scratch: PathBuf,
     out: PathBuf,
     org: PathBuf,
     ca: PathBuf,
@@ -179,27 +183,34 @@ struct Anchored {
 fn anchored() -> &'static Anchored {
     static RUNS: OnceLock<Anchored> = OnceLock::new();
     RUNS.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap().keep();
-        let tsa = start_authority(&root.join("tsa"), "Test TSA");
-        let cwd = root.join("work");
-        std::fs::create_dir_all(&cwd).unwrap();
-        let out = root.join("runs");
-        let (code, summary, err) = exec(&cwd, &out, 10, &["--tsa", &tsa.url]);
-        assert_eq!(code, 0, "{summary:#}\n{err}");
-        let pk = root.join("pkg");
-        let p = referee(&[
-            "package",
-            out.to_str().unwrap(),
-            "--out",
-            pk.to_str().unwrap(),
-        ]);
-        assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
+        let recipe = format!(
+            "{:?}",
+            fake_exec_args(Path::new("OUT"), 10, &["--tsa"], &[])
+        );
+        let (root, summary) = shared_fixture("tsa-anchored-runs", &recipe, |root| {
+            let tsa = start_authority(&root.join("tsa"), "Test TSA");
+            let cwd = root.join("work");
+            std::fs::create_dir_all(&cwd).unwrap();
+            let out = root.join("runs");
+            let (code, summary, err) = exec(&cwd, &out, 10, &["--tsa", &tsa.url]);
+            assert_eq!(code, 0, "{summary:#}\n{err}");
+            let pk = root.join("pkg");
+            let p = referee(&[
+                "package",
+                out.to_str().unwrap(),
+                "--out",
+                pk.to_str().unwrap(),
+            ]);
+            assert_eq!(p.status.code(), Some(0), "{}{}", stdout(&p), stderr(&p));
+            summary
+        });
         Anchored {
-            org: pk.join("referee"),
-            ca: tsa.ca.clone(),
+            org: root.join("pkg/referee"),
+            ca: root.join("tsa/ca.pem"),
             tsa: root.join("tsa"),
+            out: root.join("runs"),
+            scratch: tempfile::tempdir().unwrap().keep(),
             root,
-            out,
             summary,
         }
     })
@@ -208,10 +219,10 @@ fn anchored() -> &'static Anchored {
 /// A signed copy of the package, after `damage`.
 fn signed_copy(name: &str, damage: impl Fn(&Path)) -> PathBuf {
     let a = anchored();
-    let dst = a.root.join(name);
+    let dst = a.scratch.join(name);
     referee_tests::copy_tree(&a.org, &dst);
     damage(&dst);
-    let key = a.root.join(format!("{name}.key"));
+    let key = a.scratch.join(format!("{name}.key"));
     let k = referee(&["keygen", "--out", key.to_str().unwrap()]);
     assert!(k.status.success(), "{}", stderr(&k));
     sign(&dst, &key);
@@ -289,7 +300,7 @@ fn anchored_runs_derive_their_seeds_package_their_tokens_and_verify() {
         "--tsa-ca",
         ca,
         "--out",
-        a.root.join("audit-intact").to_str().unwrap(),
+        a.scratch.join("audit-intact").to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
@@ -420,7 +431,7 @@ fn the_attack_that_beats_the_witness_is_caught_by_the_tokens() {
         "--tsa-ca",
         ca,
         "--out",
-        a.root.join("audit-shortened").to_str().unwrap(),
+        a.scratch.join("audit-shortened").to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let step = r["steps"]
@@ -443,7 +454,7 @@ fn the_attack_that_beats_the_witness_is_caught_by_the_tokens() {
 #[test]
 fn a_token_from_another_ca_is_rejected_and_a_package_without_tokens_is_not_anchored() {
     let a = anchored();
-    let other = make_authority(&a.root.join("other-ca"), "Other TSA");
+    let other = make_authority(&a.scratch.join("other-ca"), "Other TSA");
     let org = signed_copy("other-ca-check", |_| {});
     let v = referee(&[
         "verify",
@@ -489,7 +500,7 @@ fn a_token_from_another_ca_is_rejected_and_a_package_without_tokens_is_not_ancho
         "--tsa-ca",
         ca,
         "--out",
-        a.root.join("audit-stripped").to_str().unwrap(),
+        a.scratch.join("audit-stripped").to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let step = r["steps"]
@@ -795,11 +806,11 @@ fn reanchor_end(org: &Path, log: &Path, forge: impl Fn(&[u8], &Value) -> Vec<u8>
     let witness_sha = sha256_hex(&referee_harness::tsa::witness_bytes(Some(&witness)));
     let digest = sha256_hex(&[unhex(&sha), unhex(&witness_sha)].concat());
     let name = org.file_name().unwrap().to_str().unwrap();
-    // One reply at a time: the authority's serial file is read and written.
-    static AUTHORITY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = AUTHORITY.lock().unwrap_or_else(|e| e.into_inner());
-    let q = a.root.join(format!("{name}.tsq"));
-    let r = a.root.join(format!("{name}.tsr"));
+    // One reply at a time, in any test process: the authority's serial
+    // file is read and written.
+    let _one = lock_file(&a.tsa.join("serial.lock"));
+    let q = a.scratch.join(format!("{name}.tsq"));
+    let r = a.scratch.join(format!("{name}.tsr"));
     let qs = q.to_str().unwrap();
     openssl(
         &a.tsa,
@@ -908,7 +919,7 @@ fn audit_tsa_step(org: &Path, name: &str) -> (String, String, String) {
         "--tsa-ca",
         a.ca.to_str().unwrap(),
         "--out",
-        a.root.join(name).to_str().unwrap(),
+        a.scratch.join(name).to_str().unwrap(),
     ]);
     let r: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
