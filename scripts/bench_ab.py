@@ -83,6 +83,11 @@ def med(xs):
 
 def main():
     old, new = sys.argv[1], sys.argv[2]
+    # Both sides read the official rules from the repository's environment
+    # (an older referee looked for them only in the current directory's).
+    venv = os.path.join(REPO, ".venv")
+    os.environ.setdefault("VIRTUAL_ENV", venv)
+    os.environ["PATH"] = os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")
     pairs = int(os.environ.get("PAIRS", "7"))
     corpus = os.path.join(os.environ.get("CORPUS", os.path.join(REPO, "..", "shared", "corpus")),
                           "training_results_v5.0")

@@ -158,11 +158,12 @@ pub fn check_file(
     }
     let file = referee_rules::mllog::open_log(log, links)
         .map_err(|e| CheckError::new(log, CheckProblem::Read(e.into())))?;
+    let buffer = file.buffer_size(referee_rules::checker::READ_BUFFER);
     let mut hashed = Hashed {
         inner: file,
         sha: Sha256::new(),
     };
-    let mut parsed = checker.read_from(log, &mut hashed, choice)?;
+    let mut parsed = checker.read_from(log, &mut hashed, choice, buffer)?;
     let digest = hex::encode(hashed.sha.finalize());
     let mut rep = checker
         .check_parsed(&log.display().to_string(), &mut parsed, choice)

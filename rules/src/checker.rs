@@ -86,6 +86,9 @@ impl CheckError {
     }
 }
 
+/// The largest read buffer of a log (a large log is read in pieces of it).
+pub const READ_BUFFER: usize = 256 * 1024;
+
 pub struct Checker {
     pub lib: Arc<RuleLibrary>,
     pub opts: CheckOptions,
@@ -152,18 +155,22 @@ impl Checker {
     ) -> Result<mllog::ParsedLog, CheckError> {
         let file = mllog::open_log(path, links)
             .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))?;
-        self.read_from(path, file, choice)
+        let buffer = file.buffer_size(READ_BUFFER);
+        self.read_from(path, file, choice, buffer)
     }
 
     /// Read the log at `path` from `input` (its bytes, however they are
-    /// got: e.g. through a reader that hashes them on the way).
+    /// got: e.g. through a reader that hashes them on the way) through a
+    /// read buffer of `buffer` bytes (at most [`READ_BUFFER`]; the file's
+    /// size where it is known: `untrusted::Bounded::buffer_size`).
     pub fn read_from(
         &self,
         path: &Path,
         input: impl std::io::Read,
         choice: &RulesetChoice,
+        buffer: usize,
     ) -> Result<mllog::ParsedLog, CheckError> {
-        let input = std::io::BufReader::with_capacity(256 * 1024, input);
+        let input = std::io::BufReader::with_capacity(buffer.min(READ_BUFFER), input);
         mllog::collect(self.reader(input, choice))
             .map_err(|e| CheckError::new(path, CheckProblem::Read(e.into())))
     }

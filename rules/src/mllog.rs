@@ -857,7 +857,12 @@ pub fn open_log(path: &Path, links: Links) -> std::io::Result<untrusted::Bounded
 /// is refused: see [`open_log`]).
 pub fn read_file_keeping(path: &Path, keep: std::sync::Arc<KeepFn>) -> std::io::Result<ParsedLog> {
     let f = open_log(path, Links::Refuse)?;
-    collect(Reader::new(BufReader::with_capacity(256 * 1024, f)).keep_values(keep))
+    collect(Reader::new(buffered(f)).keep_values(keep))
+}
+
+/// A package's log behind a read buffer of its size, at most 256 KiB.
+fn buffered(f: untrusted::Bounded) -> BufReader<untrusted::Bounded> {
+    BufReader::with_capacity(f.buffer_size(256 * 1024), f)
 }
 
 /// Read every item of `reader` into a [`ParsedLog`] (any byte source: a
@@ -883,7 +888,7 @@ pub fn read_file(path: &Path) -> std::io::Result<ParsedLog> {
 /// [`read_file`] of a path that may be a link where `links` allows it (a
 /// path the user typed).
 pub fn read_file_as(path: &Path, links: Links) -> std::io::Result<ParsedLog> {
-    read_from(open_log(path, links)?)
+    collect(Reader::new(buffered(open_log(path, links)?)))
 }
 
 #[cfg(test)]

@@ -245,6 +245,7 @@ impl Opened {
             file: self.file,
             path: self.path,
             kind: self.kind,
+            size: self.size,
             left: cap,
             cap,
         }
@@ -264,8 +265,20 @@ pub struct Bounded {
     file: File,
     path: PathBuf,
     kind: FileKind,
+    size: u64,
     left: u64,
     cap: u64,
+}
+
+impl Bounded {
+    /// A read buffer's size for this file: its size when it was opened and
+    /// a byte more (to see its end in one read), within 8 KiB..=`max`.
+    /// A buffer over a reader of `read` alone is zeroed once before its
+    /// first use, so a small file should not get a large one.
+    pub fn buffer_size(&self, max: usize) -> usize {
+        let want = usize::try_from(self.size.saturating_add(1)).unwrap_or(usize::MAX);
+        want.clamp(8 * 1024, max.max(8 * 1024))
+    }
 }
 
 impl Read for Bounded {
@@ -421,6 +434,22 @@ fn clear_nonblocking(_file: &File) -> io::Result<()> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_buffer_is_the_file_s_size_within_8_kib_and_the_most_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let size_of = |n: usize| {
+            let p = dir.path().join(format!("f{n}"));
+            std::fs::write(&p, vec![b'x'; n]).unwrap();
+            open(&p, FileKind::Log, Links::Refuse)
+                .unwrap()
+                .reader()
+                .buffer_size(256 * 1024)
+        };
+        assert_eq!(size_of(10), 8 * 1024);
+        assert_eq!(size_of(100_000), 100_001);
+        assert_eq!(size_of(1 << 20), 256 * 1024);
+    }
     use std::os::unix::fs::symlink;
     use std::time::Duration;
 

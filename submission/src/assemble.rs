@@ -181,7 +181,8 @@ impl LogFacts {
     pub fn read(log: &Path) -> Result<LogFacts, FsError> {
         let input = mllog::open_log(log, referee_rules::untrusted::Links::Refuse)
             .map_err(|e| FsError::io(log, e))?;
-        let mut reader = mllog::Reader::new(std::io::BufReader::with_capacity(256 * 1024, input));
+        let buffer = input.buffer_size(referee_rules::checker::READ_BUFFER);
+        let mut reader = mllog::Reader::new(std::io::BufReader::with_capacity(buffer, input));
         let mut f = LogFacts::default();
         for item in reader.by_ref() {
             let mllog::Item::Record(r) = item else {

@@ -8,7 +8,7 @@ use super::{FULL_OUTPUT, KEY_SPELLING, at_least};
 use crate::diag::Diagnostic;
 use crate::mllog::ParsedLog;
 use crate::ruleset::RuleLibrary;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// The keys a run discloses its configuration with (mandatory from ruleset
 /// 6.1.0: training_policies #592).
@@ -111,32 +111,46 @@ fn spelling(ctx: &LogContext, parsed: &ParsedLog, out: &mut Vec<Diagnostic>) {
     let dir = first.split('/').next().unwrap_or_default();
     let universe = ctx.lib.key_universe(dir);
     let defined = ctx.lib.logging_constants();
-    // The keys the log's own rule files read, in rule-file order.
-    let mut read: Vec<(String, String)> = Vec::new();
-    for rel in ctx.rule_files {
-        if let Ok(f) = ctx.lib.load(rel) {
-            for k in f.keys.keys() {
-                if !read.iter().any(|(r, _)| r == k) {
-                    read.push((k.clone(), rel.clone()));
-                }
-            }
+    // Every key the log carries (whether a record of the log's own, index
+    // ≥ 0, carries it), and the log's own keys in the order they first
+    // appear, with that line: one look-up per record.
+    let mut logged: HashMap<&str, bool> = HashMap::new();
+    let mut order: Vec<(&str, usize)> = Vec::new();
+    for r in &parsed.records {
+        let (k, own) = (r.key(), r.index >= 0);
+        let known = logged.entry(k).or_insert(false);
+        if own && !*known {
+            *known = true;
+            order.push((k, r.line));
         }
     }
-    let logged: HashSet<&str> = parsed.records.iter().map(|r| r.key()).collect();
-    let mut seen: HashSet<&str> = HashSet::new();
-    for r in parsed.records.iter().filter(|r| r.index >= 0) {
-        let k = r.key();
+    // The keys the log's own rule files read, in rule-file order: made at
+    // the first key no rule reads (most logs have none).
+    let mut read: Option<Vec<(String, String)>> = None;
+    for (k, line) in order {
         if k.is_empty()
-            || !seen.insert(k)
             || universe.contains(k)
             || defined.contains(k)
             || crate::lifecycle::key_role(k).is_some()
         {
             continue;
         }
+        let read = read.get_or_insert_with(|| {
+            let mut read: Vec<(String, String)> = Vec::new();
+            for rel in ctx.rule_files {
+                if let Ok(f) = ctx.lib.load(rel) {
+                    for k in f.keys.keys() {
+                        if !read.iter().any(|(r, _)| r == k) {
+                            read.push((k.clone(), rel.clone()));
+                        }
+                    }
+                }
+            }
+            read
+        });
         let Some((intended, rel, how)) = read
             .iter()
-            .filter(|(j, _)| !logged.contains(j.as_str()))
+            .filter(|(j, _)| !logged.contains_key(j.as_str()))
             .find_map(|(j, rel)| looks_like(k, j).map(|how| (j, rel, how)))
         else {
             continue;
@@ -147,7 +161,7 @@ fn spelling(ctx: &LogContext, parsed: &ParsedLog, out: &mut Vec<Diagnostic>) {
                     "logged key `{k}` is read by no rule; it looks like `{intended}` ({how}), which {rel} reads and the log does not carry: a misspelt key is a key silently not disclosed"
                 ))
                 .file(ctx.display)
-                .line(r.line)
+                .line(line)
                 .key(k)
                 .expected(format!("`{intended}`"))
                 .found(format!("`{k}`")),
