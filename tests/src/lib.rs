@@ -573,8 +573,9 @@ pub fn sign(dir: &Path, key: &Path) {
 /// `referee` binary: a later test, in any process, gets the same directory
 /// while both match; a new build or recipe makes it again.
 /// `scripts/test.sh` names each suite run (`REFEREE_TEST_RUN`), which is
-/// part of the match, so that every suite run makes each fixture once. Tests must treat the directory as read-only
-/// (copy it first to change it: [`copy_tree`]).
+/// part of the match, so that every suite run makes each fixture once.
+/// Tests must treat the directory as read-only (copy it first to change
+/// it: [`copy_tree`]).
 pub fn shared_fixture(
     name: &str,
     recipe: &str,
@@ -601,7 +602,10 @@ pub fn shared_fixture(
         {
             return (dir, r["value"].clone());
         }
-        if let Some(old) = r["dir"].as_str() {
+        // The earlier fixture goes, if it is one (a record names any path).
+        if let Some(old) = r["dir"].as_str().map(Path::new)
+            && old.join(".made").is_file()
+        {
             let _ = std::fs::remove_dir_all(old);
         }
     }
