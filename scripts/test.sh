@@ -50,6 +50,21 @@ else
         cargo test --no-fail-fast "$@" "${ignored[@]}"
     }
 fi
+# The test binaries, built before any test runs. The workspace's build
+# links target/release/referee with the features the tests turn on
+# (`graph`): that binary is kept for the tests of the graph engine
+# (REFEREE_GRAPH_BIN, instead of a build of its own); the first test that
+# needs the default binary links it again (its crates are built already).
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --release --workspace --no-run "$@"
+else
+    cargo test --release --workspace --no-run "$@"
+fi
+if grep -q "features: graph" target/release/referee; then
+    mkdir -p target/release/test-bin
+    cp target/release/referee target/release/test-bin/referee-graph-workspace
+    export REFEREE_GRAPH_BIN="$PWD/target/release/test-bin/referee-graph-workspace"
+fi
 status=0
 # Commit messages after the base commit as the rule wants (skipped, with a
 # note, in a shallow clone).

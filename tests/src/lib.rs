@@ -318,13 +318,19 @@ pub fn referee_mpi_bin() -> PathBuf {
 }
 
 /// The build of referee with the graph engine (`--features graph`),
-/// `test-bin/referee-graph`.
+/// `test-bin/referee-graph`: the one `scripts/test.sh` kept from the
+/// workspace's test build (`REFEREE_GRAPH_BIN`: the tests turn `graph` on,
+/// so the workspace links the binary with it), or else built here.
 pub fn referee_graph_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
+    let graph = |b: &[u8]| memchr_find(b, b"features: graph") && !memchr_find(b, b"MPI_Iallreduce");
     BIN.get_or_init(|| {
-        build_copy(Some("graph"), "test-bin/referee-graph", |b| {
-            memchr_find(b, b"features: graph")
-        })
+        if let Some(kept) = std::env::var_os("REFEREE_GRAPH_BIN").map(PathBuf::from)
+            && std::fs::read(&kept).is_ok_and(|b| graph(&b))
+        {
+            return kept;
+        }
+        build_copy(Some("graph"), "test-bin/referee-graph", graph)
     })
     .clone()
 }
