@@ -518,6 +518,20 @@ pub fn fake_lora() -> String {
 /// the outputs in `out`), with `extra` flags and `fault` flags of the
 /// program.
 pub fn fake_exec_args(out: &Path, runs: usize, extra: &[&str], fault: &[&str]) -> Vec<String> {
+    let python = python().display().to_string();
+    fake_exec_args_with(out, runs, extra, fault, &python, &fake_lora())
+}
+
+/// [`fake_exec_args`] with the program run as `python PROGRAM` (a
+/// program in the working directory, as a package's code runs at re-run).
+pub fn fake_exec_args_with(
+    out: &Path,
+    runs: usize,
+    extra: &[&str],
+    fault: &[&str],
+    python: &str,
+    program: &str,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "run",
         "--exec",
@@ -538,7 +552,7 @@ pub fn fake_exec_args(out: &Path, runs: usize, extra: &[&str], fault: &[&str]) -
     .map(str::to_string)
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(["--".into(), python().display().to_string(), fake_lora()]);
+    args.extend(["--".into(), python.to_string(), program.to_string()]);
     args.extend(fault.iter().map(|s| s.to_string()));
     args
 }

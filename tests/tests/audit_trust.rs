@@ -11,8 +11,8 @@
 //! the program's working directory).
 
 use referee_tests::{
-    copy_tree, keygen, open_tempdir, python, referee, referee_in, repo_root, rerun_python,
-    shared_fixture, sign, stderr, stdout, vendor_mllog,
+    copy_tree, fake_exec_args_with, keygen, open_tempdir, python, referee, referee_in, repo_root,
+    rerun_python, shared_fixture, sign, stderr, stdout, vendor_mllog,
 };
 use serde_json::Value;
 use std::net::TcpListener;
@@ -49,35 +49,19 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(ok.status.success(), "git {args:?}: {}", stderr(&ok));
 }
 
-/// The fake program's command line for the shared runs.
-const RUN_ARGS: [&str; 20] = [
-    "run",
-    "--exec",
-    "--benchmark",
-    "llama2_70b_lora",
-    "--ruleset",
-    "5.0.0",
-    "--runs",
-    "10",
-    "--seed",
-    "11",
-    "--cache-clear-cmd",
-    "true",
-    "--system",
-    "cpu_box",
-    "--data",
-    "DATA",
-    "--json",
-    "-q",
-    "--out",
-    "OUT",
-];
+/// `referee run --exec` of the fake program as the shared runs ran it:
+/// from the working directory `python fake_lora.py`, ten runs, seed 11,
+/// system cpu_box, the dataset `data`, the outputs in `out`.
+fn run_args(out: &Path, data: &str, py: &str) -> Vec<String> {
+    let extra = ["--seed", "11", "--system", "cpu_box", "--data", data];
+    fake_exec_args_with(out, 10, &extra, &[], py, "fake_lora.py")
+}
 
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let py = rerun_python().display().to_string();
-        let recipe = format!("{} -- {py} fake_lora.py", RUN_ARGS.join(" "));
+        let recipe = format!("{:?}", run_args(Path::new("OUT"), "DATA", &py));
         // Reachable by the unprivileged user a root auditor's re-run runs
         // as; the program carries the logging library it imports, so that
         // any interpreter runs it.
@@ -114,16 +98,8 @@ fn make_package(root: &Path, py: &str) -> Value {
     std::fs::create_dir_all(data.join("shard")).unwrap();
     std::fs::write(data.join("shard/a.bin"), b"tokens").unwrap();
     let out = root.join("runs");
-    let (data_s, out_s) = (data.to_str().unwrap(), out.to_str().unwrap());
-    let mut args: Vec<&str> = RUN_ARGS
-        .iter()
-        .map(|a| match *a {
-            "DATA" => data_s,
-            "OUT" => out_s,
-            a => a,
-        })
-        .collect();
-    args.extend(["--", py, "fake_lora.py"]);
+    let args = run_args(&out, data.to_str().unwrap(), py);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = referee_in(&args, &work);
     let summary: Value = serde_json::from_str(&stdout(&o))
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));

@@ -5,9 +5,9 @@
 //! checkers, package and audit; each fault is caught.
 
 use referee_tests::{
-    copy_tree, fake_exec_args, fake_lora, keygen, official_package_ok, open_tempdir, python,
-    referee, referee_bin, referee_in, rerun_python, shared_fixture, sign, stderr, stdout,
-    vendor_mllog,
+    copy_tree, fake_exec_args, fake_exec_args_with, fake_lora, keygen, official_package_ok,
+    open_tempdir, python, referee, referee_bin, referee_in, rerun_python, shared_fixture, sign,
+    stderr, stdout, vendor_mllog,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -48,32 +48,26 @@ fn faithful() -> &'static (PathBuf, Value) {
     static RUNS: OnceLock<(PathBuf, Value)> = OnceLock::new();
     RUNS.get_or_init(|| {
         let py = rerun_python().display().to_string();
-        let recipe = format!(
-            "{:?}",
-            fake_exec_args(Path::new("OUT"), 10, &["--seed", "11"], &[])
-        );
-        let (root, summary) =
-            shared_fixture("exec-faithful-runs", &format!("{recipe} {py}"), |root| {
-                // The program runs from its working directory, which it carries
-                // with the logging library it imports, so that the package's code
-                // (`--code work`) is all a re-run needs, under any interpreter
-                // (rerun_python); reachable by a root auditor's unprivileged user.
-                let cwd = root.join("work");
-                std::fs::create_dir_all(&cwd).unwrap();
-                std::fs::copy(fake_lora(), cwd.join("fake_lora.py")).unwrap();
-                vendor_mllog(&cwd);
-                let out = root.join("runs");
-                let mut args = fake_exec_args(&out, 10, &["--seed", "11"], &[]);
-                let n = args.len();
-                args[n - 2] = py.clone();
-                args[n - 1] = "fake_lora.py".into();
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let o = referee_in(&args, &cwd);
-                let summary: Value = serde_json::from_str(&stdout(&o))
-                    .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
-                assert_eq!(o.status.code(), Some(0), "{summary:#}");
-                summary
-            });
+        let args =
+            |out: &Path| fake_exec_args_with(out, 10, &["--seed", "11"], &[], &py, "fake_lora.py");
+        let recipe = format!("{:?}", args(Path::new("OUT")));
+        let (root, summary) = shared_fixture("exec-faithful-runs", &recipe, |root| {
+            // The program runs from its working directory, which it carries
+            // with the logging library it imports, so that the package's code
+            // (`--code work`) is all a re-run needs, under any interpreter
+            // (rerun_python); reachable by a root auditor's unprivileged user.
+            let cwd = root.join("work");
+            std::fs::create_dir_all(&cwd).unwrap();
+            std::fs::copy(fake_lora(), cwd.join("fake_lora.py")).unwrap();
+            vendor_mllog(&cwd);
+            let args = args(&root.join("runs"));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = referee_in(&args, &cwd);
+            let summary: Value = serde_json::from_str(&stdout(&o))
+                .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+            assert_eq!(o.status.code(), Some(0), "{summary:#}");
+            summary
+        });
         (root.join("runs"), summary)
     })
 }
