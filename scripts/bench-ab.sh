@@ -20,27 +20,10 @@ cd "$(dirname "$0")/.."
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OLD [NEW] (git revisions; NEW: the working tree)" >&2; exit 2; }
 scripts/setup.sh >/dev/null
 
+. scripts/bench-machine.sh
+
 # referee built at revision $1 ("" = the working tree); prints its path.
-build() {
-    local rev=$1 dir sha
-    if [ -z "$rev" ]; then
-        cargo build --release -q -p referee-harness --bin referee >&2
-        echo "$PWD/target/release/referee"
-        return
-    fi
-    sha=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "not a commit: $rev" >&2; exit 2; }
-    dir=$PWD/target/ab/$sha
-    if [ ! -x "$dir/bin/referee" ]; then
-        rm -rf "$dir/src"
-        git worktree prune
-        git worktree add --detach --force "$dir/src" "$sha" >/dev/null 2>&1
-        (cd "$dir/src" && CARGO_TARGET_DIR=$dir/target cargo build --release -q -p referee-harness --bin referee) >&2
-        mkdir -p "$dir/bin"
-        cp "$dir/target/release/referee" "$dir/bin/"
-        git worktree remove --force "$dir/src"
-    fi
-    echo "$dir/bin/referee"
-}
+build() { bench_build_at "$1" referee -p referee-harness --bin referee; }
 
 echo "building $1${2:+ and $2} (referee, release)" >&2
 old=$(build "$1")

@@ -7,6 +7,8 @@
 #   one with AVX-512: referee's REFEREE_CPU_KERNELS=avx2; PyTorch's ATen
 #   (ATEN_CPU_CAPABILITY), oneDNN (ONEDNN_MAX_CPU_ISA) and MKL's matrix
 #   products (MKL_ENABLE_INSTRUCTIONS), so that no PyTorch path keeps AVX-512.
+# bench_build_at builds an artifact at a git revision (an A/B benchmark's
+#   older side) in a worktree under target/ab/, once per commit;
 # bench_cpuinfo reads one field of /proc/cpuinfo;
 # bench_record appends a figure to docs/bench-history.jsonl (below);
 # bench_machine_line prints the CPU (model name, family/model, ISA flags), the
@@ -41,6 +43,33 @@ esac
 
 # The first CPU's value of /proc/cpuinfo's field $1 ("model name", "cpu
 # family", "model"), without the spaces around it.
+# bench_build_at REV ARTIFACT CARGO-BUILD-ARGS…: target/release/ARTIFACT
+# (e.g. `referee`, `examples/bench_step`) built at revision REV ("": the
+# working tree as it is, into target/); prints its path. A revision is
+# checked out with `git worktree` under target/ab/<sha>/ and built there,
+# once per commit.
+bench_build_at() {
+    local rev=$1 artifact=$2 dir sha
+    shift 2
+    if [ -z "$rev" ]; then
+        cargo build --release -q "$@" >&2
+        echo "$PWD/target/release/$artifact"
+        return
+    fi
+    sha=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "not a commit: $rev" >&2; exit 2; }
+    dir=$PWD/target/ab/$sha
+    if [ ! -x "$dir/bin/${artifact##*/}" ]; then
+        rm -rf "$dir/src"
+        git worktree prune
+        git worktree add --detach --force "$dir/src" "$sha" >/dev/null 2>&1
+        (cd "$dir/src" && CARGO_TARGET_DIR=$dir/target cargo build --release -q "$@") >&2
+        mkdir -p "$dir/bin"
+        cp "$dir/target/release/$artifact" "$dir/bin/"
+        git worktree remove --force "$dir/src"
+    fi
+    echo "$dir/bin/${artifact##*/}"
+}
+
 bench_cpuinfo() {
     grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/ *$//'
 }

@@ -36,26 +36,7 @@ PLAN=${PLAN:-fixed}
 . scripts/bench-machine.sh
 
 # bench_step built at revision $1 ("" = the working tree); prints its path.
-build() {
-    local rev=$1 dir sha
-    if [ -z "$rev" ]; then
-        cargo build --release -q -p referee-workloads --example bench_step >&2
-        echo "$PWD/target/release/examples/bench_step"
-        return
-    fi
-    sha=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "not a commit: $rev" >&2; exit 2; }
-    dir=$PWD/target/ab/$sha
-    if [ ! -x "$dir/bin/bench_step" ]; then
-        rm -rf "$dir/src"
-        git worktree prune
-        git worktree add --detach --force "$dir/src" "$sha" >/dev/null 2>&1
-        (cd "$dir/src" && CARGO_TARGET_DIR=$dir/target cargo build --release -q -p referee-workloads --example bench_step) >&2
-        mkdir -p "$dir/bin"
-        cp "$dir/target/release/examples/bench_step" "$dir/bin/"
-        git worktree remove --force "$dir/src"
-    fi
-    echo "$dir/bin/bench_step"
-}
+build() { bench_build_at "$1" examples/bench_step -p referee-workloads --example bench_step; }
 
 echo "building $1${2:+ and $2} (bench_step, release)" >&2
 old=$(build "$1")
