@@ -39,6 +39,7 @@ use referee_rules::package_check::{PackageOptions, PackageReport, check_package}
 use referee_rules::policy::PolicyMode;
 use referee_rules::rcp::RcpTable;
 use referee_rules::report::{Detail, Report};
+use referee_rules::untrusted::{self, FileKind, Links};
 use referee_submission::sign::{VerifyReport, verify_dir_trusting};
 use referee_workloads::bench::Benchmark;
 use serde::Serialize;
@@ -549,6 +550,25 @@ fn package_orgs(dir: &Path) -> Vec<String> {
 /// implementations: (record, run index, the sha256 of the result it
 /// wrote).
 fn record_entries(dir: &Path, benchmark: &str) -> Vec<(PathBuf, usize, String)> {
+    let mut out = Vec::new();
+    for r in run_record_files(dir, benchmark) {
+        let Some(v) = read_json(&r, FileKind::Record).filter(|v| v["mode"] == "exec") else {
+            continue;
+        };
+        for (i, run) in v["runs"].as_array().into_iter().flatten().enumerate() {
+            out.push((
+                r.clone(),
+                i,
+                run["log_sha256"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// The run records in one benchmark's implementations
+/// (`benchmarks/B/implementations/*/referee_run_*.json`), sorted.
+fn run_record_files(dir: &Path, benchmark: &str) -> Vec<PathBuf> {
     let imps = dir
         .join("benchmarks")
         .join(benchmark)
@@ -571,24 +591,15 @@ fn record_entries(dir: &Path, benchmark: &str) -> Vec<(PathBuf, usize, String)> 
         })
         .collect();
     records.sort();
-    let mut out = Vec::new();
-    for r in records {
-        let Some(v) = std::fs::read_to_string(&r)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .filter(|v| v["mode"] == "exec")
-        else {
-            continue;
-        };
-        for (i, run) in v["runs"].as_array().into_iter().flatten().enumerate() {
-            out.push((
-                r.clone(),
-                i,
-                run["log_sha256"].as_str().unwrap_or("").to_string(),
-            ));
-        }
-    }
-    out
+    records
+}
+
+/// A JSON file of a package, read through the bounded, link-refusing
+/// opener (`None` when it cannot be read or parsed).
+fn read_json(path: &Path, kind: FileKind) -> Option<Value> {
+    untrusted::read_to_string(path, kind, Links::Refuse)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
 }
 
 /// The results a supervised run wrote, each verified against its witness;
@@ -1012,12 +1023,11 @@ impl<'a> Rerunner<'a> {
                 benchmark: d.benchmark.clone(),
             }));
         };
-        let config: Value = std::fs::read_to_string(&config_path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| AuditError::UnreadableConfig {
+        let config: Value = read_json(&config_path, FileKind::Config).ok_or_else(|| {
+            AuditError::UnreadableConfig {
                 path: config_path.clone(),
-            })?;
+            }
+        })?;
         let division = referee_rules::sysdesc::SystemDesc::load(
             &self
                 .req
@@ -1037,29 +1047,9 @@ impl<'a> Rerunner<'a> {
 
     /// Does the implementation hold run records of `referee run --exec`?
     fn supervised(&self, benchmark: &str) -> bool {
-        let imps = self
-            .req
-            .dir
-            .join("benchmarks")
-            .join(benchmark)
-            .join("implementations");
-        std::fs::read_dir(imps)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .flat_map(|imp| {
-                std::fs::read_dir(imp.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-            })
-            .filter(|f| f.file_name().to_string_lossy().starts_with("referee_run_"))
-            .any(|f| {
-                std::fs::read_to_string(f.path())
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                    .is_some_and(|v| v["mode"] == "exec")
-            })
+        run_record_files(&self.req.dir, benchmark)
+            .iter()
+            .any(|f| read_json(f, FileKind::Record).is_some_and(|v| v["mode"] == "exec"))
     }
 
     /// The seeds of a re-run of an original trained with `recorded`.
