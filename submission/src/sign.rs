@@ -135,16 +135,7 @@ pub struct KeyInfo {
 /// The allowed_signers line that trusts `public_line` for referee
 /// signatures, under `principal` (whitespace and quotes become `_`).
 pub fn allowed_signers_line(principal: &str, public_line: &str) -> String {
-    let p: String = principal
-        .chars()
-        .map(|c| {
-            if c.is_whitespace() || c == '"' || c == ',' {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
+    let p = principal_form(principal);
     let p = if p.is_empty() { "referee".into() } else { p };
     format!("{p} namespaces=\"{NAMESPACE}\" {public_line}")
 }
@@ -155,8 +146,14 @@ pub fn allowed_signers_line(principal: &str, public_line: &str) -> String {
 /// commas as `_`), so that the line `referee keygen --comment "Acme
 /// Corp"` printed allows the organisation `Acme Corp`.
 pub fn principals_allow(principals: &[String], who: &str) -> bool {
-    let who: String = who
-        .chars()
+    let who = principal_form(who);
+    !who.is_empty() && principals.iter().any(|p| match_pattern_list(&who, p))
+}
+
+/// A name as an allowed_signers principal: whitespace, quotes and commas
+/// (which would end or split it) as `_`.
+fn principal_form(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_whitespace() || c == '"' || c == ',' {
                 '_'
@@ -164,8 +161,7 @@ pub fn principals_allow(principals: &[String], who: &str) -> bool {
                 c
             }
         })
-        .collect();
-    !who.is_empty() && principals.iter().any(|p| match_pattern_list(&who, p))
+        .collect()
 }
 
 /// `path` with `.pub` appended to its file name (`key` → `key.pub`).
